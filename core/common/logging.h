@@ -1,0 +1,49 @@
+// Minimal leveled logging to stderr: "[hvd rank 3 WARNING] message".
+//
+// Why not glog: libhvd.so is loaded into framework processes (torch ships its
+// own glog build) and glog's process-global flags and init would collide.
+// Level comes from HVD_LOG_LEVEL (trace, debug, info, warning, error, fatal;
+// default warning). Thread-safe: one write(2) per line.
+#ifndef HVD_CORE_COMMON_LOGGING_H_
+#define HVD_CORE_COMMON_LOGGING_H_
+
+#include <sstream>
+#include "absl/strings/string_view.h"
+
+namespace hvd {
+
+enum class LogLevel { kTrace = 0, kDebug, kInfo, kWarning, kError, kFatal };
+
+// Parses a level name; false if it is not one.
+bool ParseLogLevel(absl::string_view text, LogLevel* level);
+LogLevel CurrentLogLevel();
+void SetLogLevel(LogLevel level);
+// The rank printed in each line; -1 (the default) prints none.
+void SetLogRank(int rank);
+
+namespace internal {
+
+class LogMessage {
+ public:
+  LogMessage(LogLevel level, const char* file, int line);
+  ~LogMessage();
+  LogMessage(const LogMessage&) = delete;
+  LogMessage& operator=(const LogMessage&) = delete;
+  std::ostream& stream() { return stream_; }
+
+ private:
+  LogLevel level_;
+  std::ostringstream stream_;
+};
+
+}  // namespace internal
+}  // namespace hvd
+
+#define HVD_LOG(level)                                                   \
+  if (::hvd::LogLevel::k##level < ::hvd::CurrentLogLevel()) {            \
+  } else                                                                 \
+    ::hvd::internal::LogMessage(::hvd::LogLevel::k##level, __FILE__,    \
+                                __LINE__)                                \
+        .stream()
+
+#endif  // HVD_CORE_COMMON_LOGGING_H_
