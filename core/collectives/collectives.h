@@ -1,0 +1,77 @@
+// CPU collective algorithms over a transport::Context. Written against the
+// transport interface only. All functions block the calling thread; every
+// wait is bounded by CollectiveOptions::timeout.
+//
+// A Group is the subset of the context's ranks taking part (a process set);
+// only its members call the function, all with equal arguments except where
+// noted. Buffers are raw bytes; counts are elements of `dtype`.
+#ifndef HVD_CORE_COLLECTIVES_COLLECTIVES_H_
+#define HVD_CORE_COLLECTIVES_COLLECTIVES_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/common/types.h"
+#include "core/transport/transport.h"
+
+namespace hvd::collectives {
+
+struct Group {
+  std::vector<int> ranks;  // Context ranks of the members, in group order.
+  int index = 0;           // This process's position in `ranks`.
+
+  int size() const { return static_cast<int>(ranks.size()); }
+  static Group All(const transport::Context& context);
+};
+
+enum class AllreduceAlgorithm {
+  kAuto,    // kDirect up to small_message_bytes, kRing above.
+  kRing,    // Reduce-scatter + allgather, 2(N-1)/N * S bytes sent per rank.
+  kDirect,  // Each rank sends all to all and reduces locally: one round.
+};
+
+struct CollectiveOptions {
+  absl::Duration timeout = absl::Seconds(60);  // Per wait on one transfer.
+  size_t chunk_bytes = size_t{1} << 20;       // Pipelining granularity.
+  size_t small_message_bytes = size_t{64} << 10;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+};
+
+// In place. `op` is Sum, Min, Max or Product (Average is Sum followed by a
+// scale, done by the caller). Every rank ends with bit-identical results.
+absl::Status Allreduce(transport::Context& context, const Group& group,
+                       void* data, size_t count, DataType dtype, ReduceOp op,
+                       const CollectiveOptions& options);
+
+// Member i contributes `bytes_per_member[i]` bytes (`input`); every member
+// receives the concatenation in group order into `output`.
+absl::Status Allgather(transport::Context& context, const Group& group,
+                       const void* input, void* output,
+                       const std::vector<size_t>& bytes_per_member,
+                       const CollectiveOptions& options);
+
+// In place: member `root` sends `bytes` bytes of `data` to all.
+absl::Status Broadcast(transport::Context& context, const Group& group,
+                       void* data, size_t bytes, int root,
+                       const CollectiveOptions& options);
+
+// `send_bytes[j]`: bytes this member sends to member j, taken from `input` in
+// order; `recv_bytes[j]`: bytes it receives from member j, written to
+// `output` in order. Differs per member.
+absl::Status Alltoall(transport::Context& context, const Group& group,
+                      const void* input, const std::vector<size_t>& send_bytes,
+                      void* output, const std::vector<size_t>& recv_bytes,
+                      const CollectiveOptions& options);
+
+// `input` holds sum(counts) elements on every member; member i receives the
+// reduction of block i (counts[i] elements) into `output`.
+absl::Status ReduceScatter(transport::Context& context, const Group& group,
+                           const void* input, void* output,
+                           const std::vector<size_t>& counts, DataType dtype,
+                           ReduceOp op, const CollectiveOptions& options);
+
+}  // namespace hvd::collectives
+
+#endif  // HVD_CORE_COLLECTIVES_COLLECTIVES_H_

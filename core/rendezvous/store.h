@@ -1,0 +1,58 @@
+// Key-value store the core bootstraps through: peers publish their data-plane
+// addresses and NCCL unique ids here. Implemented over gRPC against the
+// rendezvous server (grpc_store.h) and in memory for one-process tests.
+#ifndef HVD_CORE_RENDEZVOUS_STORE_H_
+#define HVD_CORE_RENDEZVOUS_STORE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace hvd {
+
+// Thread-safe. Keys are write-once per job by convention; Set on an existing
+// key overwrites it.
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual absl::Status Set(absl::string_view key, absl::string_view value) = 0;
+
+  // Blocks until `key` exists. DeadlineExceeded naming the key when `timeout`
+  // passes first; Unavailable when the store cannot be reached.
+  virtual absl::StatusOr<std::string> Get(absl::string_view key,
+                                          absl::Duration timeout) = 0;
+
+  // Returns once `count` callers have entered barrier `name`, or
+  // DeadlineExceeded saying how many arrived.
+  virtual absl::Status Barrier(absl::string_view name, int count,
+                               absl::Duration timeout) = 0;
+};
+
+// A view of `base` (not owned; must outlive this) with every key prefixed by
+// `prefix`, so independent users of one store cannot collide.
+class PrefixStore : public Store {
+ public:
+  PrefixStore(Store* base, std::string prefix)
+      : base_(base), prefix_(std::move(prefix)) {}
+  absl::Status Set(absl::string_view key, absl::string_view value) override;
+  absl::StatusOr<std::string> Get(absl::string_view key,
+                                  absl::Duration timeout) override;
+  absl::Status Barrier(absl::string_view name, int count,
+                       absl::Duration timeout) override;
+
+ private:
+  Store* base_;
+  std::string prefix_;
+};
+
+// The store of a one-process test, where each thread plays a rank.
+std::unique_ptr<Store> NewInMemoryStore();
+
+}  // namespace hvd
+
+#endif  // HVD_CORE_RENDEZVOUS_STORE_H_

@@ -1,0 +1,71 @@
+// The data-plane interface every collective algorithm is written against.
+// Implementations live in subfolders (tcp/, shm/, and rdma/ at the top level);
+// an algorithm never includes them.
+//
+// Model: a Context connects `size` ranks, every pair directly. Messages between
+// two ranks are delivered in the order they were sent, and a receive matches
+// the next message from that peer, so callers that issue the same sequence of
+// operations on every rank need no tags.
+#ifndef HVD_CORE_TRANSPORT_TRANSPORT_H_
+#define HVD_CORE_TRANSPORT_TRANSPORT_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace hvd::transport {
+
+// One posted send or receive. Wait() may be called once, from any thread.
+class Request {
+ public:
+  virtual ~Request() = default;
+  // OK when the transfer finished. DeadlineExceeded naming the peer and byte
+  // count if `deadline` passes first (the request stays posted: the context
+  // is then unusable and should be aborted). After Context::Abort, or when the
+  // peer's connection failed, the recorded error naming the peer.
+  virtual absl::Status Wait(absl::Time deadline) = 0;
+  // True once Wait() would return without blocking.
+  virtual bool Done() = 0;
+};
+
+// Thread-safe. Destroying a Context closes its connections; requests still
+// posted then fail with Cancelled.
+class Context {
+ public:
+  virtual ~Context() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Sends `len` bytes to `peer`. `data` must stay valid and unchanged until
+  // the request completes.
+  virtual std::unique_ptr<Request> Send(int peer, const void* data,
+                                        size_t len) = 0;
+
+  // Receives the next message from `peer` into `data`, which must hold
+  // exactly that message: a message of another length fails the request and
+  // the context with Internal naming both lengths.
+  virtual std::unique_ptr<Request> Recv(int peer, void* data, size_t len) = 0;
+
+  // Receives the next message from `peer`, of any length, into `*out`
+  // (resized to fit). For control messages whose size the receiver cannot
+  // know.
+  virtual std::unique_ptr<Request> RecvAny(int peer, std::string* out) = 0;
+
+  // Fails every pending and future request with `reason` and wakes all
+  // waiters. Idempotent: the first reason is kept.
+  virtual void Abort(absl::Status reason) = 0;
+
+  // OK, or the first failure recorded (peer lost, Abort, ...).
+  virtual absl::Status status() const = 0;
+
+  // Human-readable address of `peer`'s endpoint, for error messages.
+  virtual std::string PeerAddress(int peer) const = 0;
+};
+
+}  // namespace hvd::transport
+
+#endif  // HVD_CORE_TRANSPORT_TRANSPORT_H_
