@@ -37,6 +37,21 @@ enum {
   HVD_OP_ADASUM = 5, /* refused with a clear error */
 };
 
+/* Element types (same values as hvd::DataType). */
+enum {
+  HVD_DTYPE_UINT8 = 0,
+  HVD_DTYPE_INT8 = 1,
+  HVD_DTYPE_UINT16 = 2,
+  HVD_DTYPE_INT16 = 3,
+  HVD_DTYPE_INT32 = 4,
+  HVD_DTYPE_INT64 = 5,
+  HVD_DTYPE_FLOAT16 = 6,
+  HVD_DTYPE_BFLOAT16 = 7,
+  HVD_DTYPE_FLOAT32 = 8,
+  HVD_DTYPE_FLOAT64 = 9,
+  HVD_DTYPE_BOOL = 10,
+};
+
 /* hvd_wait() and other int-returning calls. */
 enum {
   HVD_OK = 0,
@@ -46,7 +61,8 @@ enum {
 };
 
 /* Options of one collective. Zero-initialise, then set what you need:
- * hvd_default_options() gives the defaults (op Sum, factors 1.0). */
+ * hvd_default_options() gives the defaults (op Sum, factors 1.0,
+ * dtype -1). */
 typedef struct {
   const char* name;        /* NULL or "": a name is generated (op.noname.N) */
   int32_t op;              /* HVD_OP_*: allreduce, reducescatter */
@@ -57,6 +73,9 @@ typedef struct {
   const int64_t* splits;   /* alltoall: rows per destination; NULL: even */
   int32_t num_splits;
   void* stream;            /* cudaStream_t producing a GPU tensor, or NULL */
+  int32_t dtype;           /* -1: from the DLPack dtype; else an HVD_DTYPE_*
+                              (DLPack 0.6 has no bool: torch 1.13 exports
+                              bool as uint8, so bindings say it here) */
 } hvd_options;
 
 hvd_options hvd_default_options(void);
