@@ -1,0 +1,81 @@
+// Allgather of variable-sized blocks: a pipelined ring that forwards each
+// chunk as soon as it arrives, or one direct round for small totals.
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "core/collectives/collectives.h"
+#include "core/collectives/internal.h"
+#include "core/collectives/ring_pipeline.h"
+
+namespace hvd::collectives {
+namespace {
+
+using internal::RequestPtr;
+using internal::Span;
+
+absl::Status AllgatherRing(transport::Context& context, const Group& group,
+                           char* output, const std::vector<Span>& blocks,
+                           const CollectiveOptions& options) {
+  const internal::RingPlan plan = internal::BuildRingPlan(
+      internal::AllgatherFirstSend(blocks, group.index),
+      internal::AllgatherSteps(blocks, group.index), /*forward_last=*/false,
+      options.chunk_bytes, /*elem_size=*/1);
+  return internal::RunRingPlan(context, internal::RingPeer(group, 1),
+                               internal::RingPeer(group, -1), output, plan,
+                               DataType::kUint8, ReduceOp::kSum, options);
+}
+
+absl::Status AllgatherDirect(transport::Context& context, const Group& group,
+                             char* output, const std::vector<Span>& blocks,
+                             const CollectiveOptions& options) {
+  const int n = group.size();
+  const int me = group.index;
+  std::vector<RequestPtr> requests;
+  for (int k = 1; k < n; ++k) {
+    const int j = internal::Mod(me - k, n);
+    if (blocks[j].bytes == 0) continue;
+    requests.push_back(context.Recv(group.ranks[j], output + blocks[j].offset,
+                                    blocks[j].bytes));
+  }
+  if (blocks[me].bytes > 0) {
+    for (int k = 1; k < n; ++k) {
+      requests.push_back(context.Send(internal::RingPeer(group, k),
+                                      output + blocks[me].offset,
+                                      blocks[me].bytes));
+    }
+  }
+  return internal::WaitAll(requests, options.timeout);
+}
+
+}  // namespace
+
+absl::Status Allgather(transport::Context& context, const Group& group,
+                       const void* input, void* output,
+                       const std::vector<size_t>& bytes_per_member,
+                       const CollectiveOptions& options) {
+  absl::Status status = internal::CheckGroup(context, group, "Allgather");
+  if (!status.ok()) return status;
+  if (bytes_per_member.size() != static_cast<size_t>(group.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Allgather: ", bytes_per_member.size(),
+        " block sizes given for a group of ", group.size()));
+  }
+  const std::vector<Span> blocks = internal::Layout(bytes_per_member);
+  char* out = static_cast<char*>(output);
+  const Span own = blocks[group.index];
+  if (own.bytes > 0 && input != out + own.offset) {
+    std::memmove(out + own.offset, input, own.bytes);
+  }
+  const size_t total = std::accumulate(bytes_per_member.begin(),
+                                       bytes_per_member.end(), size_t{0});
+  if (group.size() == 1 || total == 0) return absl::OkStatus();
+  if (internal::UseDirect(options, total)) {
+    status = AllgatherDirect(context, group, out, blocks, options);
+    return internal::Annotate(status, "Allgather (direct)", context, group);
+  }
+  status = AllgatherRing(context, group, out, blocks, options);
+  return internal::Annotate(status, "Allgather (ring)", context, group);
+}
+
+}  // namespace hvd::collectives

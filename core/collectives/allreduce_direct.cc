@@ -1,0 +1,46 @@
+// Latency-optimal allreduce for small buffers: one round in which every
+// member sends its buffer to every other, then each reduces the N
+// contributions in group order, so all get bit-identical results.
+#include <cstring>
+
+#include "core/collectives/internal.h"
+#include "core/collectives/reduce.h"
+
+namespace hvd::collectives::internal {
+
+absl::Status AllreduceDirect(transport::Context& context, const Group& group,
+                             void* data, size_t count, DataType dtype,
+                             ReduceOp op, const CollectiveOptions& options) {
+  const int n = group.size();
+  const int me = group.index;
+  const size_t bytes = count * DataTypeSize(dtype);
+  // Contribution of member j lives in slot j, shifted past our own.
+  Scratch scratch(bytes * (n - 1));
+  auto contribution = [&](int j) -> char* {
+    if (j == me) return static_cast<char*>(data);
+    return scratch.data() + bytes * (j < me ? j : j - 1);
+  };
+  std::vector<RequestPtr> recvs;
+  for (int k = 1; k < n; ++k) {
+    const int j = Mod(me - k, n);
+    recvs.push_back(context.Recv(group.ranks[j], contribution(j), bytes));
+  }
+  std::vector<RequestPtr> sends;
+  for (int k = 1; k < n; ++k) {
+    sends.push_back(context.Send(RingPeer(group, k), data, bytes));
+  }
+  absl::Status status = WaitAll(recvs, options.timeout);
+  if (status.ok()) status = WaitAll(sends, options.timeout);
+  if (!status.ok()) {
+    scratch.AbandonIfPending(recvs);
+    return status;
+  }
+  // Member 0 may reduce in place (its sends are done); others accumulate in
+  // member 0's slot and copy the result out.
+  char* acc = contribution(0);
+  for (int j = 1; j < n; ++j) Reduce(acc, contribution(j), count, dtype, op);
+  if (acc != data) std::memcpy(data, acc, bytes);
+  return absl::OkStatus();
+}
+
+}  // namespace hvd::collectives::internal

@@ -1,0 +1,26 @@
+// Bandwidth-optimal allreduce: a ring reduce-scatter (member i ends up owning
+// block i) followed by a ring allgather, run as one pipelined chunk stream so
+// that the allgather's first chunks leave while the reduce-scatter's last
+// ones are still arriving. Each member sends 2(N-1)/N of the buffer.
+#include "core/collectives/internal.h"
+#include "core/collectives/ring_pipeline.h"
+
+namespace hvd::collectives::internal {
+
+absl::Status AllreduceRing(transport::Context& context, const Group& group,
+                           void* data, size_t count, DataType dtype,
+                           ReduceOp op, const CollectiveOptions& options) {
+  const size_t elem_size = DataTypeSize(dtype);
+  const std::vector<Span> blocks = EvenBlocks(count, group.size(), elem_size);
+  std::vector<RingStep> steps = ReduceScatterSteps(blocks, group.index);
+  for (const RingStep& step : AllgatherSteps(blocks, group.index)) {
+    steps.push_back(step);
+  }
+  const RingPlan plan =
+      BuildRingPlan(ReduceScatterFirstSend(blocks, group.index), steps,
+                    /*forward_last=*/false, options.chunk_bytes, elem_size);
+  return RunRingPlan(context, RingPeer(group, 1), RingPeer(group, -1),
+                     static_cast<char*>(data), plan, dtype, op, options);
+}
+
+}  // namespace hvd::collectives::internal

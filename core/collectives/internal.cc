@@ -1,0 +1,117 @@
+#include "core/collectives/internal.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace hvd::collectives::internal {
+
+std::vector<Span> Layout(const std::vector<size_t>& bytes) {
+  std::vector<Span> spans;
+  spans.reserve(bytes.size());
+  size_t offset = 0;
+  for (size_t b : bytes) {
+    spans.push_back({offset, b});
+    offset += b;
+  }
+  return spans;
+}
+
+std::vector<Span> EvenBlocks(size_t count, int n, size_t elem_size) {
+  std::vector<size_t> bytes(n);
+  const size_t base = count / n;
+  const size_t extra = count % n;
+  for (int i = 0; i < n; ++i) {
+    bytes[i] = (base + (static_cast<size_t>(i) < extra ? 1 : 0)) * elem_size;
+  }
+  return Layout(bytes);
+}
+
+std::vector<Span> Chunks(Span span, size_t chunk_bytes, size_t elem_size) {
+  const size_t step = std::max<size_t>(1, chunk_bytes / elem_size) * elem_size;
+  std::vector<Span> chunks;
+  chunks.reserve((span.bytes + step - 1) / step);
+  for (size_t done = 0; done < span.bytes; done += step) {
+    chunks.push_back({span.offset + done, std::min(step, span.bytes - done)});
+  }
+  return chunks;
+}
+
+absl::Status CheckGroup(const transport::Context& context, const Group& group,
+                        absl::string_view collective) {
+  if (group.size() == 0 || group.index < 0 || group.index >= group.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(collective, ": group index ", group.index,
+                     " is outside a group of ", group.size()));
+  }
+  for (int r : group.ranks) {
+    if (r < 0 || r >= context.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(collective, ": group member rank ", r,
+                       " is outside the context of size ", context.size()));
+    }
+  }
+  if (group.ranks[group.index] != context.rank()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        collective, ": group member ", group.index, " is rank ",
+        group.ranks[group.index], " but this context is rank ",
+        context.rank()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReduceOp(ReduceOp op, absl::string_view collective) {
+  if (op == ReduceOp::kSum || op == ReduceOp::kMin || op == ReduceOp::kMax ||
+      op == ReduceOp::kProduct) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      collective, ": op ", ReduceOpName(op), " is not Sum, Min, Max or Product"));
+}
+
+bool UseDirect(const CollectiveOptions& options, size_t bytes) {
+  switch (options.algorithm) {
+    case AllreduceAlgorithm::kDirect: return true;
+    case AllreduceAlgorithm::kRing: return false;
+    case AllreduceAlgorithm::kAuto: return bytes <= options.small_message_bytes;
+  }
+  return false;
+}
+
+absl::Status Wait(transport::Request& request, absl::Duration timeout) {
+  return request.Wait(absl::Now() + timeout);
+}
+
+absl::Status WaitAll(const std::vector<RequestPtr>& requests,
+                     absl::Duration timeout) {
+  for (const RequestPtr& request : requests) {
+    if (request == nullptr) continue;
+    absl::Status status = Wait(*request, timeout);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+bool AllDone(const std::vector<RequestPtr>& requests) {
+  return std::all_of(requests.begin(), requests.end(),
+                     [](const RequestPtr& r) { return !r || r->Done(); });
+}
+
+absl::Status Annotate(const absl::Status& status, absl::string_view collective,
+                      const transport::Context& context, const Group& group) {
+  if (status.ok()) return status;
+  return absl::Status(
+      status.code(),
+      absl::StrCat(collective, " on rank ", context.rank(), " (member ",
+                   group.index, " of ", group.size(), "): ", status.message()));
+}
+
+Scratch::Scratch(size_t bytes) : data_(bytes ? new char[bytes] : nullptr) {}
+
+Scratch::~Scratch() { delete[] data_; }
+
+void Scratch::AbandonIfPending(const std::vector<RequestPtr>& pending) {
+  if (!AllDone(pending)) data_ = nullptr;  // Leaked on purpose: see header.
+}
+
+}  // namespace hvd::collectives::internal

@@ -1,0 +1,105 @@
+// Helpers shared by the collective algorithms: byte spans and their chunking,
+// group checks, waits with per-wait deadlines, and error annotation.
+#ifndef HVD_CORE_COLLECTIVES_INTERNAL_H_
+#define HVD_CORE_COLLECTIVES_INTERNAL_H_
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/collectives/collectives.h"
+#include "core/transport/transport.h"
+
+namespace hvd::collectives::internal {
+
+using RequestPtr = std::unique_ptr<transport::Request>;
+
+// A byte range of a buffer.
+struct Span {
+  size_t offset = 0;
+  size_t bytes = 0;
+};
+
+// a mod n, in [0, n).
+inline int Mod(int a, int n) { return ((a % n) + n) % n; }
+
+// The blocks of consecutive sizes `bytes[i]`, laid out back to back.
+std::vector<Span> Layout(const std::vector<size_t>& bytes);
+
+// `count` elements split into `n` blocks whose sizes differ by at most one
+// element (the first count % n get the extra one).
+std::vector<Span> EvenBlocks(size_t count, int n, size_t elem_size);
+
+// `span` split into pieces of at most `chunk_bytes` (at least one element),
+// each a whole number of elements. An empty span has no chunks. Sender and
+// receiver compute the same chunks from the same arguments, which is what
+// lets every message have an exactly known length.
+std::vector<Span> Chunks(Span span, size_t chunk_bytes, size_t elem_size);
+
+// OK if `group` is well formed and this context is its member `index`;
+// InvalidArgument naming `collective` and the mismatch otherwise.
+absl::Status CheckGroup(const transport::Context& context, const Group& group,
+                        absl::string_view collective);
+
+// OK if `op` is Sum, Min, Max or Product; InvalidArgument naming
+// `collective` otherwise (Average is Sum then Scale, done by the caller).
+absl::Status CheckReduceOp(ReduceOp op, absl::string_view collective);
+
+// Whether a collective of `bytes` takes the one-round algorithm.
+bool UseDirect(const CollectiveOptions& options, size_t bytes);
+
+// Waits for `request` with deadline now + `timeout`.
+absl::Status Wait(transport::Request& request, absl::Duration timeout);
+
+// Waits for every non-null request in order, each with its own deadline;
+// returns the first error.
+absl::Status WaitAll(const std::vector<RequestPtr>& requests,
+                     absl::Duration timeout);
+
+// True if every non-null request has completed.
+bool AllDone(const std::vector<RequestPtr>& requests);
+
+// `status` with its code kept and its message prefixed by who failed:
+// "<collective> on rank R (member i of N): <transport message>".
+absl::Status Annotate(const absl::Status& status, absl::string_view collective,
+                      const transport::Context& context, const Group& group);
+
+// Scratch memory that receives may write into. If a collective returns early
+// with receives still posted into it, the transport could write into it after
+// it was freed (until the runtime aborts the context); Abandon() then leaks it
+// on purpose instead.
+class Scratch {
+ public:
+  explicit Scratch(size_t bytes);
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  char* data() { return data_; }
+  // Leaks the buffer unless every request in `pending` is done.
+  void AbandonIfPending(const std::vector<RequestPtr>& pending);
+
+ private:
+  char* data_;
+};
+
+// The algorithms behind the public entry points, which check arguments,
+// handle the trivial cases (one member, nothing to move) and annotate errors.
+absl::Status AllreduceRing(transport::Context& context, const Group& group,
+                           void* data, size_t count, DataType dtype,
+                           ReduceOp op, const CollectiveOptions& options);
+absl::Status AllreduceDirect(transport::Context& context, const Group& group,
+                             void* data, size_t count, DataType dtype,
+                             ReduceOp op, const CollectiveOptions& options);
+
+// The context rank of the member `offset` places after this one in the ring.
+inline int RingPeer(const Group& group, int offset) {
+  return group.ranks[Mod(group.index + offset, group.size())];
+}
+
+}  // namespace hvd::collectives::internal
+
+#endif  // HVD_CORE_COLLECTIVES_INTERNAL_H_

@@ -1,0 +1,161 @@
+#include "core/collectives/reduce.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "core/collectives/reduce_half.h"
+
+namespace hvd::collectives {
+namespace {
+
+// Integer arithmetic runs in an unsigned type at least as wide as int, so that
+// overflow wraps instead of being UB (uint16 * uint16 would promote to int).
+template <typename T>
+using Wide = std::conditional_t<
+    (sizeof(T) < sizeof(uint32_t)), uint32_t, std::make_unsigned_t<T>>;
+
+template <typename T>
+struct SumOp {
+  static T Apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b));
+    } else {
+      return a + b;
+    }
+  }
+};
+
+template <typename T>
+struct ProductOp {
+  static T Apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b));
+    } else {
+      return a * b;
+    }
+  }
+};
+
+template <typename T>
+struct MinOp {
+  static T Apply(T a, T b) { return b < a ? b : a; }
+};
+
+template <typename T>
+struct MaxOp {
+  static T Apply(T a, T b) { return a < b ? b : a; }
+};
+
+// One loop per (type, op): __restrict and a branch-free body let -O3 turn it
+// into SIMD code.
+template <typename T, typename Op>
+void Loop(void* dst_bytes, const void* src_bytes, size_t count) {
+  T* __restrict dst = static_cast<T*>(dst_bytes);
+  const T* __restrict src = static_cast<const T*>(src_bytes);
+  for (size_t i = 0; i < count; ++i) dst[i] = Op::Apply(dst[i], src[i]);
+}
+
+template <typename T>
+void ReduceTyped(void* dst, const void* src, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      return Loop<T, SumOp<T>>(dst, src, count);
+    case ReduceOp::kProduct:
+      return Loop<T, ProductOp<T>>(dst, src, count);
+    case ReduceOp::kMin:
+      return Loop<T, MinOp<T>>(dst, src, count);
+    case ReduceOp::kMax:
+      return Loop<T, MaxOp<T>>(dst, src, count);
+    case ReduceOp::kAdasum:
+      return;
+  }
+}
+
+// Bool bytes may hold any non-zero value for true: normalise while combining.
+void ReduceBool(void* dst_bytes, const void* src_bytes, size_t count,
+                ReduceOp op) {
+  uint8_t* __restrict dst = static_cast<uint8_t*>(dst_bytes);
+  const uint8_t* __restrict src = static_cast<const uint8_t*>(src_bytes);
+  const bool is_or = op == ReduceOp::kSum || op == ReduceOp::kAverage ||
+                     op == ReduceOp::kMax;
+  if (is_or) {
+    for (size_t i = 0; i < count; ++i) dst[i] = (dst[i] | src[i]) != 0;
+  } else {
+    for (size_t i = 0; i < count; ++i) dst[i] = (dst[i] != 0) & (src[i] != 0);
+  }
+}
+
+// double -> integer conversion of an out-of-range value is UB: saturate, and
+// map NaN to zero.
+template <typename T>
+T SaturatingCast(double value) {
+  if (!(value == value)) return 0;
+  constexpr double kLow = static_cast<double>(std::numeric_limits<T>::min());
+  constexpr double kHigh = static_cast<double>(std::numeric_limits<T>::max());
+  if (value <= kLow) return std::numeric_limits<T>::min();
+  if (value >= kHigh) return std::numeric_limits<T>::max();
+  return static_cast<T>(value);  // Truncates toward zero.
+}
+
+template <typename T>
+void ScaleTyped(void* bytes, size_t count, double factor) {
+  T* __restrict data = static_cast<T*>(bytes);
+  if constexpr (std::is_integral_v<T>) {
+    for (size_t i = 0; i < count; ++i) {
+      data[i] = SaturatingCast<T>(static_cast<double>(data[i]) * factor);
+    }
+  } else {
+    for (size_t i = 0; i < count; ++i) {
+      data[i] = static_cast<T>(static_cast<double>(data[i]) * factor);
+    }
+  }
+}
+
+void ScaleBool(void* bytes, size_t count, double factor) {
+  uint8_t* data = static_cast<uint8_t*>(bytes);
+  const uint8_t keep = factor != 0.0;
+  for (size_t i = 0; i < count; ++i) data[i] = (data[i] != 0) & keep;
+}
+
+}  // namespace
+
+void Reduce(void* dst, const void* src, size_t count, DataType dtype,
+            ReduceOp op) {
+  switch (dtype) {
+    case DataType::kUint8: return ReduceTyped<uint8_t>(dst, src, count, op);
+    case DataType::kInt8: return ReduceTyped<int8_t>(dst, src, count, op);
+    case DataType::kUint16: return ReduceTyped<uint16_t>(dst, src, count, op);
+    case DataType::kInt16: return ReduceTyped<int16_t>(dst, src, count, op);
+    case DataType::kInt32: return ReduceTyped<int32_t>(dst, src, count, op);
+    case DataType::kInt64: return ReduceTyped<int64_t>(dst, src, count, op);
+    case DataType::kFloat32: return ReduceTyped<float>(dst, src, count, op);
+    case DataType::kFloat64: return ReduceTyped<double>(dst, src, count, op);
+    case DataType::kFloat16: return internal::ReduceFloat16(dst, src, count, op);
+    case DataType::kBFloat16:
+      return internal::ReduceBFloat16(dst, src, count, op);
+    case DataType::kBool: return ReduceBool(dst, src, count, op);
+  }
+}
+
+void Scale(void* data, size_t count, DataType dtype, double factor) {
+  switch (dtype) {
+    case DataType::kUint8: return ScaleTyped<uint8_t>(data, count, factor);
+    case DataType::kInt8: return ScaleTyped<int8_t>(data, count, factor);
+    case DataType::kUint16: return ScaleTyped<uint16_t>(data, count, factor);
+    case DataType::kInt16: return ScaleTyped<int16_t>(data, count, factor);
+    case DataType::kInt32: return ScaleTyped<int32_t>(data, count, factor);
+    case DataType::kInt64: return ScaleTyped<int64_t>(data, count, factor);
+    case DataType::kFloat32: return ScaleTyped<float>(data, count, factor);
+    case DataType::kFloat64: return ScaleTyped<double>(data, count, factor);
+    case DataType::kFloat16:
+      return internal::ScaleFloat16(data, count, static_cast<float>(factor));
+    case DataType::kBFloat16:
+      return internal::ScaleBFloat16(data, count, static_cast<float>(factor));
+    case DataType::kBool: return ScaleBool(data, count, factor);
+  }
+}
+
+}  // namespace hvd::collectives

@@ -1,0 +1,186 @@
+#include "core/collectives/ring_pipeline.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/collectives/reduce.h"
+
+namespace hvd::collectives::internal {
+namespace {
+
+// Runs one RingPlan; see the header. Deadlock freedom: the only blocking
+// calls are waits on the oldest unprocessed receive, the final waits on
+// sends, and a wait on a send whose bytes a store-in-place receive will
+// overwrite. The last happens only when no receive is outstanding, i.e. after
+// every earlier chunk was processed and forwarded; in an allreduce that means
+// the whole reduce-scatter stream went out, and next consumes it without
+// waiting for anything of ours.
+class RingRunner {
+ public:
+  RingRunner(transport::Context& context, int next, int prev, char* data,
+             const RingPlan& plan, DataType dtype, ReduceOp op,
+             const CollectiveOptions& options, Scratch* data_scratch)
+      : context_(context),
+        next_(next),
+        prev_(prev),
+        data_(data),
+        plan_(plan),
+        dtype_(dtype),
+        op_(op),
+        elem_size_(DataTypeSize(dtype)),
+        timeout_(options.timeout),
+        data_scratch_(data_scratch),
+        scratch_(plan.slot_bytes * plan.num_slots),
+        recvs_(plan.recvs.size()) {}
+
+  absl::Status Run() {
+    absl::Status status = RunSteps();
+    if (!status.ok()) {
+      scratch_.AbandonIfPending(recvs_);
+      if (data_scratch_ != nullptr) {
+        data_scratch_->AbandonIfPending(recvs_);
+        data_scratch_->AbandonIfPending(sends_);
+      }
+    }
+    return status;
+  }
+
+ private:
+  absl::Status RunSteps() {
+    for (const Span& chunk : plan_.initial_sends) Send(chunk);
+    while (done_ < plan_.recvs.size()) {
+      absl::Status status = PostAhead();
+      if (!status.ok()) return status;
+      status = Wait(*recvs_[done_], timeout_);
+      if (!status.ok()) return status;
+      Process(plan_.recvs[done_]);
+      ++done_;
+    }
+    return WaitAll(sends_, timeout_);
+  }
+
+  void Send(const Span& chunk) {
+    sends_.push_back(context_.Send(next_, data_ + chunk.offset, chunk.bytes));
+  }
+
+  char* SlotAddress(int slot) {
+    return scratch_.data() + static_cast<size_t>(slot) * plan_.slot_bytes;
+  }
+
+  // Posts receives up to kPipelineDepth ahead of the oldest unprocessed one.
+  absl::Status PostAhead() {
+    while (posted_ < plan_.recvs.size() && posted_ < done_ + kPipelineDepth) {
+      const RingRecv& recv = plan_.recvs[posted_];
+      if (recv.wait_send >= 0) {
+        if (static_cast<size_t>(recv.wait_send) >= sends_.size()) break;
+        transport::Request& send = *sends_[recv.wait_send];
+        if (!send.Done()) {
+          if (posted_ > done_) break;  // Retry once more has been processed.
+          absl::Status status = Wait(send, timeout_);
+          if (!status.ok()) return status;
+        }
+      }
+      char* target =
+          recv.reduce ? SlotAddress(recv.slot) : data_ + recv.span.offset;
+      recvs_[posted_] = context_.Recv(prev_, target, recv.span.bytes);
+      ++posted_;
+    }
+    return absl::OkStatus();
+  }
+
+  void Process(const RingRecv& recv) {
+    if (recv.reduce) {
+      Reduce(data_ + recv.span.offset, SlotAddress(recv.slot),
+             recv.span.bytes / elem_size_, dtype_, op_);
+    }
+    if (recv.forward) Send(recv.span);
+  }
+
+  transport::Context& context_;
+  const int next_;
+  const int prev_;
+  char* const data_;
+  const RingPlan& plan_;
+  const DataType dtype_;
+  const ReduceOp op_;
+  const size_t elem_size_;
+  const absl::Duration timeout_;
+  Scratch* const data_scratch_;
+  Scratch scratch_;  // kPipelineDepth slots for chunks to be reduced.
+  std::vector<RequestPtr> sends_;  // In posting order.
+  std::vector<RequestPtr> recvs_;  // Indexed like plan_.recvs.
+  size_t posted_ = 0;
+  size_t done_ = 0;
+};
+
+}  // namespace
+
+RingPlan BuildRingPlan(Span first_send, const std::vector<RingStep>& steps,
+                       bool forward_last, size_t chunk_bytes,
+                       size_t elem_size) {
+  RingPlan plan;
+  std::map<size_t, int> send_at_offset;  // Latest send from each offset.
+  int num_sends = 0;
+  for (const Span& chunk : Chunks(first_send, chunk_bytes, elem_size)) {
+    plan.initial_sends.push_back(chunk);
+    send_at_offset[chunk.offset] = num_sends++;
+  }
+  int num_reduced = 0;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const bool forward = forward_last || s + 1 < steps.size();
+    for (const Span& chunk : Chunks(steps[s].recv, chunk_bytes, elem_size)) {
+      RingRecv recv{chunk, steps[s].reduce, forward};
+      if (recv.reduce) {
+        recv.slot = num_reduced++ % kPipelineDepth;
+        plan.slot_bytes = std::max(plan.slot_bytes, chunk.bytes);
+      } else if (auto it = send_at_offset.find(chunk.offset);
+                 it != send_at_offset.end()) {
+        recv.wait_send = it->second;
+      }
+      plan.recvs.push_back(recv);
+      if (forward) send_at_offset[chunk.offset] = num_sends++;
+    }
+  }
+  plan.num_slots = std::min(num_reduced, kPipelineDepth);
+  return plan;
+}
+
+absl::Status RunRingPlan(transport::Context& context, int next, int prev,
+                         char* data, const RingPlan& plan, DataType dtype,
+                         ReduceOp op, const CollectiveOptions& options,
+                         Scratch* data_scratch) {
+  return RingRunner(context, next, prev, data, plan, dtype, op, options,
+                    data_scratch)
+      .Run();
+}
+
+Span ReduceScatterFirstSend(const std::vector<Span>& blocks, int index) {
+  const int n = static_cast<int>(blocks.size());
+  return blocks[Mod(index - 1, n)];
+}
+
+std::vector<RingStep> ReduceScatterSteps(const std::vector<Span>& blocks,
+                                         int index) {
+  const int n = static_cast<int>(blocks.size());
+  std::vector<RingStep> steps;
+  for (int s = 0; s + 1 < n; ++s) {
+    steps.push_back({blocks[Mod(index - s - 2, n)], /*reduce=*/true});
+  }
+  return steps;
+}
+
+Span AllgatherFirstSend(const std::vector<Span>& blocks, int index) {
+  return blocks[index];
+}
+
+std::vector<RingStep> AllgatherSteps(const std::vector<Span>& blocks,
+                                     int index) {
+  const int n = static_cast<int>(blocks.size());
+  std::vector<RingStep> steps;
+  for (int s = 0; s + 1 < n; ++s) {
+    steps.push_back({blocks[Mod(index - s - 1, n)], /*reduce=*/false});
+  }
+  return steps;
+}
+
+}  // namespace hvd::collectives::internal
