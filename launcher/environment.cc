@@ -1,0 +1,163 @@
+#include "launcher/environment.h"
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace hvd {
+namespace launcher {
+namespace {
+
+// Whole names that belong to one host or session.
+constexpr const char* kExcludedNames[] = {
+    "HOSTNAME", "HOST",  "PWD",         "OLDPWD",          "SHLVL",
+    "_",        "DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "XDG_SEAT",
+    "XDG_VTNR", "DBUS_SESSION_BUS_ADDRESS", "TMUX",   "TMUX_PANE",
+    "STY",      "WINDOW", "WINDOWID",    "KRB5CCNAME",      "TERMCAP",
+};
+// Prefixes of names that do.
+constexpr const char* kExcludedPrefixes[] = {"SSH_", "XDG_SESSION_",
+                                             "BASH_FUNC_"};
+// hvd's identity variables, set per worker (both spellings).
+constexpr const char* kIdentityNames[] = {
+    "RANK",       "SIZE",     "LOCAL_RANK",      "LOCAL_SIZE", "CROSS_RANK",
+    "CROSS_SIZE", "HOSTNAME", "RENDEZVOUS_ADDR", "JOB_TOKEN",  "IFACE",
+};
+
+bool IsIdentityVariable(absl::string_view name) {
+  for (absl::string_view prefix : {"HVD_", "HOROVOD_"}) {
+    if (!absl::StartsWith(name, prefix)) continue;
+    absl::string_view rest = name.substr(prefix.size());
+    for (const char* id : kIdentityNames) {
+      if (rest == id) return true;
+    }
+  }
+  return false;
+}
+
+void SetBoth(std::map<std::string, std::string>& env, absl::string_view name,
+             const std::string& value) {
+  env[absl::StrCat("HVD_", name)] = value;
+  env[absl::StrCat("HOROVOD_", name)] = value;
+}
+
+}  // namespace
+
+bool IsValidVariableName(absl::string_view name) {
+  if (name.empty()) return false;
+  if (!absl::ascii_isalpha(name[0]) && name[0] != '_') return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '_') return false;
+  }
+  return true;
+}
+
+bool IsExcludedVariable(absl::string_view name) {
+  for (const char* n : kExcludedNames) {
+    if (name == n) return true;
+  }
+  for (const char* p : kExcludedPrefixes) {
+    if (absl::StartsWith(name, p)) return true;
+  }
+  return IsIdentityVariable(name);
+}
+
+std::string ExcludedVariablesDescription() {
+  std::vector<std::string> parts;
+  for (const char* n : kExcludedNames) parts.emplace_back(n);
+  for (const char* p : kExcludedPrefixes) parts.push_back(absl::StrCat(p, "*"));
+  return absl::StrCat(absl::StrJoin(parts, ", "),
+                      "; and hvd's per-worker HVD_/HOROVOD_ RANK, SIZE, "
+                      "LOCAL_RANK, LOCAL_SIZE, CROSS_RANK, CROSS_SIZE, "
+                      "HOSTNAME, RENDEZVOUS_ADDR, JOB_TOKEN, IFACE");
+}
+
+std::map<std::string, std::string> ForwardedEnvironment(
+    const std::vector<std::string>& env, const std::vector<std::string>& x) {
+  std::map<std::string, std::string> all, out;
+  for (const std::string& kv : env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    all.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  for (const auto& [name, value] : all) {
+    if (!IsExcludedVariable(name)) out[name] = value;
+  }
+  for (const std::string& entry : x) {
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) {
+      out[entry.substr(0, eq)] = entry.substr(eq + 1);
+    } else if (auto it = all.find(entry); it != all.end()) {
+      out[entry] = it->second;
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> TunableEnvironment(const Options& o) {
+  std::map<std::string, std::string> env;
+  if (o.fusion_threshold_mb.has_value()) {
+    SetBoth(env, "FUSION_THRESHOLD",
+            absl::StrCat(static_cast<int64_t>(
+                std::llround(*o.fusion_threshold_mb * 1024 * 1024))));
+  }
+  if (o.cycle_time_ms.has_value()) {
+    SetBoth(env, "CYCLE_TIME", absl::StrCat(*o.cycle_time_ms));
+  }
+  if (o.cache_capacity.has_value()) {
+    SetBoth(env, "CACHE_CAPACITY", absl::StrCat(*o.cache_capacity));
+  }
+  if (!o.timeline_filename.empty()) {
+    SetBoth(env, "TIMELINE", o.timeline_filename);
+  }
+  if (o.no_stall_check) SetBoth(env, "STALL_CHECK_DISABLE", "1");
+  if (o.stall_check_warning_time_seconds.has_value()) {
+    SetBoth(env, "STALL_CHECK_TIME_SECONDS",
+            absl::StrCat(*o.stall_check_warning_time_seconds));
+  }
+  if (o.stall_check_shutdown_time_seconds.has_value()) {
+    SetBoth(env, "STALL_SHUTDOWN_TIME_SECONDS",
+            absl::StrCat(*o.stall_check_shutdown_time_seconds));
+  }
+  if (!o.log_level.empty()) SetBoth(env, "LOG_LEVEL", o.log_level);
+  return env;
+}
+
+std::vector<std::string> WorkerEnvironment(
+    const std::vector<std::string>& base,
+    const std::map<std::string, std::string>& overlay,
+    const WorkerIdentity& id) {
+  std::map<std::string, std::string> env;
+  for (const std::string& kv : base) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    std::string name = kv.substr(0, eq);
+    // Identity variables the agent itself inherited (a nested launch) must
+    // not survive when this worker's are unset (HVD_IFACE).
+    if (IsIdentityVariable(name)) continue;
+    env.emplace(std::move(name), kv.substr(eq + 1));
+  }
+  for (const auto& [name, value] : overlay) {
+    if (!IsIdentityVariable(name)) env[name] = value;
+  }
+  SetBoth(env, "RANK", absl::StrCat(id.rank));
+  SetBoth(env, "SIZE", absl::StrCat(id.size));
+  SetBoth(env, "LOCAL_RANK", absl::StrCat(id.local_rank));
+  SetBoth(env, "LOCAL_SIZE", absl::StrCat(id.local_size));
+  SetBoth(env, "CROSS_RANK", absl::StrCat(id.cross_rank));
+  SetBoth(env, "CROSS_SIZE", absl::StrCat(id.cross_size));
+  SetBoth(env, "HOSTNAME", id.hostname);
+  SetBoth(env, "RENDEZVOUS_ADDR", id.rendezvous_addr);
+  SetBoth(env, "JOB_TOKEN", id.job_token);
+  if (!id.iface.empty()) SetBoth(env, "IFACE", id.iface);
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [name, value] : env) out.push_back(absl::StrCat(name, "=", value));
+  return out;
+}
+
+}  // namespace launcher
+}  // namespace hvd

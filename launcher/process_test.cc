@@ -1,0 +1,141 @@
+#include "launcher/process.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace hvd {
+namespace launcher {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+  return out;
+}
+
+SpawnOptions Shell(const std::string& script) {
+  SpawnOptions o;
+  o.argv = {"sh", "-c", script};
+  o.env = {"PATH=/usr/bin:/bin"};
+  o.stdout_mode = Stdio::kPipe;
+  return o;
+}
+
+TEST(Spawn, RunsWithGivenEnvironmentAndDirectory) {
+  SpawnOptions o = Shell("echo $FOO; pwd");
+  o.env.push_back("FOO=bar");
+  o.cwd = "/tmp";
+  auto p = RealOs()->Spawn(o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(ReadAll((*p)->stdout_fd()), "bar\n/tmp\n");
+  auto s = (*p)->Wait();
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->ok());
+}
+
+TEST(Spawn, ReportsExitCodeAndSignal) {
+  auto p = RealOs()->Spawn(Shell("exit 3"));
+  ASSERT_TRUE(p.ok());
+  auto s = (*p)->Wait();
+  EXPECT_EQ(s->code, 3);
+  EXPECT_EQ(s->ShellCode(), 3);
+  EXPECT_EQ(s->ToString(), "exited with code 3");
+  auto q = RealOs()->Spawn(Shell("kill -9 $$"));
+  ASSERT_TRUE(q.ok());
+  auto t = (*q)->Wait();
+  EXPECT_EQ(t->signal, 9);
+  EXPECT_EQ(t->ShellCode(), 137);
+  EXPECT_THAT(t->ToString(), HasSubstr("killed by signal 9"));
+}
+
+TEST(Spawn, MissingProgramIsAnErrorNotAChild) {
+  SpawnOptions o;
+  o.argv = {"no-such-program-hvd"};
+  o.env = {"PATH=/usr/bin:/bin"};
+  auto p = RealOs()->Spawn(o);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(p.status().message(), HasSubstr("'no-such-program-hvd'"));
+}
+
+TEST(Spawn, UnusableDirectoryNamesIt) {
+  SpawnOptions o = Shell("true");
+  o.cwd = "/nonexistent-dir-hvd";
+  auto p = RealOs()->Spawn(o);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("cannot change directory to '/nonexistent-dir-hvd'"));
+}
+
+TEST(Spawn, NonExecutableFileNamesIt) {
+  SpawnOptions o;
+  o.argv = {"/etc/hostname"};
+  auto p = RealOs()->Spawn(o);
+  EXPECT_THAT(p.status().message(), HasSubstr("cannot run '/etc/hostname'"));
+}
+
+TEST(Spawn, ChildLeadsItsOwnProcessGroup) {
+  auto p = RealOs()->Spawn(Shell("ps -o pgid= -p $$"));
+  ASSERT_TRUE(p.ok());
+  std::string out = ReadAll((*p)->stdout_fd());
+  EXPECT_EQ(std::stoi(out), (*p)->pid());
+  (*p)->Wait().IgnoreError();
+}
+
+TEST(Spawn, UnblocksSignalsBlockedInParent) {
+  sigset_t set, old;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  auto p = RealOs()->Spawn(Shell("sleep 30"));
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE((*p)->Signal(SIGTERM).ok());
+  auto s = (*p)->Wait();
+  EXPECT_EQ(s->signal, SIGTERM);
+}
+
+TEST(TerminateGroup, KillsGrandchildrenAndEscalatesToSigkill) {
+  // The shell ignores SIGTERM and leaves a background grandchild behind.
+  auto p = RealOs()->Spawn(Shell("trap '' TERM; sleep 30 & echo ready; wait"));
+  ASSERT_TRUE(p.ok());
+  char c;
+  ASSERT_EQ(read((*p)->stdout_fd(), &c, 1), 1);
+  pid_t pgid = (*p)->pid();
+  EXPECT_TRUE(GroupExists(pgid));
+  EXPECT_TRUE(TerminateGroup(pgid, SIGTERM, absl::Milliseconds(200)));
+  auto s = (*p)->Wait();
+  EXPECT_EQ(s->signal, SIGKILL);
+  EXPECT_FALSE(GroupExists(pgid));
+}
+
+TEST(Spawn, StdinPipeFeedsChild) {
+  SpawnOptions o = Shell("read line; echo got:$line");
+  o.stdin_mode = Stdio::kPipe;
+  auto p = RealOs()->Spawn(o);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(WriteAll((*p)->stdin_fd(), "hello\n").ok());
+  close((*p)->TakeStdin());
+  EXPECT_EQ(ReadAll((*p)->stdout_fd()), "got:hello\n");
+  (*p)->Wait().IgnoreError();
+}
+
+TEST(FindProgram, UsesGivenPath) {
+  auto p = FindProgram("sh", "/nonexistent:/bin");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, "/bin/sh");
+  EXPECT_EQ(FindProgram("sh", "/nonexistent").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace launcher
+}  // namespace hvd
