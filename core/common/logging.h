@@ -21,6 +21,16 @@ void SetLogLevel(LogLevel level);
 // The rank printed in each line; -1 (the default) prints none.
 void SetLogRank(int rank);
 
+// Names for HVD_LOG(INFO) and the like.
+namespace log_severity {
+inline constexpr LogLevel TRACE = LogLevel::kTrace;
+inline constexpr LogLevel DEBUG = LogLevel::kDebug;
+inline constexpr LogLevel INFO = LogLevel::kInfo;
+inline constexpr LogLevel WARNING = LogLevel::kWarning;
+inline constexpr LogLevel ERROR = LogLevel::kError;
+inline constexpr LogLevel FATAL = LogLevel::kFatal;
+}  // namespace log_severity
+
 namespace internal {
 
 class LogMessage {
@@ -39,11 +49,12 @@ class LogMessage {
 }  // namespace internal
 }  // namespace hvd
 
-#define HVD_LOG(level)                                                   \
-  if (::hvd::LogLevel::k##level < ::hvd::CurrentLogLevel()) {            \
-  } else                                                                 \
-    ::hvd::internal::LogMessage(::hvd::LogLevel::k##level, __FILE__,    \
-                                __LINE__)                                \
+// HVD_LOG(WARNING) << "text";
+#define HVD_LOG(level)                                                \
+  if (::hvd::log_severity::level < ::hvd::CurrentLogLevel()) {        \
+  } else                                                              \
+    ::hvd::internal::LogMessage(::hvd::log_severity::level, __FILE__, \
+                                __LINE__)                             \
         .stream()
 
 #endif  // HVD_CORE_COMMON_LOGGING_H_

@@ -1,0 +1,296 @@
+#include "core/runtime/coordinator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/common/logging.h"
+#include "core/common/types.h"
+#include "core/runtime/validation.h"
+
+namespace hvd::runtime {
+namespace {
+
+Response ErrorResponse(const Request& request, std::string error) {
+  Response response;
+  response.set_type(request.type());
+  response.add_names(request.name());
+  response.set_process_set(request.process_set());
+  response.set_error(std::move(error));
+  return response;
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  return absl::StrCat("[", absl::StrJoin(ranks, ", "), "]");
+}
+
+bool Fusable(const Response& a, const Response& b) {
+  return b.type() == ALLREDUCE && b.error().empty() &&
+         a.process_set() == b.process_set() && a.dtype() == b.dtype() &&
+         a.op() == b.op() && a.prescale() == b.prescale() &&
+         a.postscale() == b.postscale() && a.device() == b.device() &&
+         std::equal(a.joined().begin(), a.joined().end(), b.joined().begin(),
+                    b.joined().end());
+}
+
+int64_t ResponseBytes(const Response& r) {
+  int64_t elements = 0;
+  for (int64_t s : r.sizes()) elements += s;
+  return elements * static_cast<int64_t>(
+                        DataTypeSize(static_cast<DataType>(r.dtype())));
+}
+
+void Append(Response& into, const Response& from) {
+  for (const auto& n : from.names()) into.add_names(n);
+  for (int64_t s : from.sizes()) into.add_sizes(s);
+  for (int32_t d : from.ndims()) into.add_ndims(d);
+  for (int64_t d : from.dims()) into.add_dims(d);
+}
+
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options,
+                         const ProcessSetTable* sets,
+                         const ResponseCache* cache, Timeline* timeline)
+    : options_(options), sets_(sets), cache_(cache), timeline_(timeline) {}
+
+ResponseList Coordinator::Compute(const std::vector<RequestList>& lists,
+                                  absl::Time now) {
+  ResponseList out;
+  for (size_t r = 0; r < lists.size(); ++r) {
+    if (lists[r].shutdown()) {
+      out.set_shutdown(absl::StrCat("rank ", r, " shut hvd down"));
+      return out;
+    }
+  }
+  std::vector<Response> ready;
+  for (size_t r = 0; r < lists.size(); ++r) {
+    for (const Request& request : lists[r].requests()) {
+      if (request.type() == JOIN) {
+        joined_.insert(static_cast<int>(r));
+        last_joined_ = static_cast<int>(r);
+        continue;
+      }
+      AddRequest(request, /*from_bit=*/false, now, out);
+    }
+  }
+  ApplyCacheBits(lists, now, out, ready);
+  CollectReady(ready);
+  Fuse(ready, out);
+  if (static_cast<int>(joined_.size()) == options_.size) AddJoinResponse(out);
+  if (std::string stall = CheckStalls(now); !stall.empty()) {
+    out.set_shutdown(stall);
+  }
+  return out;
+}
+
+void Coordinator::AddRequest(const Request& request, bool from_bit,
+                             absl::Time now, ResponseList& out) {
+  Key key{request.process_set(), request.name()};
+  auto [it, inserted] = table_.try_emplace(key);
+  Pending& pending = it->second;
+  if (inserted) {
+    pending.first_seen = now;
+    pending.last_warned = now;
+    pending.order = next_order_++;
+    timeline_->NegotiateStart(request.name(), OpTypeName(request.type()));
+  }
+  if (pending.by_rank.count(request.rank()) > 0) {
+    if (from_bit && pending.from_bits.count(request.rank()) > 0) return;
+    *out.add_responses() = ErrorResponse(
+        request, absl::StrCat("tensor '", request.name(), "' (",
+                              OpTypeName(request.type()),
+                              ") was submitted twice by rank ", request.rank(),
+                              " before the first submission completed"));
+    timeline_->NegotiateEnd(request.name());
+    table_.erase(it);
+    return;
+  }
+  pending.by_rank[request.rank()] = request;
+  if (from_bit) pending.from_bits.insert(request.rank());
+  timeline_->NegotiateRankReady(request.name(), request.rank());
+}
+
+void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
+                                 absl::Time now, ResponseList& out,
+                                 std::vector<Response>& ready) {
+  for (int slot = 0; slot < cache_->capacity(); ++slot) {
+    std::vector<int> with;
+    for (size_t r = 0; r < lists.size(); ++r) {
+      if (GetBit(lists[r].cache_bits(), slot)) with.push_back(static_cast<int>(r));
+    }
+    const Request* cached = with.empty() ? nullptr : cache_->At(slot);
+    if (cached == nullptr) {
+      bit_first_seen_.erase(slot);
+      continue;
+    }
+    Key key{cached->process_set(), cached->name()};
+    auto members = sets_->Ranks(key.first);
+    if (!members) continue;
+    if (table_.count(key) > 0 || bit_first_seen_.count(slot) > 0) {
+      // Some rank sent (or will send) a full request, or the bits are not
+      // complete yet: treat bits as requests so validation and stall checks
+      // see every rank.
+      for (int r : with) {
+        Request request = *cached;
+        request.set_rank(r);
+        AddRequest(request, /*from_bit=*/true, now, out);
+      }
+      bit_first_seen_.erase(slot);
+      continue;
+    }
+    std::vector<int> joined = JoinedMembers(*members);
+    bool all = true;
+    for (int m : *members) {
+      all &= std::count(with.begin(), with.end(), m) > 0 ||
+             std::count(joined.begin(), joined.end(), m) > 0;
+    }
+    if (!all) {
+      // Partial: hand over to the full path next cycle for stall tracking.
+      bit_first_seen_[slot] = now;
+      continue;
+    }
+    std::map<int, Request> requests;
+    for (int r : with) {
+      requests[r] = *cached;
+      requests[r].set_rank(r);
+    }
+    ready.push_back(BuildResponse(requests, *members, joined));
+  }
+}
+
+std::vector<int> Coordinator::JoinedMembers(
+    const std::vector<int>& members) const {
+  std::vector<int> joined;
+  for (int m : members) {
+    if (joined_.count(m) > 0) joined.push_back(m);
+  }
+  return joined;
+}
+
+std::vector<int> Coordinator::MissingRanks(
+    const Pending& pending, const std::vector<int>& members) const {
+  std::vector<int> missing;
+  for (int m : members) {
+    if (pending.by_rank.count(m) == 0 && joined_.count(m) == 0) {
+      missing.push_back(m);
+    }
+  }
+  return missing;
+}
+
+void Coordinator::CollectReady(std::vector<Response>& ready) {
+  std::vector<std::pair<int64_t, Key>> complete;
+  std::map<Key, int> group_ready;  // (set, group) -> members ready
+  for (const auto& [key, pending] : table_) {
+    auto members = sets_->Ranks(key.first);
+    if (members && !MissingRanks(pending, *members).empty()) continue;
+    complete.emplace_back(pending.order, key);
+    const Request& any = pending.by_rank.begin()->second;
+    if (any.group_size() > 1) ++group_ready[{key.first, any.group()}];
+  }
+  std::sort(complete.begin(), complete.end());
+  for (const auto& [order, key] : complete) {
+    const Pending& pending = table_.at(key);
+    const Request& any = pending.by_rank.begin()->second;
+    if (any.group_size() > 1 &&
+        group_ready[{key.first, any.group()}] < any.group_size()) {
+      continue;  // The group completes together.
+    }
+    ready.push_back(MakeResponse(key, pending));
+    timeline_->NegotiateEnd(key.second);
+    table_.erase(key);
+  }
+}
+
+Response Coordinator::MakeResponse(const Key& key, const Pending& pending) {
+  const Request& any = pending.by_rank.begin()->second;
+  auto members = sets_->Ranks(key.first);
+  if (!members) {
+    return ErrorResponse(any, absl::StrCat("process set ", key.first,
+                                           " does not exist (removed?)"));
+  }
+  Response response =
+      BuildResponse(pending.by_rank, *members, JoinedMembers(*members));
+  if (!response.error().empty()) return response;
+  if (any.type() == ADD_PROCESS_SET) {
+    std::vector<int> ranks(any.set_ranks().begin(), any.set_ranks().end());
+    if (int existing = sets_->Find(ranks); existing >= 0) {
+      response.set_error(absl::StrCat("a process set with ranks ",
+                                      RankList(ranks), " already exists (id ",
+                                      existing, ")"));
+    } else {
+      response.set_new_set_id(next_set_id_++);
+    }
+  } else if (any.type() == REMOVE_PROCESS_SET) {
+    if (any.root() == 0 || !sets_->Ranks(any.root())) {
+      response.set_error(absl::StrCat("cannot remove process set ", any.root(),
+                                      ": ", any.root() == 0
+                                                ? "it is the global set"
+                                                : "no such set"));
+    }
+  }
+  return response;
+}
+
+void Coordinator::Fuse(std::vector<Response>& ready, ResponseList& out) const {
+  std::vector<bool> used(ready.size(), false);
+  for (size_t i = 0; i < ready.size(); ++i) {
+    if (used[i]) continue;
+    Response fused = ready[i];
+    if (fused.type() == ALLREDUCE && fused.error().empty() &&
+        options_.fusion_threshold > 0) {
+      int64_t bytes = ResponseBytes(fused);
+      for (size_t j = i + 1; j < ready.size(); ++j) {
+        if (used[j] || !Fusable(fused, ready[j])) continue;
+        const int64_t more = ResponseBytes(ready[j]);
+        if (bytes + more > options_.fusion_threshold) continue;
+        Append(fused, ready[j]);
+        bytes += more;
+        used[j] = true;
+      }
+    }
+    *out.add_responses() = std::move(fused);
+  }
+}
+
+void Coordinator::AddJoinResponse(ResponseList& out) {
+  Response* response = out.add_responses();
+  response->set_type(JOIN);
+  response->set_last_joined(last_joined_);
+  joined_.clear();
+  last_joined_ = -1;
+}
+
+std::string Coordinator::CheckStalls(absl::Time now) {
+  if (options_.stall_check_time <= absl::ZeroDuration()) return "";
+  for (auto& [key, pending] : table_) {
+    const absl::Duration age = now - pending.first_seen;
+    if (age < options_.stall_check_time) continue;
+    auto members = sets_->Ranks(key.first);
+    if (!members) continue;
+    std::vector<int> submitted;
+    for (const auto& [rank, request] : pending.by_rank) submitted.push_back(rank);
+    const std::string what = absl::StrCat(
+        "tensor '", key.second, "' (",
+        OpTypeName(pending.by_rank.begin()->second.type()), ", process set ",
+        key.first, ") has been submitted by ranks ", RankList(submitted),
+        " but not by ranks ", RankList(MissingRanks(pending, *members)),
+        " for ", absl::ToInt64Seconds(age), " s");
+    if (options_.stall_shutdown_time > absl::ZeroDuration() &&
+        age >= options_.stall_shutdown_time) {
+      return absl::StrCat("stall shutdown: ", what,
+                          " (HVD_STALL_SHUTDOWN_TIME_SECONDS)");
+    }
+    if (now - pending.last_warned >= options_.stall_check_time ||
+        pending.last_warned == pending.first_seen) {
+      pending.last_warned = now;
+      HVD_LOG(WARNING) << "Stall detected: " << what
+                       << ". The missing ranks may be waiting for other "
+                          "tensors, or their collective calls diverged.";
+    }
+  }
+  return "";
+}
+
+}  // namespace hvd::runtime

@@ -1,0 +1,79 @@
+// Rank 0's side of negotiation: collects every rank's requests each cycle,
+// decides which tensors are ready on all members of their process set,
+// validates them, fuses small allreduces, watches for stalls, and returns the
+// responses every rank executes, in order.
+#ifndef HVD_CORE_RUNTIME_COORDINATOR_H_
+#define HVD_CORE_RUNTIME_COORDINATOR_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "core/runtime/messages.pb.h"
+#include "core/runtime/process_sets.h"
+#include "core/runtime/response_cache.h"
+#include "core/runtime/timeline.h"
+
+namespace hvd::runtime {
+
+struct CoordinatorOptions {
+  int size = 1;
+  int64_t fusion_threshold = int64_t{64} << 20;  // 0: no fusion
+  absl::Duration stall_check_time = absl::Seconds(60);     // 0: off
+  absl::Duration stall_shutdown_time = absl::ZeroDuration();  // 0: off
+};
+
+// Not thread-safe: the background thread of rank 0 owns it. `sets`, `cache`
+// and `timeline` are not owned and must outlive it; the cache is read only
+// (the runtime updates it while executing responses, on every rank alike).
+class Coordinator {
+ public:
+  Coordinator(CoordinatorOptions options, const ProcessSetTable* sets,
+              const ResponseCache* cache, Timeline* timeline);
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // `lists[r]` is rank r's list for this cycle.
+  ResponseList Compute(const std::vector<RequestList>& lists, absl::Time now);
+
+ private:
+  using Key = std::pair<int, std::string>;  // (process set, name)
+  struct Pending {
+    std::map<int, Request> by_rank;
+    std::set<int> from_bits;  // ranks whose request came as a cache bit
+    absl::Time first_seen;
+    absl::Time last_warned;
+    int64_t order = 0;
+  };
+
+  void AddRequest(const Request& request, bool from_bit, absl::Time now,
+                  ResponseList& out);
+  void ApplyCacheBits(const std::vector<RequestList>& lists, absl::Time now,
+                      ResponseList& out, std::vector<Response>& ready);
+  std::vector<int> MissingRanks(const Pending& pending,
+                                const std::vector<int>& members) const;
+  std::vector<int> JoinedMembers(const std::vector<int>& members) const;
+  void CollectReady(std::vector<Response>& ready);
+  std::string CheckStalls(absl::Time now);
+  void Fuse(std::vector<Response>& ready, ResponseList& out) const;
+  Response MakeResponse(const Key& key, const Pending& pending);
+  void AddJoinResponse(ResponseList& out);
+
+  CoordinatorOptions options_;
+  const ProcessSetTable* sets_;
+  const ResponseCache* cache_;
+  Timeline* timeline_;
+  std::map<Key, Pending> table_;
+  std::map<int, absl::Time> bit_first_seen_;  // slot -> first partial bit
+  int64_t next_order_ = 0;
+  std::set<int> joined_;
+  int last_joined_ = -1;
+  int next_set_id_ = 1;
+};
+
+}  // namespace hvd::runtime
+
+#endif  // HVD_CORE_RUNTIME_COORDINATOR_H_

@@ -1,0 +1,257 @@
+#include "core/runtime/coordinator.h"
+
+#include "gtest/gtest.h"
+
+namespace hvd::runtime {
+namespace {
+
+Request Allreduce(int rank, const std::string& name,
+                  std::vector<int64_t> shape = {4}, int dtype = 8) {
+  Request r;
+  r.set_rank(rank);
+  r.set_type(ALLREDUCE);
+  r.set_name(name);
+  r.set_dtype(dtype);
+  for (int64_t d : shape) r.add_shape(d);
+  r.set_prescale(1.0);
+  r.set_postscale(1.0);
+  return r;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  explicit CoordinatorTest(int size = 2, int64_t fusion = 1 << 20,
+                           int cache_capacity = 0)
+      : sets_(size), cache_(cache_capacity) {
+    options_.size = size;
+    options_.fusion_threshold = fusion;
+    Reset();
+  }
+
+  void Reset() {
+    coordinator_ =
+        std::make_unique<Coordinator>(options_, &sets_, &cache_, &timeline_);
+  }
+
+  ResponseList Cycle(std::vector<std::vector<Request>> per_rank,
+                     absl::Time now = absl::UnixEpoch()) {
+    std::vector<RequestList> lists(options_.size);
+    for (size_t r = 0; r < per_rank.size(); ++r) {
+      for (auto& req : per_rank[r]) *lists[r].add_requests() = req;
+    }
+    return coordinator_->Compute(lists, now);
+  }
+
+  CoordinatorOptions options_;
+  ProcessSetTable sets_;
+  ResponseCache cache_;
+  Timeline timeline_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(CoordinatorTest, ReadyOnlyWhenEveryRankRequested) {
+  EXPECT_EQ(Cycle({{Allreduce(0, "a")}, {}}).responses_size(), 0);
+  ResponseList out = Cycle({{}, {Allreduce(1, "a")}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).names(0), "a");
+  EXPECT_EQ(out.responses(0).error(), "");
+  EXPECT_EQ(out.responses(0).sizes(0), 4);
+}
+
+TEST_F(CoordinatorTest, MismatchedShapesNameTensorAndEachRank) {
+  ResponseList out =
+      Cycle({{Allreduce(0, "grad", {4, 3})}, {Allreduce(1, "grad", {4, 2})}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).error(),
+            "Mismatched shapes for allreduce of tensor 'grad': rank 0 has "
+            "[4, 3], rank 1 has [4, 2]");
+}
+
+TEST_F(CoordinatorTest, MismatchedDtypesNameEachRank) {
+  ResponseList out =
+      Cycle({{Allreduce(0, "x", {4}, 8)}, {Allreduce(1, "x", {4}, 9)}});
+  EXPECT_EQ(out.responses(0).error(),
+            "Mismatched data types for allreduce of tensor 'x': rank 0 has "
+            "float32, rank 1 has float64");
+}
+
+TEST_F(CoordinatorTest, MismatchedOpTypesAndScaleFactors) {
+  Request b = Allreduce(1, "x");
+  b.set_type(BROADCAST);
+  EXPECT_EQ(Cycle({{Allreduce(0, "x")}, {b}}).responses(0).error(),
+            "Mismatched operations for allreduce of tensor 'x': rank 0 has "
+            "allreduce, rank 1 has broadcast");
+  Request s = Allreduce(1, "y");
+  s.set_prescale(0.5);
+  EXPECT_EQ(Cycle({{Allreduce(0, "y")}, {s}}).responses(0).error(),
+            "Mismatched prescale factors for allreduce of tensor 'y': rank 0 "
+            "has 1, rank 1 has 0.5");
+}
+
+TEST_F(CoordinatorTest, MismatchedBroadcastRoots) {
+  Request a = Allreduce(0, "w");
+  Request b = Allreduce(1, "w");
+  a.set_type(BROADCAST);
+  b.set_type(BROADCAST);
+  b.set_root(1);
+  EXPECT_EQ(Cycle({{a}, {b}}).responses(0).error(),
+            "Mismatched root ranks for broadcast of tensor 'w': rank 0 has 0, "
+            "rank 1 has 1");
+}
+
+TEST_F(CoordinatorTest, AllgatherFirstDimensionMayDiffer) {
+  Request a = Allreduce(0, "g", {2, 3});
+  Request b = Allreduce(1, "g", {5, 3});
+  a.set_type(ALLGATHER);
+  b.set_type(ALLGATHER);
+  ResponseList out = Cycle({{a}, {b}});
+  ASSERT_EQ(out.responses(0).error(), "");
+  EXPECT_EQ(out.responses(0).sizes(0), 2);
+  EXPECT_EQ(out.responses(0).sizes(1), 5);
+  EXPECT_EQ(out.responses(0).row_elems(0), 3);
+}
+
+TEST_F(CoordinatorTest, NameSubmittedTwiceIsAnErrorForEveryRank) {
+  ResponseList out = Cycle({{Allreduce(0, "d"), Allreduce(0, "d")}, {}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).error(),
+            "tensor 'd' (allreduce) was submitted twice by rank 0 before the "
+            "first submission completed");
+}
+
+TEST_F(CoordinatorTest, FusesCompatibleAllreducesUpToThreshold) {
+  options_.fusion_threshold = 40;  // Two float32[4] fit, three do not.
+  Reset();
+  std::vector<Request> r0 = {Allreduce(0, "a"), Allreduce(0, "b"),
+                             Allreduce(0, "c")};
+  std::vector<Request> r1 = {Allreduce(1, "a"), Allreduce(1, "b"),
+                             Allreduce(1, "c")};
+  ResponseList out = Cycle({r0, r1});
+  ASSERT_EQ(out.responses_size(), 2);
+  EXPECT_EQ(out.responses(0).names_size(), 2);
+  EXPECT_EQ(out.responses(1).names_size(), 1);
+}
+
+TEST_F(CoordinatorTest, FusionThresholdZeroDisablesFusion) {
+  options_.fusion_threshold = 0;
+  Reset();
+  ResponseList out = Cycle({{Allreduce(0, "a"), Allreduce(0, "b")},
+                            {Allreduce(1, "a"), Allreduce(1, "b")}});
+  EXPECT_EQ(out.responses_size(), 2);
+}
+
+TEST_F(CoordinatorTest, DifferentDtypesAreNotFused) {
+  ResponseList out = Cycle({{Allreduce(0, "a", {4}, 8), Allreduce(0, "b", {4}, 9)},
+                            {Allreduce(1, "a", {4}, 8), Allreduce(1, "b", {4}, 9)}});
+  EXPECT_EQ(out.responses_size(), 2);
+}
+
+TEST_F(CoordinatorTest, GroupCompletesTogether) {
+  Request a0 = Allreduce(0, "g.0"), b0 = Allreduce(0, "g.1");
+  Request a1 = Allreduce(1, "g.0"), b1 = Allreduce(1, "g.1");
+  for (Request* r : {&a0, &b0, &a1, &b1}) {
+    r->set_group("g");
+    r->set_group_size(2);
+  }
+  EXPECT_EQ(Cycle({{a0, b0}, {a1}}).responses_size(), 0);
+  ResponseList out = Cycle({{}, {b1}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).names_size(), 2);
+}
+
+TEST_F(CoordinatorTest, JoinedRankCountsAsPresentForAllreduce) {
+  Request join;
+  join.set_rank(1);
+  join.set_type(JOIN);
+  ResponseList out = Cycle({{Allreduce(0, "a")}, {join}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).joined_size(), 1);
+  EXPECT_EQ(out.responses(0).joined(0), 1);
+  join.set_rank(0);
+  out = Cycle({{join}, {}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).type(), JOIN);
+  EXPECT_EQ(out.responses(0).last_joined(), 0);
+}
+
+TEST_F(CoordinatorTest, BroadcastAfterJoinIsAnError) {
+  Request join;
+  join.set_rank(1);
+  join.set_type(JOIN);
+  Request b = Allreduce(0, "b");
+  b.set_type(BROADCAST);
+  ResponseList out = Cycle({{b}, {join}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).error(),
+            "broadcast of tensor 'b' cannot run after rank(s) 1 joined: only "
+            "allreduce continues with joined ranks");
+}
+
+TEST_F(CoordinatorTest, ProcessSetNeedsOnlyItsMembers) {
+  sets_.Add(1, {1});
+  Request a = Allreduce(1, "p");
+  a.set_process_set(1);
+  ResponseList out = Cycle({{}, {a}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).process_set(), 1);
+}
+
+TEST_F(CoordinatorTest, StallShutdownNamesTensorAndMissingRanks) {
+  options_.stall_check_time = absl::Seconds(1);
+  options_.stall_shutdown_time = absl::Seconds(2);
+  Reset();
+  const absl::Time t0 = absl::UnixEpoch();
+  EXPECT_EQ(Cycle({{Allreduce(0, "s")}, {}}, t0).shutdown(), "");
+  EXPECT_EQ(Cycle({{}, {}}, t0 + absl::Milliseconds(1500)).shutdown(), "");
+  EXPECT_EQ(Cycle({{}, {}}, t0 + absl::Seconds(3)).shutdown(),
+            "stall shutdown: tensor 's' (allreduce, process set 0) has been "
+            "submitted by ranks [0] but not by ranks [1] for 3 s "
+            "(HVD_STALL_SHUTDOWN_TIME_SECONDS)");
+}
+
+TEST_F(CoordinatorTest, AnyRankShuttingDownEndsTheJob) {
+  std::vector<RequestList> lists(2);
+  lists[1].set_shutdown(true);
+  EXPECT_EQ(coordinator_->Compute(lists, absl::UnixEpoch()).shutdown(),
+            "rank 1 shut hvd down");
+}
+
+class CachedCoordinatorTest : public CoordinatorTest {
+ protected:
+  CachedCoordinatorTest() : CoordinatorTest(2, 1 << 20, 4) {}
+};
+
+TEST_F(CachedCoordinatorTest, BitsFromAllRanksMakeTheTensorReady) {
+  Request cached = Allreduce(0, "c");
+  cache_.Put(cached);
+  const int slot = cache_.Lookup(cached);
+  ASSERT_GE(slot, 0);
+  std::vector<RequestList> lists(2);
+  std::string bits;
+  SetBit(bits, slot);
+  lists[0].set_cache_bits(bits);
+  EXPECT_EQ(coordinator_->Compute(lists, absl::UnixEpoch()).responses_size(), 0);
+  lists[1].set_cache_bits(bits);
+  ResponseList out = coordinator_->Compute(lists, absl::UnixEpoch());
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).names(0), "c");
+  EXPECT_EQ(out.responses(0).error(), "");
+}
+
+TEST_F(CachedCoordinatorTest, BitAgainstChangedShapeIsAMismatch) {
+  Request cached = Allreduce(0, "c", {4});
+  cache_.Put(cached);
+  std::vector<RequestList> lists(2);
+  std::string bits;
+  SetBit(bits, cache_.Lookup(cached));
+  lists[0].set_cache_bits(bits);
+  *lists[1].add_requests() = Allreduce(1, "c", {5});
+  ResponseList out = coordinator_->Compute(lists, absl::UnixEpoch());
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).error(),
+            "Mismatched shapes for allreduce of tensor 'c': rank 0 has [4], "
+            "rank 1 has [5]");
+}
+
+}  // namespace
+}  // namespace hvd::runtime

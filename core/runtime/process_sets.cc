@@ -1,0 +1,55 @@
+#include "core/runtime/process_sets.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace hvd::runtime {
+
+ProcessSetTable::ProcessSetTable(int world_size) {
+  std::vector<int> all(world_size);
+  std::iota(all.begin(), all.end(), 0);
+  sets_[0] = std::move(all);
+}
+
+std::optional<std::vector<int>> ProcessSetTable::Ranks(int id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sets_.find(id);
+  if (it == sets_.end()) return std::nullopt;
+  return it->second;
+}
+
+int ProcessSetTable::IndexOf(int id, int rank) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sets_.find(id);
+  if (it == sets_.end()) return -1;
+  auto pos = std::find(it->second.begin(), it->second.end(), rank);
+  return pos == it->second.end() ? -1
+                                 : static_cast<int>(pos - it->second.begin());
+}
+
+std::vector<int> ProcessSetTable::Ids() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int> ids;
+  for (const auto& [id, ranks] : sets_) ids.push_back(id);
+  return ids;
+}
+
+int ProcessSetTable::Find(const std::vector<int>& ranks) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, members] : sets_) {
+    if (members == ranks) return id;
+  }
+  return -1;
+}
+
+void ProcessSetTable::Add(int id, std::vector<int> ranks) {
+  absl::MutexLock lock(&mu_);
+  sets_[id] = std::move(ranks);
+}
+
+void ProcessSetTable::Remove(int id) {
+  absl::MutexLock lock(&mu_);
+  if (id != 0) sets_.erase(id);
+}
+
+}  // namespace hvd::runtime

@@ -1,0 +1,37 @@
+// The job's process sets: id 0 is every rank; others are added and removed
+// collectively at run time.
+#ifndef HVD_CORE_RUNTIME_PROCESS_SETS_H_
+#define HVD_CORE_RUNTIME_PROCESS_SETS_H_
+
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace hvd::runtime {
+
+// Thread-safe: changed by the background thread, read by framework threads.
+class ProcessSetTable {
+ public:
+  explicit ProcessSetTable(int world_size);
+
+  // Ranks of set `id` in set order (ascending), nullopt if no such set.
+  std::optional<std::vector<int>> Ranks(int id) const;
+  // Position of `rank` in set `id`, -1 if not a member or no such set.
+  int IndexOf(int id, int rank) const;
+  std::vector<int> Ids() const;
+  // The id a set with exactly `ranks` already has, or -1.
+  int Find(const std::vector<int>& ranks) const;
+
+  void Add(int id, std::vector<int> ranks);
+  void Remove(int id);
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<int, std::vector<int>> sets_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hvd::runtime
+
+#endif  // HVD_CORE_RUNTIME_PROCESS_SETS_H_

@@ -1,0 +1,59 @@
+// Response cache: the allreduces a training step repeats, remembered so that
+// later steps are negotiated by a bit per tensor instead of full requests.
+//
+// Every rank holds an identical cache: entries are inserted, touched and
+// evicted only while executing the coordinator's responses, which every rank
+// executes in the same order. So slot numbers mean the same on every rank and
+// a bit vector of ready slots is enough to agree.
+#ifndef HVD_CORE_RUNTIME_RESPONSE_CACHE_H_
+#define HVD_CORE_RUNTIME_RESPONSE_CACHE_H_
+
+#include <list>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/runtime/messages.pb.h"
+
+namespace hvd::runtime {
+
+// Not thread-safe: used by the background thread only.
+class ResponseCache {
+ public:
+  explicit ResponseCache(int capacity);
+  ResponseCache(const ResponseCache&) = delete;
+  ResponseCache& operator=(const ResponseCache&) = delete;
+
+  int capacity() const { return capacity_; }
+  // Slot whose cached request equals `request` in every negotiated field, or
+  // -1 (absent, or present with other parameters).
+  int Lookup(const Request& request) const;
+  // Cached request in `slot`, nullptr if the slot is free.
+  const Request* At(int slot) const;
+  // Inserts or refreshes (most recently used); evicts the least recently used
+  // entry when full. No-op when capacity is 0.
+  void Put(const Request& request);
+  void Erase(int process_set, const std::string& name);
+
+ private:
+  using Key = std::pair<int, std::string>;
+  struct Entry {
+    Request request;
+    int slot;
+    std::list<Key>::iterator lru;
+  };
+
+  int capacity_;
+  std::map<Key, Entry> entries_;
+  std::vector<const Entry*> slots_;  // slot -> entry (nullptr: free)
+  std::list<Key> lru_;               // front: most recently used
+};
+
+// Helpers for the bit vector carried in RequestList.cache_bits.
+void SetBit(std::string& bits, int slot);
+bool GetBit(const std::string& bits, int slot);
+
+}  // namespace hvd::runtime
+
+#endif  // HVD_CORE_RUNTIME_RESPONSE_CACHE_H_

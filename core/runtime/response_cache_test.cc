@@ -1,0 +1,71 @@
+#include "core/runtime/response_cache.h"
+
+#include "gtest/gtest.h"
+
+namespace hvd::runtime {
+namespace {
+
+Request Tensor(const std::string& name, int64_t n = 4) {
+  Request r;
+  r.set_type(ALLREDUCE);
+  r.set_name(name);
+  r.set_dtype(8);
+  r.add_shape(n);
+  return r;
+}
+
+TEST(ResponseCache, LookupMatchesOnlyEqualParameters) {
+  ResponseCache cache(2);
+  cache.Put(Tensor("a"));
+  EXPECT_GE(cache.Lookup(Tensor("a")), 0);
+  EXPECT_EQ(cache.Lookup(Tensor("a", 5)), -1);
+  EXPECT_EQ(cache.Lookup(Tensor("b")), -1);
+}
+
+TEST(ResponseCache, RankDoesNotMatter) {
+  ResponseCache cache(2);
+  Request r = Tensor("a");
+  r.set_rank(3);
+  cache.Put(r);
+  EXPECT_GE(cache.Lookup(Tensor("a")), 0);
+}
+
+TEST(ResponseCache, EvictsLeastRecentlyUsedAndReusesItsSlot) {
+  ResponseCache cache(2);
+  cache.Put(Tensor("a"));
+  cache.Put(Tensor("b"));
+  const int slot_a = cache.Lookup(Tensor("a"));
+  cache.Put(Tensor("b"));  // b most recent: a is the victim.
+  cache.Put(Tensor("c"));
+  EXPECT_EQ(cache.Lookup(Tensor("a")), -1);
+  EXPECT_EQ(cache.Lookup(Tensor("c")), slot_a);
+  EXPECT_EQ(cache.At(slot_a)->name(), "c");
+}
+
+TEST(ResponseCache, CapacityZeroCachesNothing) {
+  ResponseCache cache(0);
+  cache.Put(Tensor("a"));
+  EXPECT_EQ(cache.Lookup(Tensor("a")), -1);
+}
+
+TEST(ResponseCache, TwoCachesFedTheSameSequenceAgree) {
+  ResponseCache x(3), y(3);
+  for (const char* name : {"a", "b", "c", "a", "d", "e", "b"}) {
+    x.Put(Tensor(name));
+    y.Put(Tensor(name));
+  }
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(x.At(s)->name(), y.At(s)->name());
+}
+
+TEST(CacheBits, SetAndGet) {
+  std::string bits;
+  SetBit(bits, 0);
+  SetBit(bits, 13);
+  EXPECT_TRUE(GetBit(bits, 0));
+  EXPECT_TRUE(GetBit(bits, 13));
+  EXPECT_FALSE(GetBit(bits, 12));
+  EXPECT_FALSE(GetBit(bits, 100));
+}
+
+}  // namespace
+}  // namespace hvd::runtime
