@@ -1,0 +1,219 @@
+// Allreduce over the real TCP transport, one thread per rank: every dtype and
+// op against an exact reference, for world sizes 1-8, empty, single, odd and
+// larger-than-fusion-threshold buffers, with ring and direct algorithms.
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "core/collectives/collectives.h"
+#include "core/collectives/test_mesh.h"
+#include "core/collectives/test_values.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace hvd::collectives {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// 270001 float32 elements are just over 1 MiB (the smallest dtype moves
+// 264 KiB); a 16 KiB chunk splits every ring segment into several chunks.
+constexpr size_t kLargeCount = 270001;
+
+using AllreduceCase = std::tuple<int, size_t, AllreduceAlgorithm>;
+
+std::string CaseName(const ::testing::TestParamInfo<AllreduceCase>& info) {
+  const auto [world, count, algorithm] = info.param;
+  return absl::StrCat(
+      "World", world, "Count", count,
+      algorithm == AllreduceAlgorithm::kRing ? "Ring" : "Direct");
+}
+
+struct Job {
+  DataType dtype;
+  ReduceOp op;
+  std::vector<char> want;
+};
+
+class AllreduceTest : public ::testing::TestWithParam<AllreduceCase> {};
+
+TEST_P(AllreduceTest, EveryDtypeAndOpMatchesExactReference) {
+  const auto [world, count, algorithm] = GetParam();
+  TestMesh* mesh = TestMesh::Shared(world);
+  ASSERT_NE(mesh, nullptr);
+  CollectiveOptions options;
+  options.algorithm = algorithm;
+  options.chunk_bytes = count >= kLargeCount ? 16 << 10 : 200;
+  options.timeout = absl::Seconds(30);
+
+  std::vector<int> all_ranks(world);
+  for (int r = 0; r < world; ++r) all_ranks[r] = r;
+  std::vector<Job> jobs;
+  for (DataType dtype : kAllDataTypes) {
+    for (ReduceOp op : kAllOps) {
+      jobs.push_back({dtype, op, Expected(dtype, op, all_ranks, count)});
+    }
+  }
+  std::vector<std::vector<std::string>> mismatches(world);
+  auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
+    const Group group = Group::All(context);
+    for (const Job& job : jobs) {
+      std::vector<char> data = MakeInput(job.dtype, job.op, rank, count);
+      absl::Status status = Allreduce(context, group, data.data(), count,
+                                      job.dtype, job.op, options);
+      const std::string what =
+          absl::StrCat("rank ", rank, " ", ReduceOpName(job.op));
+      if (!status.ok()) {
+        return absl::Status(status.code(),
+                            absl::StrCat(what, " ", DataTypeName(job.dtype),
+                                         ": ", status.message()));
+      }
+      std::string bad =
+          Mismatch(what, job.dtype, data.data(), job.want.data(), count);
+      if (!bad.empty()) mismatches[rank].push_back(bad);
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(FailedRanks(all_ranks, statuses), "");
+  for (const auto& rank_mismatches : mismatches) {
+    for (const std::string& m : rank_mismatches) ADD_FAILURE() << m;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    WorldCountAlgorithm, AllreduceTest,
+    ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                       ::testing::Values(size_t{0}, size_t{1}, size_t{1001},
+                                         kLargeCount),
+                       ::testing::Values(AllreduceAlgorithm::kRing,
+                                         AllreduceAlgorithm::kDirect)),
+    CaseName);
+
+// Runs a float32 Sum allreduce of `count` elements on every member of
+// `ranks` (a group of the 4-rank mesh) and checks the result.
+void ExpectGroupAllreduce(TestMesh& mesh, const std::vector<int>& ranks,
+                          size_t count, AllreduceAlgorithm algorithm) {
+  CollectiveOptions options;
+  options.algorithm = algorithm;
+  options.chunk_bytes = 1000;
+  options.timeout = absl::Seconds(30);
+  const auto want = Expected(DataType::kFloat32, ReduceOp::kSum, ranks, count);
+  std::vector<std::string> bad(ranks.size());
+  auto statuses = mesh.Run(ranks, [&](int rank, transport::Context& context) {
+    const Group group = GroupOf(ranks, rank);
+    auto data = MakeInput(DataType::kFloat32, ReduceOp::kSum, rank, count);
+    absl::Status status = Allreduce(context, group, data.data(), count,
+                                    DataType::kFloat32, ReduceOp::kSum,
+                                    options);
+    bad[group.index] = Mismatch(absl::StrCat("rank ", rank), DataType::kFloat32,
+                                data.data(), want.data(), count);
+    return status;
+  });
+  EXPECT_EQ(FailedRanks(ranks, statuses), "");
+  for (const std::string& m : bad) EXPECT_EQ(m, "");
+}
+
+TEST(AllreduceGroup, OnlyMembersTakePart) {
+  TestMesh* mesh = TestMesh::Shared(4);
+  ASSERT_NE(mesh, nullptr);
+  for (auto algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kDirect}) {
+    ExpectGroupAllreduce(*mesh, {1, 3}, 10007, algorithm);
+    ExpectGroupAllreduce(*mesh, {0, 2, 3}, 10007, algorithm);
+    ExpectGroupAllreduce(*mesh, {3, 0, 1}, 5, algorithm);  // Any order.
+    ExpectGroupAllreduce(*mesh, {2}, 5, algorithm);
+  }
+}
+
+TEST(AllreduceGroup, DisjointGroupsRunConcurrently) {
+  TestMesh* mesh = TestMesh::Shared(4);
+  ASSERT_NE(mesh, nullptr);
+  std::thread other(
+      [&] { ExpectGroupAllreduce(*mesh, {0, 2}, 30011, AllreduceAlgorithm::kRing); });
+  ExpectGroupAllreduce(*mesh, {3, 1}, 30011, AllreduceAlgorithm::kRing);
+  other.join();
+}
+
+TEST(AllreduceAuto, SwitchesToRingAboveSmallMessageBytes) {
+  // The algorithm shows in the error of a member whose peer never joins.
+  for (size_t count : {1000, 1001}) {
+    auto mesh = TestMesh::Create(2);
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    CollectiveOptions options;
+    options.small_message_bytes = 4000;
+    options.timeout = absl::Milliseconds(200);
+    std::vector<float> data(count, 1.0f);
+    transport::Context& context = (*mesh)->context(0);
+    absl::Status status =
+        Allreduce(context, Group::All(context), data.data(), count,
+                  DataType::kFloat32, ReduceOp::kSum, options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+    EXPECT_THAT(std::string(status.message()),
+                StartsWith(count == 1000
+                               ? "Allreduce (direct) on rank 0 (member 0 of 2): "
+                               : "Allreduce (ring) on rank 0 (member 0 of 2): "));
+  }
+}
+
+TEST(AllreduceErrors, AbortedContextFailsWithItsReasonOnBothSides) {
+  auto mesh = TestMesh::Create(2);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  (*mesh)->context(1).Abort(absl::CancelledError("test aborted rank 1"));
+  CollectiveOptions options;
+  options.algorithm = AllreduceAlgorithm::kRing;
+  options.timeout = absl::Seconds(10);
+  auto statuses = (*mesh)->RunAll([&](int, transport::Context& context) {
+    std::vector<float> data(100000, 1.0f);
+    return Allreduce(context, Group::All(context), data.data(), data.size(),
+                     DataType::kFloat32, ReduceOp::kSum, options);
+  });
+  EXPECT_EQ(statuses[1].code(), absl::StatusCode::kCancelled) << statuses[1];
+  EXPECT_THAT(std::string(statuses[1].message()),
+              StartsWith("Allreduce (ring) on rank 1 (member 1 of 2): "));
+  EXPECT_THAT(std::string(statuses[1].message()), HasSubstr("test aborted rank 1"));
+  EXPECT_FALSE(statuses[0].ok());
+  EXPECT_THAT(std::string(statuses[0].message()),
+              StartsWith("Allreduce (ring) on rank 0 (member 0 of 2): "));
+}
+
+TEST(AllreduceErrors, RejectsAverageAndAdasum) {
+  TestMesh* mesh = TestMesh::Shared(2);
+  ASSERT_NE(mesh, nullptr);
+  transport::Context& context = mesh->context(0);
+  float x = 1;
+  absl::Status status = Allreduce(context, Group::All(context), &x, 1,
+                                  DataType::kFloat32, ReduceOp::kAverage, {});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "Allreduce: op Average is not Sum, Min, Max or Product");
+  status = Allreduce(context, Group::All(context), &x, 1, DataType::kFloat32,
+                     ReduceOp::kAdasum, {});
+  EXPECT_EQ(status.message(),
+            "Allreduce: op Adasum is not Sum, Min, Max or Product");
+}
+
+TEST(AllreduceErrors, RejectsGroupThatDoesNotMatchContext) {
+  TestMesh* mesh = TestMesh::Shared(2);
+  ASSERT_NE(mesh, nullptr);
+  transport::Context& context = mesh->context(0);
+  float x = 1;
+  absl::Status status = Allreduce(context, Group{{0, 1}, 1}, &x, 1,
+                                  DataType::kFloat32, ReduceOp::kSum, {});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "Allreduce: group member 1 is rank 1 but this context is rank 0");
+  status = Allreduce(context, Group{{0, 5}, 0}, &x, 1, DataType::kFloat32,
+                     ReduceOp::kSum, {});
+  EXPECT_EQ(status.message(),
+            "Allreduce: group member rank 5 is outside the context of size 2");
+  status = Allreduce(context, Group{{0, 1}, 2}, &x, 1, DataType::kFloat32,
+                     ReduceOp::kSum, {});
+  EXPECT_EQ(status.message(),
+            "Allreduce: group index 2 is outside a group of 2");
+}
+
+}  // namespace
+}  // namespace hvd::collectives

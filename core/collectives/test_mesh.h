@@ -1,0 +1,58 @@
+// Test support: N ranks in one process, one thread each, connected by the
+// real TCP transport over loopback through an in-memory store.
+#ifndef HVD_CORE_COLLECTIVES_TEST_MESH_H_
+#define HVD_CORE_COLLECTIVES_TEST_MESH_H_
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/collectives/collectives.h"
+#include "core/rendezvous/store.h"
+#include "core/transport/transport.h"
+
+namespace hvd::collectives {
+
+class TestMesh {
+ public:
+  // Connects `size` contexts (one thread per rank). The error of the first
+  // rank that failed, if any.
+  static absl::StatusOr<std::unique_ptr<TestMesh>> Create(int size);
+
+  // A mesh of `size` shared by every test of the binary that asks for it:
+  // connecting 8 ranks costs 28 connections, so tests reuse meshes. Fails
+  // the calling test (and returns null) if the mesh cannot be made.
+  static TestMesh* Shared(int size);
+
+  TestMesh(const TestMesh&) = delete;
+  TestMesh& operator=(const TestMesh&) = delete;
+
+  int size() const { return static_cast<int>(contexts_.size()); }
+  transport::Context& context(int rank) { return *contexts_[rank]; }
+
+  // Runs fn(rank, context) for every rank in `ranks`, each on its own
+  // thread, and returns their results in the order of `ranks`.
+  using RankFn = std::function<absl::Status(int rank, transport::Context&)>;
+  std::vector<absl::Status> Run(const std::vector<int>& ranks,
+                                const RankFn& fn);
+  std::vector<absl::Status> RunAll(const RankFn& fn);
+
+ private:
+  TestMesh() = default;
+
+  std::unique_ptr<Store> store_;
+  std::vector<std::unique_ptr<transport::Context>> contexts_;
+};
+
+// The group of context ranks `ranks` as seen by member `rank`.
+Group GroupOf(const std::vector<int>& ranks, int rank);
+
+// Every rank's status; empty if all are OK, else "rank r: message" lines.
+std::string FailedRanks(const std::vector<int>& ranks,
+                        const std::vector<absl::Status>& statuses);
+
+}  // namespace hvd::collectives
+
+#endif  // HVD_CORE_COLLECTIVES_TEST_MESH_H_
