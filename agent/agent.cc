@@ -1,0 +1,375 @@
+#include "agent/agent.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <future>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/common/logging.h"
+#include "grpcpp/grpcpp.h"
+#include "launcher/bootstrap.h"
+#include "launcher/environment.h"
+#include "launcher/netif.h"
+#include "proto/job_token.h"
+
+namespace hvd {
+namespace agent {
+namespace {
+
+using launcher::AgentMessage;
+using launcher::LauncherMessage;
+
+std::string LocalHostname() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// SSH_CONNECTION's client address is this host's view of hvdrun's host: the
+// rendezvous address most likely to route, so it is tried first.
+std::vector<std::string> OrderCandidates(std::vector<std::string> candidates) {
+  const char* ssh = getenv("SSH_CONNECTION");
+  if (ssh == nullptr) return candidates;
+  std::string client(ssh);
+  client = client.substr(0, client.find(' '));
+  std::stable_partition(candidates.begin(), candidates.end(),
+                        [&](const std::string& c) {
+                          return absl::StartsWith(c, client + ":");
+                        });
+  return candidates;
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, launcher::Os* os, Reaper* reaper)
+    : options_(std::move(options)), os_(os), reaper_(reaper) {
+  hostname_ = options_.hostname.empty() ? LocalHostname() : options_.hostname;
+}
+
+Agent::~Agent() {
+  if (reader_.joinable()) CloseStream(/*cancel=*/true).IgnoreError();
+  for (std::thread& t : helpers_) t.join();
+}
+
+void Agent::Signal(int sig) {
+  absl::MutexLock lock(&mu_);
+  if (signal_ == 0) signal_ = sig;
+}
+
+absl::Status Agent::Connect() {
+  // Reachable first (a plain TCP connect, quick to fail), then the stream.
+  absl::Time deadline = absl::Now() + options_.connect_timeout;
+  std::vector<std::string> candidates = OrderCandidates(options_.rendezvous);
+  absl::StatusOr<std::string> addr;
+  while (true) {
+    addr = launcher::FirstReachable(candidates, absl::Seconds(2));
+    if (addr.ok() || absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  if (!addr.ok()) return addr.status();
+  rendezvous_addr_ = *addr;
+  HVD_LOG(DEBUG) << "hvd-agent " << hostname_ << ": rendezvous at "
+                 << rendezvous_addr_;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(
+      rendezvous_addr_, grpc::InsecureChannelCredentials(), args);
+  stub_ = launcher::AgentService::NewStub(channel);
+  context_ = std::make_unique<grpc::ClientContext>();
+  context_->AddMetadata(rendezvous::kJobTokenMetadataKey, options_.token);
+  stream_ = stub_->Attach(context_.get());
+  return absl::OkStatus();
+}
+
+bool Agent::Send(const AgentMessage& message) {
+  absl::MutexLock lock(&write_mu_);
+  if (closed_) return false;
+  return stream_->Write(message);
+}
+
+grpc::Status Agent::CloseStream(bool cancel) {
+  {
+    absl::MutexLock lock(&write_mu_);
+    if (!closed_ && !cancel) stream_->WritesDone();
+    closed_ = true;
+  }
+  if (cancel) context_->TryCancel();
+  if (reader_.joinable()) reader_.join();
+  return stream_->Finish();
+}
+
+void Agent::ReadLoop() {
+  LauncherMessage m;
+  while (stream_->Read(&m)) {
+    absl::MutexLock lock(&mu_);
+    last_heard_ = absl::Now();
+    inbox_.push_back(std::move(m));
+    m = LauncherMessage();
+  }
+  absl::MutexLock lock(&mu_);
+  stream_ended_ = true;
+}
+
+void Agent::Probe(const launcher::ProbeRequest& request) {
+  absl::Duration timeout = absl::Milliseconds(
+      request.timeout_ms() > 0 ? request.timeout_ms() : 2000);
+  std::vector<std::future<absl::Status>> results;
+  for (const launcher::ProbeTarget& t : request.targets()) {
+    results.push_back(std::async(std::launch::async, [t, timeout] {
+      return launcher::ProbeAddress(t.address(), t.port(), t.nonce(), timeout);
+    }));
+  }
+  AgentMessage reply;
+  launcher::ProbeResult* result = reply.mutable_probe_result();
+  for (int i = 0; i < request.targets_size(); ++i) {
+    absl::Status s = results[i].get();
+    auto* e = result->add_entries();
+    e->set_host_index(request.targets(i).host_index());
+    e->set_address(request.targets(i).address());
+    e->set_reachable(s.ok());
+    if (!s.ok()) e->set_error(std::string(s.message()));
+  }
+  Send(reply);
+}
+
+void Agent::Launch(const launcher::LaunchSpec& spec) {
+  std::vector<std::string> base = launcher::CurrentEnvironment();
+  std::map<std::string, std::string> overlay(spec.env().begin(),
+                                             spec.env().end());
+  std::vector<std::string> command(spec.command().begin(),
+                                   spec.command().end());
+  for (const launcher::WorkerSpec& w : spec.workers()) {
+    launcher::WorkerIdentity id;
+    id.rank = w.rank();
+    id.size = spec.size();
+    id.local_rank = w.local_rank();
+    id.local_size = w.local_size();
+    id.cross_rank = w.cross_rank();
+    id.cross_size = w.cross_size();
+    id.hostname = spec.hostname();
+    id.rendezvous_addr = rendezvous_addr_;
+    id.job_token = options_.token;
+    id.iface = spec.data_plane_address();
+    launcher::SpawnOptions o;
+    o.argv = command;
+    o.env = launcher::WorkerEnvironment(base, overlay, id);
+    o.cwd = spec.cwd();
+    o.new_process_group = true;
+    // Delivered when this (the main) thread ends: with the agent.
+    o.parent_death_signal = SIGKILL;
+    o.stdin_mode = launcher::Stdio::kNull;
+    WorkerCallbacks cb;
+    cb.output = [this](int rank, launcher::OutputStream s, std::string lines) {
+      AgentMessage m;
+      auto* out = m.mutable_output();
+      out->set_rank(rank);
+      out->set_stream(s == launcher::OutputStream::kStdout
+                          ? launcher::WorkerOutput::STDOUT
+                          : launcher::WorkerOutput::STDERR);
+      out->set_data(std::move(lines));
+      Send(m);
+    };
+    cb.exited = [this](int rank, launcher::ExitStatus status) {
+      launcher::WorkerExit e;
+      e.set_rank(rank);
+      e.set_exit_code(status.code);
+      e.set_signal(status.signal);
+      absl::MutexLock lock(&mu_);
+      exits_.push_back(e);
+    };
+    absl::StatusOr<std::unique_ptr<Worker>> worker =
+        Worker::Start(os_, w.rank(), std::move(o), std::move(cb));
+    AgentMessage m;
+    if (!worker.ok()) {
+      auto* e = m.mutable_exit();
+      e->set_rank(w.rank());
+      e->set_exit_code(127);
+      e->set_start_error(std::string(worker.status().message()));
+      Send(m);
+      continue;
+    }
+    reaper_->Track((*worker)->pid());
+    m.mutable_started()->set_rank(w.rank());
+    m.mutable_started()->set_pid((*worker)->pid());
+    Send(m);
+    workers_.push_back(*std::move(worker));
+  }
+}
+
+void Agent::TerminateWorkers(int sig) {
+  for (auto& w : workers_) w->Signal(sig);
+}
+
+void Agent::EndWorkers() {
+  TerminateWorkers(SIGTERM);
+  absl::Time deadline = absl::Now() + kill_grace_;
+  auto any_left = [this] {
+    for (auto& w : workers_) {
+      if (launcher::GroupExists(w->pid())) return true;
+    }
+    return false;
+  };
+  while (any_left() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  if (any_left()) {
+    TerminateWorkers(SIGKILL);
+    absl::Time kill_deadline = absl::Now() + absl::Seconds(5);
+    while (any_left() && absl::Now() < kill_deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  for (auto& w : workers_) reaper_->Untrack(w->pid());
+  workers_.clear();  // joins their threads
+}
+
+void Agent::Handle(const LauncherMessage& m) {
+  switch (m.kind_case()) {
+    case LauncherMessage::kWelcome:
+      welcomed_ = true;
+      heartbeat_interval_ =
+          absl::Milliseconds(std::max(10, m.welcome().heartbeat_interval_ms()));
+      heartbeat_timeout_ =
+          absl::Milliseconds(std::max(100, m.welcome().heartbeat_timeout_ms()));
+      kill_grace_ = absl::Milliseconds(std::max(0, m.welcome().kill_grace_ms()));
+      break;
+    case LauncherMessage::kProbe:
+      helpers_.emplace_back([this, req = m.probe()] { Probe(req); });
+      break;
+    case LauncherMessage::kLaunch:
+      Launch(m.launch());
+      break;
+    case LauncherMessage::kTerminate:
+      HVD_LOG(INFO) << "hvd-agent " << hostname_
+                    << ": terminating workers: " << m.terminate().reason();
+      TerminateWorkers(SIGTERM);
+      kill_at_ = std::min(kill_at_, absl::Now() + kill_grace_);
+      break;
+    default:
+      break;
+  }
+}
+
+int Agent::Run() {
+  absl::Status s = Connect();
+  if (!s.ok()) {
+    HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": " << s.message();
+    return 1;
+  }
+  std::string nonce = launcher::NewJobToken().value_or("x").substr(0, 16);
+  auto probe = launcher::ProbeListener::Start(nonce);
+  if (!probe.ok()) {
+    HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": " << probe.status();
+    return 1;
+  }
+  AgentMessage hello;
+  auto* h = hello.mutable_hello();
+  h->set_host_index(options_.host_index);
+  h->set_slots(options_.slots);
+  h->set_hostname(hostname_);
+  for (const launcher::InterfaceAddress& a : launcher::ListInterfaces()) {
+    if (a.loopback) continue;
+    auto* i = h->add_interfaces();
+    i->set_name(a.name);
+    i->set_address(a.address);
+  }
+  h->set_probe_port((*probe)->port());
+  h->set_probe_nonce(nonce);
+  h->set_pid(getpid());
+  for (const std::string& c : options_.command) h->add_command(c);
+  {
+    absl::MutexLock lock(&mu_);
+    last_heard_ = absl::Now();
+  }
+  reader_ = std::thread([this] { ReadLoop(); });
+  Send(hello);  // a failure shows as the stream ending
+
+  absl::Time next_heartbeat = absl::Now() + heartbeat_interval_;
+  while (true) {
+    std::deque<LauncherMessage> inbox;
+    std::vector<launcher::WorkerExit> exits;
+    bool ended;
+    int sig;
+    absl::Time last_heard;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !inbox_.empty() || !exits_.empty() || stream_ended_ ||
+               signal_ != 0;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100));
+      inbox.swap(inbox_);
+      exits.swap(exits_);
+      ended = stream_ended_;
+      sig = signal_;
+      last_heard = last_heard_;
+    }
+    for (const launcher::WorkerExit& e : exits) {
+      AgentMessage m;
+      *m.mutable_exit() = e;
+      Send(m);
+    }
+    for (const LauncherMessage& m : inbox) {
+      if (m.kind_case() == LauncherMessage::kShutdown) {
+        // Normally every worker has exited and been reported by now.
+        EndWorkers();
+        CloseStream(/*cancel=*/false).IgnoreError();
+        return m.shutdown().exit_code();
+      }
+      Handle(m);
+    }
+    if (sig != 0) {
+      HVD_LOG(WARNING) << "hvd-agent " << hostname_ << ": got signal " << sig
+                       << ", ending " << workers_.size() << " workers";
+      CloseStream(/*cancel=*/true).IgnoreError();
+      EndWorkers();
+      return 128 + sig;
+    }
+    if (ended) {
+      grpc::Status st = CloseStream(/*cancel=*/false);
+      if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+        HVD_LOG(ERROR) << "hvd-agent " << hostname_
+                       << ": the rendezvous server at " << rendezvous_addr_
+                       << " refused the job token: " << st.error_message();
+      } else if (!welcomed_) {
+        HVD_LOG(ERROR) << "hvd-agent " << hostname_
+                       << ": could not join the job at " << rendezvous_addr_
+                       << ": " << st.error_message();
+      } else {
+        HVD_LOG(ERROR) << "hvd-agent " << hostname_
+                       << ": lost the launcher at " << rendezvous_addr_ << " ("
+                       << (st.ok() ? "stream closed without a shutdown"
+                                   : st.error_message())
+                       << "); ending " << workers_.size() << " workers";
+      }
+      EndWorkers();
+      return 1;
+    }
+    absl::Time now = absl::Now();
+    if (now - last_heard > heartbeat_timeout_) {
+      HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": no word from the "
+                     << "launcher at " << rendezvous_addr_ << " for "
+                     << absl::FormatDuration(now - last_heard) << "; ending "
+                     << workers_.size() << " workers";
+      CloseStream(/*cancel=*/true).IgnoreError();
+      EndWorkers();
+      return 1;
+    }
+    if (now >= kill_at_) {
+      TerminateWorkers(SIGKILL);
+      kill_at_ = absl::InfiniteFuture();
+    }
+    if (now >= next_heartbeat) {
+      AgentMessage m;
+      m.mutable_heartbeat();
+      Send(m);
+      next_heartbeat = now + heartbeat_interval_;
+    }
+  }
+}
+
+}  // namespace agent
+}  // namespace hvd

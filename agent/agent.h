@@ -1,0 +1,106 @@
+// hvd-agent: one per host. Dials the launcher's AgentService (agents only
+// dial out), says which interfaces it has, probes the other hosts when asked,
+// starts this host's workers from the launch spec, streams their output and
+// exits back, and ends them when the job ends or the launcher goes away.
+#ifndef HVD_AGENT_AGENT_H_
+#define HVD_AGENT_AGENT_H_
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/reaper.h"
+#include "agent/worker.h"
+#include "launcher/process.h"
+#include "proto/launcher.grpc.pb.h"
+
+namespace hvd {
+namespace agent {
+
+struct AgentOptions {
+  // "a.b.c.d:port" candidates for the rendezvous server, preferred first.
+  std::vector<std::string> rendezvous;
+  std::string token;
+  // Started by hvdrun: its index in hvdrun's host list; -1: started by an
+  // orchestrator (joins with `slots`, gets an index in join order).
+  int host_index = -1;
+  std::string hostname;  // HVD_HOSTNAME of the workers (-H name, or own)
+  int slots = 0;         // orchestrated
+  std::vector<std::string> command;  // orchestrated: the workers' command
+  // How long to keep trying to reach the rendezvous server.
+  absl::Duration connect_timeout = absl::Seconds(10);
+};
+
+// Run() on the main thread; Signal() from any thread.
+class Agent {
+ public:
+  Agent(AgentOptions options, launcher::Os* os, Reaper* reaper);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs until the job ends; returns the agent's exit code: the code the
+  // launcher's Shutdown names (0 for a clean job), 1 when the launcher was
+  // lost or refused us, 128+S after signal S. Workers are gone on return.
+  int Run();
+  // Asks Run to end the workers and return 128+sig.
+  void Signal(int sig);
+
+ private:
+  using Stream = grpc::ClientReaderWriter<launcher::AgentMessage,
+                                          launcher::LauncherMessage>;
+  absl::Status Connect();
+  void ReadLoop();
+  bool Send(const launcher::AgentMessage& message);
+  void Handle(const launcher::LauncherMessage& message);
+  void Probe(const launcher::ProbeRequest& request);
+  void Launch(const launcher::LaunchSpec& spec);
+  void TerminateWorkers(int sig);
+  // SIGTERM, the grace period, SIGKILL; waits until every group is gone,
+  // then joins the workers' threads.
+  void EndWorkers();
+  // No Write after this; cancels the call if `cancel`, joins the reader and
+  // returns the call's final status.
+  grpc::Status CloseStream(bool cancel);
+
+  const AgentOptions options_;
+  launcher::Os* const os_;
+  Reaper* const reaper_;
+  std::string rendezvous_addr_;
+  std::unique_ptr<launcher::AgentService::Stub> stub_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<Stream> stream_;
+  absl::Mutex write_mu_;  // one Write at a time on stream_
+  bool closed_ ABSL_GUARDED_BY(write_mu_) = false;
+  std::thread reader_;
+  std::vector<std::thread> helpers_;  // probes; joined at the end
+
+  absl::Duration heartbeat_interval_ = absl::Seconds(1);
+  absl::Duration heartbeat_timeout_ = absl::Seconds(10);
+  absl::Duration kill_grace_ = absl::Seconds(5);
+
+  absl::Mutex mu_;
+  std::deque<launcher::LauncherMessage> inbox_ ABSL_GUARDED_BY(mu_);
+  bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_heard_ ABSL_GUARDED_BY(mu_);
+  int signal_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<launcher::WorkerExit> exits_ ABSL_GUARDED_BY(mu_);
+
+  // Main thread only.
+  bool welcomed_ = false;
+  absl::Time kill_at_ = absl::InfiniteFuture();  // SIGKILL after Terminate
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::string hostname_;
+};
+
+}  // namespace agent
+}  // namespace hvd
+
+#endif  // HVD_AGENT_AGENT_H_

@@ -1,0 +1,209 @@
+// hvd-agent: started by hvdrun (over ssh, or fork/exec on the submitting
+// host) with --launcher-stdin, or by an orchestrator with --rendezvous.
+//
+// Flags are few and the command after them keeps its own, as in hvdrun
+// (launcher/options.cc says why a small hand-written parser).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "agent/agent.h"
+#include "agent/reaper.h"
+#include "core/common/logging.h"
+#include "launcher/bootstrap.h"
+#include "launcher/options.h"
+#include "launcher/process.h"
+#include "proto/job_token.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: hvd-agent --launcher-stdin          (started by hvdrun)\n"
+    "       hvd-agent --rendezvous ADDR --slots K [--token-file F]\n"
+    "                 [--hostname NAME] [--connect-timeout S] [--verbose]\n"
+    "                 [command args...]\n"
+    "\n"
+    "Orchestrator mode joins the job of `hvdrun --rendezvous-only` at ADDR\n"
+    "(host:port) offering K slots; the job token comes from --token-file F\n"
+    "or the HVD_JOB_TOKEN variable (never a command-line argument). The\n"
+    "command, if given, is what the workers run (otherwise hvdrun's).\n"
+    "Exit code: the job's (0 when every worker exited 0), 1 when the\n"
+    "launcher is lost or refuses this agent, 2 for bad input.\n";
+
+struct Args {
+  bool launcher_stdin = false;
+  std::string rendezvous;
+  int slots = 0;
+  std::string token_file;
+  std::string hostname;
+  double connect_timeout_s = 60;
+  bool verbose = false;
+  std::vector<std::string> command;
+};
+
+int BadInput(const std::string& message) {
+  std::fprintf(stderr, "hvd-agent: %s (see hvd-agent --help)\n",
+               message.c_str());
+  return 2;
+}
+
+// Returns -1 when parsing succeeded, else the exit code to return.
+int Parse(int argc, char** argv, Args* a) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;
+    std::string name = arg, value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    auto need = [&]() -> bool {
+      if (has_value) return true;
+      if (i + 1 >= argc) return false;
+      value = argv[++i];
+      return true;
+    };
+    if (name == "--help" || name == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (name == "--version") {
+      std::printf("hvd-agent %s\n", hvd::launcher::kVersion);
+      return 0;
+    } else if (name == "--launcher-stdin") {
+      a->launcher_stdin = true;
+    } else if (name == "--verbose") {
+      a->verbose = true;
+    } else if (name == "--rendezvous") {
+      if (!need()) return BadInput("--rendezvous needs a value");
+      a->rendezvous = value;
+    } else if (name == "--slots") {
+      if (!need() || !absl::SimpleAtoi(value, &a->slots) || a->slots <= 0) {
+        return BadInput("--slots needs a positive integer");
+      }
+    } else if (name == "--token-file") {
+      if (!need()) return BadInput("--token-file needs a value");
+      a->token_file = value;
+    } else if (name == "--hostname") {
+      if (!need() || value.empty()) return BadInput("--hostname needs a value");
+      a->hostname = value;
+    } else if (name == "--connect-timeout") {
+      if (!need() || !absl::SimpleAtod(value, &a->connect_timeout_s) ||
+          !(a->connect_timeout_s > 0)) {
+        return BadInput("--connect-timeout needs a positive number of seconds");
+      }
+    } else {
+      return BadInput(absl::StrCat("unknown flag '", name, "'"));
+    }
+  }
+  for (; i < argc; ++i) a->command.emplace_back(argv[i]);
+  if (a->launcher_stdin == !a->rendezvous.empty()) {
+    return BadInput("give exactly one of --launcher-stdin and --rendezvous");
+  }
+  if (!a->rendezvous.empty() && a->slots == 0) {
+    return BadInput("--rendezvous needs --slots");
+  }
+  return -1;
+}
+
+// Token of an orchestrated agent: --token-file, else $HVD_JOB_TOKEN (or
+// $HOROVOD_JOB_TOKEN).
+int ReadToken(const Args& a, std::string* token) {
+  if (!a.token_file.empty()) {
+    std::ifstream in(a.token_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in) return BadInput(absl::StrCat("cannot read --token-file '",
+                                          a.token_file, "'"));
+    *token = std::string(absl::StripAsciiWhitespace(ss.str()));
+  } else if (const char* t = getenv("HVD_JOB_TOKEN")) {
+    *token = t;
+  } else if (const char* t = getenv("HOROVOD_JOB_TOKEN")) {
+    *token = t;
+  }
+  if (token->empty()) {
+    return BadInput("no job token: give --token-file or set HVD_JOB_TOKEN");
+  }
+  absl::Status s = hvd::rendezvous::ValidateJobToken(*token);
+  if (!s.ok()) return BadInput(std::string(s.message()));
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  Args args;
+  if (int rc = Parse(argc, argv, &args); rc >= 0) return rc;
+
+  hvd::agent::AgentOptions options;
+  if (args.launcher_stdin) {
+    absl::StatusOr<hvd::launcher::Bootstrap> b =
+        hvd::launcher::ReadBootstrap(0, absl::Seconds(30));
+    if (!b.ok()) {
+      std::fprintf(stderr, "hvd-agent: %s\n",
+                   std::string(b.status().message()).c_str());
+      return 2;
+    }
+    options.rendezvous = b->rendezvous;
+    options.token = b->token;
+    options.host_index = b->host_index;
+    options.hostname = b->host_name;
+    options.connect_timeout = absl::Seconds(10);
+    args.verbose = args.verbose || b->verbose;
+  } else {
+    if (int rc = ReadToken(args, &options.token); rc >= 0) return rc;
+    options.rendezvous = {args.rendezvous};
+    options.slots = args.slots;
+    options.hostname = args.hostname;
+    options.command = args.command;
+    options.connect_timeout = absl::Seconds(args.connect_timeout_s);
+  }
+  if (args.verbose) hvd::SetLogLevel(hvd::LogLevel::kDebug);
+
+  // The reaper is forked while this process still has one thread.
+  absl::StatusOr<std::unique_ptr<hvd::agent::Reaper>> reaper =
+      hvd::agent::Reaper::Start(absl::Seconds(3));
+  if (!reaper.ok()) {
+    std::fprintf(stderr, "hvd-agent: %s\n",
+                 std::string(reaper.status().message()).c_str());
+    return 1;
+  }
+
+  // Termination signals go to one thread that tells the agent; every other
+  // thread (gRPC's included) inherits the blocked mask.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  // Never destroyed: the signal thread may still refer to it; _exit below.
+  auto* agent =
+      new hvd::agent::Agent(options, hvd::launcher::RealOs(), reaper->get());
+  std::thread([agent, set] {
+    int sig;
+    while (sigwait(&set, &sig) == 0) agent->Signal(sig);
+  }).detach();
+  int code = agent->Run();
+  reaper->reset();  // nothing tracked is left; waits for the reaper to exit
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(code);
+}

@@ -1,0 +1,108 @@
+#include "agent/reaper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "launcher/process.h"
+
+namespace hvd {
+namespace agent {
+namespace {
+
+[[noreturn]] void ReaperMain(int fd, absl::Duration grace) {
+  prctl(PR_SET_NAME, "hvd-reaper");
+  // The agent's terminal, ssh session and signals are not ours: only the
+  // pipe's end decides when to act.
+  int null_fd = open("/dev/null", O_RDWR);
+  for (int i = 0; i < 3; ++i) dup2(null_fd, i);
+  if (null_fd > 2) close(null_fd);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) {
+    signal(sig, SIG_IGN);
+  }
+  std::set<pid_t> groups;
+  std::string pending;
+  char buf[256];
+  while (true) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    pending.append(buf, static_cast<size_t>(n));
+    size_t nl;
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      std::string line = pending.substr(0, nl);
+      pending.erase(0, nl + 1);
+      pid_t pgid;
+      if (line.size() < 2 || !absl::SimpleAtoi(line.substr(1), &pgid)) {
+        continue;
+      }
+      if (line[0] == '+') groups.insert(pgid);
+      if (line[0] == '-') groups.erase(pgid);
+    }
+  }
+  for (pid_t g : groups) killpg(g, SIGTERM);
+  absl::Time deadline = absl::Now() + grace;
+  while (absl::Now() < deadline) {
+    bool any = false;
+    for (pid_t g : groups) any = any || launcher::GroupExists(g);
+    if (!any) _exit(0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (pid_t g : groups) killpg(g, SIGKILL);
+  _exit(0);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Reaper>> Reaper::Start(absl::Duration grace) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(p[0]);
+    close(p[1]);
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(e)));
+  }
+  if (pid == 0) {
+    close(p[1]);
+    ReaperMain(p[0], grace);
+  }
+  close(p[0]);
+  return std::unique_ptr<Reaper>(new Reaper(p[1], pid));
+}
+
+Reaper::~Reaper() {
+  {
+    absl::MutexLock lock(&mu_);
+    close(fd_);
+    fd_ = -1;
+  }
+  int status;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+void Reaper::Send(char op, pid_t pgid) {
+  std::string line = absl::StrCat(std::string(1, op), pgid, "\n");
+  absl::MutexLock lock(&mu_);
+  if (fd_ >= 0) launcher::WriteAll(fd_, line).IgnoreError();
+}
+
+void Reaper::Track(pid_t pgid) { Send('+', pgid); }
+void Reaper::Untrack(pid_t pgid) { Send('-', pgid); }
+
+}  // namespace agent
+}  // namespace hvd

@@ -1,0 +1,123 @@
+#include "launcher/bootstrap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace hvd {
+namespace launcher {
+namespace {
+constexpr char kMagic[] = "hvd-agent-bootstrap 1";
+}  // namespace
+
+std::string SerializeBootstrap(const Bootstrap& b) {
+  return absl::StrCat(kMagic, "\n", "token ", b.token, "\n", "host_index ",
+                      b.host_index, "\n", "host_name ", b.host_name, "\n",
+                      "rendezvous ", absl::StrJoin(b.rendezvous, ","), "\n",
+                      "verbose ", b.verbose ? 1 : 0, "\n", "end\n");
+}
+
+absl::StatusOr<Bootstrap> ParseBootstrap(const std::string& text) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  if (lines.empty() || lines[0] != kMagic) {
+    return absl::InvalidArgumentError(
+        "not an hvd-agent bootstrap (started by a different hvdrun version?)");
+  }
+  Bootstrap b;
+  bool ended = false;
+  for (size_t i = 1; i < lines.size() && !ended; ++i) {
+    absl::string_view line = lines[i];
+    size_t sp = line.find(' ');
+    absl::string_view key = line.substr(0, sp);
+    absl::string_view value =
+        sp == absl::string_view::npos ? "" : line.substr(sp + 1);
+    if (key == "end") {
+      ended = true;
+    } else if (key == "token") {
+      b.token = std::string(value);
+    } else if (key == "host_index") {
+      if (!absl::SimpleAtoi(value, &b.host_index)) {
+        return absl::InvalidArgumentError("bootstrap: bad host_index");
+      }
+    } else if (key == "host_name") {
+      b.host_name = std::string(value);
+    } else if (key == "rendezvous") {
+      b.rendezvous = absl::StrSplit(value, ',', absl::SkipEmpty());
+    } else if (key == "verbose") {
+      b.verbose = value == "1";
+    }
+  }
+  if (!ended) return absl::InvalidArgumentError("bootstrap: truncated");
+  if (b.token.empty() || b.rendezvous.empty()) {
+    return absl::InvalidArgumentError(
+        "bootstrap: token or rendezvous address missing");
+  }
+  return b;
+}
+
+absl::StatusOr<Bootstrap> ReadBootstrap(int fd, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  std::string text;
+  char buf[1024];
+  while (text.find("\nend\n") == std::string::npos) {
+    absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no bootstrap on stdin within ", absl::FormatDuration(timeout),
+          " (hvd-agent is started by hvdrun; use --rendezvous to join a job "
+          "by hand)"));
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    int r = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::InvalidArgumentError(
+          "stdin ended before the bootstrap did");
+    }
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > 64 * 1024) {
+      return absl::InvalidArgumentError("bootstrap too long");
+    }
+  }
+  return ParseBootstrap(text);
+}
+
+absl::StatusOr<std::string> NewJobToken() {
+  unsigned char bytes[32];
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot open /dev/urandom: ", strerror(errno)));
+  }
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = read(fd, bytes + got, sizeof(bytes) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close(fd);
+      return absl::InternalError("cannot read /dev/urandom");
+    }
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  static const char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char c : bytes) {
+    token += kHex[c >> 4];
+    token += kHex[c & 15];
+  }
+  return token;
+}
+
+}  // namespace launcher
+}  // namespace hvd

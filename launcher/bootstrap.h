@@ -1,0 +1,42 @@
+// What hvdrun hands an agent it starts, on the agent's stdin (over ssh for a
+// remote host): never on a command line, where `ps` on that host would show
+// the job token to every user.
+#ifndef HVD_LAUNCHER_BOOTSTRAP_H_
+#define HVD_LAUNCHER_BOOTSTRAP_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace hvd {
+namespace launcher {
+
+struct Bootstrap {
+  std::string token;
+  int host_index = 0;
+  std::string host_name;  // as given in -H; the workers' HVD_HOSTNAME
+  // "a.b.c.d:port" candidates for the rendezvous server, preferred first; the
+  // agent takes the first it can connect to.
+  std::vector<std::string> rendezvous;
+  bool verbose = false;
+};
+
+// Text lines "key value", ending with "end".
+std::string SerializeBootstrap(const Bootstrap& b);
+absl::StatusOr<Bootstrap> ParseBootstrap(const std::string& text);
+
+// Reads a serialized Bootstrap from `fd` (the agent's stdin) up to its "end"
+// line. DeadlineExceeded when it does not arrive within `timeout`;
+// InvalidArgument when the text is malformed or the stream ends first.
+absl::StatusOr<Bootstrap> ReadBootstrap(int fd, absl::Duration timeout);
+
+// A fresh job token: 32 bytes from /dev/urandom, hex. Internal error if the
+// kernel's random source cannot be read (no fallback to a weak generator).
+absl::StatusOr<std::string> NewJobToken();
+
+}  // namespace launcher
+}  // namespace hvd
+
+#endif  // HVD_LAUNCHER_BOOTSTRAP_H_

@@ -1,0 +1,74 @@
+#include "launcher/bootstrap.h"
+
+#include <unistd.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace hvd {
+namespace launcher {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(Bootstrap, RoundTripsThroughAPipe) {
+  Bootstrap b;
+  b.token = "t0k";
+  b.host_index = 2;
+  b.host_name = "node3";
+  b.rendezvous = {"10.0.0.1:5000", "192.168.1.1:5000"};
+  b.verbose = true;
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  std::string text = SerializeBootstrap(b);
+  ASSERT_EQ(write(p[1], text.data(), text.size()),
+            static_cast<ssize_t>(text.size()));
+  auto got = ReadBootstrap(p[0], absl::Seconds(5));
+  close(p[0]);
+  close(p[1]);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->token, "t0k");
+  EXPECT_EQ(got->host_index, 2);
+  EXPECT_EQ(got->host_name, "node3");
+  EXPECT_THAT(got->rendezvous, ElementsAre("10.0.0.1:5000", "192.168.1.1:5000"));
+  EXPECT_TRUE(got->verbose);
+}
+
+TEST(Bootstrap, NothingArrivesTimesOut) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  auto got = ReadBootstrap(p[0], absl::Milliseconds(100));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(got.status().message(), HasSubstr("no bootstrap on stdin"));
+  close(p[0]);
+  close(p[1]);
+}
+
+TEST(Bootstrap, StreamEndsEarly) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  ASSERT_EQ(write(p[1], "hvd-agent-bootstrap 1\ntoken x\n", 30), 30);
+  close(p[1]);
+  auto got = ReadBootstrap(p[0], absl::Seconds(5));
+  EXPECT_THAT(got.status().message(), HasSubstr("stdin ended"));
+  close(p[0]);
+}
+
+TEST(Bootstrap, WrongMagic) {
+  EXPECT_THAT(ParseBootstrap("hello\nend\n").status().message(),
+              HasSubstr("not an hvd-agent bootstrap"));
+}
+
+TEST(NewJobToken, LongRandomHex) {
+  auto a = NewJobToken();
+  auto b = NewJobToken();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), 64u);
+  EXPECT_NE(*a, *b);
+  EXPECT_EQ(a->find_first_not_of("0123456789abcdef"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace launcher
+}  // namespace hvd
