@@ -57,9 +57,9 @@ absl::Status Allgather(transport::Context& context, const Group& group,
   absl::Status status = internal::CheckGroup(context, group, "Allgather");
   if (!status.ok()) return status;
   if (bytes_per_member.size() != static_cast<size_t>(group.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Allgather: ", bytes_per_member.size(),
-        " block sizes given for a group of ", group.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Allgather: ", bytes_per_member.size(),
+                     " block sizes given for a group of ", group.size()));
   }
   const std::vector<Span> blocks = internal::Layout(bytes_per_member);
   char* out = static_cast<char*>(output);

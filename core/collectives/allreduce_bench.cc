@@ -3,7 +3,7 @@
 //
 //   allreduce_bench [--mib=64] [--iters=5] [--chunk_kib=1024] [--ranks=2,4]
 //
-// Prints per N the best and mean time of one allreduce of S bytes and the bus
+// Prints per N the best and median time of one allreduce of S bytes and the bus
 // bandwidth S/t * 2(N-1)/N (what each link carries), then Reduce's GB/s for a
 // float32 Sum (bytes of the destination per second), in cache and out.
 #include <algorithm>
@@ -38,7 +38,8 @@ struct Flags {
 
 bool ParseFlags(int argc, char** argv, Flags* flags) {
   for (int i = 1; i < argc; ++i) {
-    std::vector<std::string> kv = absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
+    std::vector<std::string> kv =
+        absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
     if (kv.size() != 2) return false;
     bool ok = true;
     if (kv[0] == "--mib") {
@@ -114,16 +115,17 @@ std::vector<double> TimeAllreduce(int n, const Flags& flags) {
 void ReportAllreduce(int n, const Flags& flags) {
   const std::vector<double> times = TimeAllreduce(n, flags);
   if (times.empty()) return;
-  const double best = *std::min_element(times.begin(), times.end());
-  double mean = 0;
-  for (double t : times) mean += t / times.size();
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double best = sorted.front();
+  const double median = sorted[sorted.size() / 2];
   const double bytes = static_cast<double>(flags.mib) * (1 << 20);
   const double factor = 2.0 * (n - 1) / n;
   std::printf(
       "allreduce ring float32 %zu MiB N=%d chunk=%zu KiB: best %.1f ms "
-      "(busbw %.2f GB/s), mean %.1f ms (busbw %.2f GB/s)\n",
+      "(busbw %.2f GB/s), median %.1f ms (busbw %.2f GB/s)\n",
       flags.mib, n, flags.chunk_kib, best * 1e3, bytes / best * factor / 1e9,
-      mean * 1e3, bytes / mean * factor / 1e9);
+      median * 1e3, bytes / median * factor / 1e9);
 }
 
 void ReportReduce(size_t bytes, int reps) {

@@ -6,8 +6,8 @@
 #include <tuple>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "core/collectives/collectives.h"
 #include "core/collectives/test_mesh.h"
 #include "core/collectives/test_values.h"
@@ -106,9 +106,9 @@ void ExpectGroupAllreduce(TestMesh& mesh, const std::vector<int>& ranks,
   auto statuses = mesh.Run(ranks, [&](int rank, transport::Context& context) {
     const Group group = GroupOf(ranks, rank);
     auto data = MakeInput(DataType::kFloat32, ReduceOp::kSum, rank, count);
-    absl::Status status = Allreduce(context, group, data.data(), count,
-                                    DataType::kFloat32, ReduceOp::kSum,
-                                    options);
+    absl::Status status =
+        Allreduce(context, group, data.data(), count, DataType::kFloat32,
+                  ReduceOp::kSum, options);
     bad[group.index] = Mismatch(absl::StrCat("rank ", rank), DataType::kFloat32,
                                 data.data(), want.data(), count);
     return status;
@@ -120,7 +120,8 @@ void ExpectGroupAllreduce(TestMesh& mesh, const std::vector<int>& ranks,
 TEST(AllreduceGroup, OnlyMembersTakePart) {
   TestMesh* mesh = TestMesh::Shared(4);
   ASSERT_NE(mesh, nullptr);
-  for (auto algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kDirect}) {
+  for (auto algorithm :
+       {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kDirect}) {
     ExpectGroupAllreduce(*mesh, {1, 3}, 10007, algorithm);
     ExpectGroupAllreduce(*mesh, {0, 2, 3}, 10007, algorithm);
     ExpectGroupAllreduce(*mesh, {3, 0, 1}, 5, algorithm);  // Any order.
@@ -131,8 +132,9 @@ TEST(AllreduceGroup, OnlyMembersTakePart) {
 TEST(AllreduceGroup, DisjointGroupsRunConcurrently) {
   TestMesh* mesh = TestMesh::Shared(4);
   ASSERT_NE(mesh, nullptr);
-  std::thread other(
-      [&] { ExpectGroupAllreduce(*mesh, {0, 2}, 30011, AllreduceAlgorithm::kRing); });
+  std::thread other([&] {
+    ExpectGroupAllreduce(*mesh, {0, 2}, 30011, AllreduceAlgorithm::kRing);
+  });
   ExpectGroupAllreduce(*mesh, {3, 1}, 30011, AllreduceAlgorithm::kRing);
   other.join();
 }
@@ -151,10 +153,11 @@ TEST(AllreduceAuto, SwitchesToRingAboveSmallMessageBytes) {
         Allreduce(context, Group::All(context), data.data(), count,
                   DataType::kFloat32, ReduceOp::kSum, options);
     EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
-    EXPECT_THAT(std::string(status.message()),
-                StartsWith(count == 1000
-                               ? "Allreduce (direct) on rank 0 (member 0 of 2): "
-                               : "Allreduce (ring) on rank 0 (member 0 of 2): "));
+    EXPECT_THAT(
+        std::string(status.message()),
+        StartsWith(count == 1000
+                       ? "Allreduce (direct) on rank 0 (member 0 of 2): "
+                       : "Allreduce (ring) on rank 0 (member 0 of 2): "));
   }
 }
 
@@ -173,7 +176,8 @@ TEST(AllreduceErrors, AbortedContextFailsWithItsReasonOnBothSides) {
   EXPECT_EQ(statuses[1].code(), absl::StatusCode::kCancelled) << statuses[1];
   EXPECT_THAT(std::string(statuses[1].message()),
               StartsWith("Allreduce (ring) on rank 1 (member 1 of 2): "));
-  EXPECT_THAT(std::string(statuses[1].message()), HasSubstr("test aborted rank 1"));
+  EXPECT_THAT(std::string(statuses[1].message()),
+              HasSubstr("test aborted rank 1"));
   EXPECT_FALSE(statuses[0].ok());
   EXPECT_THAT(std::string(statuses[0].message()),
               StartsWith("Allreduce (ring) on rank 0 (member 0 of 2): "));
@@ -213,6 +217,9 @@ TEST(AllreduceErrors, RejectsGroupThatDoesNotMatchContext) {
                      ReduceOp::kSum, {});
   EXPECT_EQ(status.message(),
             "Allreduce: group index 2 is outside a group of 2");
+  status = Allreduce(context, Group{{0, 0}, 0}, &x, 1, DataType::kFloat32,
+                     ReduceOp::kSum, {});
+  EXPECT_EQ(status.message(), "Allreduce: group lists rank 0 twice");
 }
 
 }  // namespace

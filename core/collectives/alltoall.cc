@@ -23,10 +23,10 @@ absl::Status CheckAlltoallSizes(const Group& group,
         " receive sizes given for a group of ", n));
   }
   if (send_bytes[group.index] != recv_bytes[group.index]) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Alltoall: member ", group.index, " sends itself ",
-        send_bytes[group.index], " bytes but expects ",
-        recv_bytes[group.index]));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Alltoall: member ", group.index, " sends itself ",
+                     send_bytes[group.index], " bytes but expects ",
+                     recv_bytes[group.index]));
   }
   return absl::OkStatus();
 }
@@ -41,14 +41,14 @@ absl::Status Exchange(transport::Context& context, const Group& group,
   for (int k = 1; k < n; ++k) {
     const int j = internal::Mod(me - k, n);
     if (recvs[j].bytes == 0) continue;
-    requests.push_back(context.Recv(group.ranks[j], output + recvs[j].offset,
-                                    recvs[j].bytes));
+    requests.push_back(
+        context.Recv(group.ranks[j], output + recvs[j].offset, recvs[j].bytes));
   }
   for (int k = 1; k < n; ++k) {
     const int j = internal::Mod(me + k, n);
     if (sends[j].bytes == 0) continue;
-    requests.push_back(context.Send(group.ranks[j], input + sends[j].offset,
-                                    sends[j].bytes));
+    requests.push_back(
+        context.Send(group.ranks[j], input + sends[j].offset, sends[j].bytes));
   }
   return internal::WaitAll(requests, options.timeout);
 }

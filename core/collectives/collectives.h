@@ -3,8 +3,17 @@
 // wait is bounded by CollectiveOptions::timeout.
 //
 // A Group is the subset of the context's ranks taking part (a process set);
-// only its members call the function, all with equal arguments except where
-// noted. Buffers are raw bytes; counts are elements of `dtype`.
+// only its members call the function, all with equal arguments (options
+// included: chunk_bytes fixes the message sizes) except where noted. Buffers
+// are raw bytes; counts are elements of `dtype`. Calls on one context must be
+// issued in the same order by every member; groups with no member in common
+// may run concurrently.
+//
+// Errors: InvalidArgument for bad arguments (nothing sent). Otherwise the
+// transport's error, code kept, message prefixed with the collective, its
+// algorithm and who failed: "Allreduce (ring) on rank 3 (member 1 of 4): ...".
+// Requests may then still be posted: the caller must Abort the context (these
+// functions never do) before reusing or freeing the buffers.
 #ifndef HVD_CORE_COLLECTIVES_COLLECTIVES_H_
 #define HVD_CORE_COLLECTIVES_COLLECTIVES_H_
 
@@ -26,15 +35,18 @@ struct Group {
   static Group All(const transport::Context& context);
 };
 
+// Also chooses the algorithm of Allgather, Broadcast and ReduceScatter (by
+// their total bytes); Alltoall has one algorithm.
 enum class AllreduceAlgorithm {
   kAuto,    // kDirect up to small_message_bytes, kRing above.
-  kRing,    // Reduce-scatter + allgather, 2(N-1)/N * S bytes sent per rank.
+  kRing,    // Reduce-scatter + allgather, 2(N-1)/N * S bytes sent per rank;
+            // chunked by chunk_bytes and pipelined. Broadcast: a chain.
   kDirect,  // Each rank sends all to all and reduces locally: one round.
 };
 
 struct CollectiveOptions {
   absl::Duration timeout = absl::Seconds(60);  // Per wait on one transfer.
-  size_t chunk_bytes = size_t{1} << 20;       // Pipelining granularity.
+  size_t chunk_bytes = size_t{1} << 20;        // Pipelining granularity.
   size_t small_message_bytes = size_t{64} << 10;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
 };
@@ -46,7 +58,8 @@ absl::Status Allreduce(transport::Context& context, const Group& group,
                        const CollectiveOptions& options);
 
 // Member i contributes `bytes_per_member[i]` bytes (`input`); every member
-// receives the concatenation in group order into `output`.
+// receives the concatenation in group order into `output`. `input` may be
+// `output` plus this member's offset (in place); sizes may be 0.
 absl::Status Allgather(transport::Context& context, const Group& group,
                        const void* input, void* output,
                        const std::vector<size_t>& bytes_per_member,
@@ -66,7 +79,8 @@ absl::Status Alltoall(transport::Context& context, const Group& group,
                       const CollectiveOptions& options);
 
 // `input` holds sum(counts) elements on every member; member i receives the
-// reduction of block i (counts[i] elements) into `output`.
+// reduction of block i (counts[i] elements, may be 0) into `output`, which
+// must not overlap `input`. `op` as for Allreduce.
 absl::Status ReduceScatter(transport::Context& context, const Group& group,
                            const void* input, void* output,
                            const std::vector<size_t>& counts, DataType dtype,

@@ -1,13 +1,14 @@
 // Allgather, Broadcast, Alltoall and ReduceScatter over the real TCP
 // transport, one thread per rank, for world sizes 1-8 with ring and direct
 // algorithms, on the whole world and on process-set groups.
+#include "core/collectives/collectives.h"
+
 #include <numeric>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/collectives/collectives.h"
 #include "core/collectives/test_mesh.h"
 #include "core/collectives/test_values.h"
 #include "gtest/gtest.h"
@@ -57,9 +58,9 @@ void ExpectAllgather(TestMesh& mesh, const std::vector<int>& ranks,
     }
     absl::Status status =
         Allgather(context, group, input, output.data(), bytes, options);
-    bad[group.index] = Mismatch(absl::StrCat("allgather rank ", rank),
-                                DataType::kUint8, output.data(), want.data(),
-                                want.size());
+    bad[group.index] =
+        Mismatch(absl::StrCat("allgather rank ", rank), DataType::kUint8,
+                 output.data(), want.data(), want.size());
     return status;
   });
   EXPECT_EQ(FailedRanks(ranks, statuses), "");
@@ -102,8 +103,8 @@ size_t AlltoallBytes(int i, int j, size_t scale) {
   return (1 + (i * 7 + j * 13) % 50) * scale;
 }
 
-void ExpectAlltoall(TestMesh& mesh, const std::vector<int>& ranks,
-                    size_t scale, const CollectiveOptions& options) {
+void ExpectAlltoall(TestMesh& mesh, const std::vector<int>& ranks, size_t scale,
+                    const CollectiveOptions& options) {
   const int n = static_cast<int>(ranks.size());
   std::vector<std::string> bad(n);
   auto statuses = mesh.Run(ranks, [&](int rank, transport::Context& context) {
@@ -152,13 +153,12 @@ void ExpectReduceScatter(TestMesh& mesh, const std::vector<int>& ranks,
     const size_t offset =
         std::accumulate(counts.begin(), counts.begin() + group.index, 0ul);
     std::vector<char> output(count * size, kFill);
-    absl::Status status = ReduceScatter(context, group, input.data(),
-                                        output.data(), counts, dtype, op,
-                                        options);
-    bad[group.index] =
-        Mismatch(absl::StrCat("reducescatter ", ReduceOpName(op), " rank ",
-                              rank),
-                 dtype, output.data(), want.data() + offset * size, count);
+    absl::Status status =
+        ReduceScatter(context, group, input.data(), output.data(), counts,
+                      dtype, op, options);
+    bad[group.index] = Mismatch(
+        absl::StrCat("reducescatter ", ReduceOpName(op), " rank ", rank), dtype,
+        output.data(), want.data() + offset * size, count);
     return status;
   });
   EXPECT_EQ(FailedRanks(ranks, statuses), "");
@@ -196,8 +196,8 @@ class CollectivesTest : public ::testing::TestWithParam<WorldCase> {
 TEST_P(CollectivesTest, AllgatherOfDifferentSizesIncludingEmpty) {
   ExpectAllgather(*mesh_, ranks_, AllgatherSizes(world(), 1), options(false),
                   false);
-  ExpectAllgather(*mesh_, ranks_, AllgatherSizes(world(), 3000),
-                  options(false), true);
+  ExpectAllgather(*mesh_, ranks_, AllgatherSizes(world(), 3000), options(false),
+                  true);
   ExpectAllgather(*mesh_, ranks_, std::vector<size_t>(world(), 0),
                   options(false), false);
 }
@@ -282,7 +282,8 @@ TEST(CollectivesErrors, RejectMismatchedSizesAndRoots) {
   char buffer[8] = {};
   absl::Status status = Allgather(context, group, buffer, buffer, {1}, {});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "Allgather: 1 block sizes given for a group of 2");
+  EXPECT_EQ(status.message(),
+            "Allgather: 1 block sizes given for a group of 2");
   status = Broadcast(context, group, buffer, 1, 2, {});
   EXPECT_EQ(status.message(), "Broadcast: root 2 is outside a group of 2");
   status = Alltoall(context, group, buffer, {1, 1}, buffer, {1}, {});
@@ -293,8 +294,7 @@ TEST(CollectivesErrors, RejectMismatchedSizesAndRoots) {
             "Alltoall: member 0 sends itself 2 bytes but expects 1");
   status = ReduceScatter(context, group, buffer, buffer, {1, 1, 1},
                          DataType::kUint8, ReduceOp::kSum, {});
-  EXPECT_EQ(status.message(),
-            "ReduceScatter: 3 counts given for a group of 2");
+  EXPECT_EQ(status.message(), "ReduceScatter: 3 counts given for a group of 2");
   status = ReduceScatter(context, group, buffer, buffer, {1, 1},
                          DataType::kFloat32, ReduceOp::kAverage, {});
   EXPECT_EQ(status.message(),

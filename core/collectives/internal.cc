@@ -51,11 +51,18 @@ absl::Status CheckGroup(const transport::Context& context, const Group& group,
                        " is outside the context of size ", context.size()));
     }
   }
+  std::vector<int> sorted = group.ranks;
+  std::sort(sorted.begin(), sorted.end());
+  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+      dup != sorted.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(collective, ": group lists rank ", *dup, " twice"));
+  }
   if (group.ranks[group.index] != context.rank()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        collective, ": group member ", group.index, " is rank ",
-        group.ranks[group.index], " but this context is rank ",
-        context.rank()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(collective, ": group member ", group.index, " is rank ",
+                     group.ranks[group.index], " but this context is rank ",
+                     context.rank()));
   }
   return absl::OkStatus();
 }
@@ -65,15 +72,19 @@ absl::Status CheckReduceOp(ReduceOp op, absl::string_view collective) {
       op == ReduceOp::kProduct) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      collective, ": op ", ReduceOpName(op), " is not Sum, Min, Max or Product"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(collective, ": op ", ReduceOpName(op),
+                   " is not Sum, Min, Max or Product"));
 }
 
 bool UseDirect(const CollectiveOptions& options, size_t bytes) {
   switch (options.algorithm) {
-    case AllreduceAlgorithm::kDirect: return true;
-    case AllreduceAlgorithm::kRing: return false;
-    case AllreduceAlgorithm::kAuto: return bytes <= options.small_message_bytes;
+    case AllreduceAlgorithm::kDirect:
+      return true;
+    case AllreduceAlgorithm::kRing:
+      return false;
+    case AllreduceAlgorithm::kAuto:
+      return bytes <= options.small_message_bytes;
   }
   return false;
 }

@@ -13,8 +13,8 @@ namespace {
 // Integer arithmetic runs in an unsigned type at least as wide as int, so that
 // overflow wraps instead of being UB (uint16 * uint16 would promote to int).
 template <typename T>
-using Wide = std::conditional_t<
-    (sizeof(T) < sizeof(uint32_t)), uint32_t, std::make_unsigned_t<T>>;
+using Wide = std::conditional_t<(sizeof(T) < sizeof(uint32_t)), uint32_t,
+                                std::make_unsigned_t<T>>;
 
 template <typename T>
 struct SumOp {
@@ -79,8 +79,8 @@ void ReduceBool(void* dst_bytes, const void* src_bytes, size_t count,
                 ReduceOp op) {
   uint8_t* __restrict dst = static_cast<uint8_t*>(dst_bytes);
   const uint8_t* __restrict src = static_cast<const uint8_t*>(src_bytes);
-  const bool is_or = op == ReduceOp::kSum || op == ReduceOp::kAverage ||
-                     op == ReduceOp::kMax;
+  const bool is_or =
+      op == ReduceOp::kSum || op == ReduceOp::kAverage || op == ReduceOp::kMax;
   if (is_or) {
     for (size_t i = 0; i < count; ++i) dst[i] = (dst[i] | src[i]) != 0;
   } else {
@@ -125,36 +125,55 @@ void ScaleBool(void* bytes, size_t count, double factor) {
 void Reduce(void* dst, const void* src, size_t count, DataType dtype,
             ReduceOp op) {
   switch (dtype) {
-    case DataType::kUint8: return ReduceTyped<uint8_t>(dst, src, count, op);
-    case DataType::kInt8: return ReduceTyped<int8_t>(dst, src, count, op);
-    case DataType::kUint16: return ReduceTyped<uint16_t>(dst, src, count, op);
-    case DataType::kInt16: return ReduceTyped<int16_t>(dst, src, count, op);
-    case DataType::kInt32: return ReduceTyped<int32_t>(dst, src, count, op);
-    case DataType::kInt64: return ReduceTyped<int64_t>(dst, src, count, op);
-    case DataType::kFloat32: return ReduceTyped<float>(dst, src, count, op);
-    case DataType::kFloat64: return ReduceTyped<double>(dst, src, count, op);
-    case DataType::kFloat16: return internal::ReduceFloat16(dst, src, count, op);
+    case DataType::kUint8:
+      return ReduceTyped<uint8_t>(dst, src, count, op);
+    case DataType::kInt8:
+      return ReduceTyped<int8_t>(dst, src, count, op);
+    case DataType::kUint16:
+      return ReduceTyped<uint16_t>(dst, src, count, op);
+    case DataType::kInt16:
+      return ReduceTyped<int16_t>(dst, src, count, op);
+    case DataType::kInt32:
+      return ReduceTyped<int32_t>(dst, src, count, op);
+    case DataType::kInt64:
+      return ReduceTyped<int64_t>(dst, src, count, op);
+    case DataType::kFloat32:
+      return ReduceTyped<float>(dst, src, count, op);
+    case DataType::kFloat64:
+      return ReduceTyped<double>(dst, src, count, op);
+    case DataType::kFloat16:
+      return internal::ReduceFloat16(dst, src, count, op);
     case DataType::kBFloat16:
       return internal::ReduceBFloat16(dst, src, count, op);
-    case DataType::kBool: return ReduceBool(dst, src, count, op);
+    case DataType::kBool:
+      return ReduceBool(dst, src, count, op);
   }
 }
 
 void Scale(void* data, size_t count, DataType dtype, double factor) {
   switch (dtype) {
-    case DataType::kUint8: return ScaleTyped<uint8_t>(data, count, factor);
-    case DataType::kInt8: return ScaleTyped<int8_t>(data, count, factor);
-    case DataType::kUint16: return ScaleTyped<uint16_t>(data, count, factor);
-    case DataType::kInt16: return ScaleTyped<int16_t>(data, count, factor);
-    case DataType::kInt32: return ScaleTyped<int32_t>(data, count, factor);
-    case DataType::kInt64: return ScaleTyped<int64_t>(data, count, factor);
-    case DataType::kFloat32: return ScaleTyped<float>(data, count, factor);
-    case DataType::kFloat64: return ScaleTyped<double>(data, count, factor);
+    case DataType::kUint8:
+      return ScaleTyped<uint8_t>(data, count, factor);
+    case DataType::kInt8:
+      return ScaleTyped<int8_t>(data, count, factor);
+    case DataType::kUint16:
+      return ScaleTyped<uint16_t>(data, count, factor);
+    case DataType::kInt16:
+      return ScaleTyped<int16_t>(data, count, factor);
+    case DataType::kInt32:
+      return ScaleTyped<int32_t>(data, count, factor);
+    case DataType::kInt64:
+      return ScaleTyped<int64_t>(data, count, factor);
+    case DataType::kFloat32:
+      return ScaleTyped<float>(data, count, factor);
+    case DataType::kFloat64:
+      return ScaleTyped<double>(data, count, factor);
     case DataType::kFloat16:
       return internal::ScaleFloat16(data, count, static_cast<float>(factor));
     case DataType::kBFloat16:
       return internal::ScaleBFloat16(data, count, static_cast<float>(factor));
-    case DataType::kBool: return ScaleBool(data, count, factor);
+    case DataType::kBool:
+      return ScaleBool(data, count, factor);
   }
 }
 

@@ -80,10 +80,14 @@ void ScaleScalar(void* bytes, size_t count, float factor) {
 
 HVD_F16C __m256 Apply8(__m256 a, __m256 b, ReduceOp op) {
   switch (op) {
-    case ReduceOp::kProduct: return _mm256_mul_ps(a, b);
-    case ReduceOp::kMin: return _mm256_min_ps(b, a);  // b < a ? b : a
-    case ReduceOp::kMax: return _mm256_max_ps(b, a);  // b > a ? b : a
-    default: return _mm256_add_ps(a, b);
+    case ReduceOp::kProduct:
+      return _mm256_mul_ps(a, b);
+    case ReduceOp::kMin:
+      return _mm256_min_ps(b, a);  // b < a ? b : a
+    case ReduceOp::kMax:
+      return _mm256_max_ps(b, a);  // b > a ? b : a
+    default:
+      return _mm256_add_ps(a, b);
   }
 }
 
@@ -97,8 +101,9 @@ HVD_F16C void ReduceFloat16F16c(void* dst_bytes, const void* src_bytes,
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(dst + i)));
     const __m256 b = _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm256_cvtps_ph(Apply8(a, b, op), _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(dst + i),
+        _mm256_cvtps_ph(Apply8(a, b, op), _MM_FROUND_TO_NEAREST_INT));
   }
   ReduceScalar<Float16>(dst + i, src + i, count - i, op);
 }
@@ -110,15 +115,15 @@ HVD_F16C void ScaleFloat16F16c(void* bytes, size_t count, float factor) {
   for (; i + 8 <= count; i += 8) {
     __m128i* p = reinterpret_cast<__m128i*>(data + i);
     const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(p));
-    _mm_storeu_si128(p, _mm256_cvtps_ph(_mm256_mul_ps(a, f),
-                                        _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(
+        p, _mm256_cvtps_ph(_mm256_mul_ps(a, f), _MM_FROUND_TO_NEAREST_INT));
   }
   ScaleScalar<Float16>(data + i, count - i, factor);
 }
 
 bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("avx") &&
-                          __builtin_cpu_supports("f16c");
+  static const bool has =
+      __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
   return has;
 }
 #endif  // HVD_HAVE_F16C_PATH

@@ -68,9 +68,8 @@ absl::Status ReduceScatterDirect(transport::Context& context,
   for (int k = 1; k < n; ++k) {
     const int j = internal::Mod(me + k, n);
     if (job.blocks[j].bytes == 0) continue;
-    sends.push_back(context.Send(group.ranks[j],
-                                 job.input + job.blocks[j].offset,
-                                 job.blocks[j].bytes));
+    sends.push_back(context.Send(
+        group.ranks[j], job.input + job.blocks[j].offset, job.blocks[j].bytes));
   }
   absl::Status status = internal::WaitAll(recvs, options.timeout);
   if (status.ok()) status = internal::WaitAll(sends, options.timeout);
@@ -114,8 +113,7 @@ absl::Status ReduceScatter(transport::Context& context, const Group& group,
   if (total == 0) return absl::OkStatus();
   if (internal::UseDirect(options, total)) {
     status = ReduceScatterDirect(context, group, job, options);
-    return internal::Annotate(status, "ReduceScatter (direct)", context,
-                              group);
+    return internal::Annotate(status, "ReduceScatter (direct)", context, group);
   }
   status = ReduceScatterRing(context, group, job, options);
   return internal::Annotate(status, "ReduceScatter (ring)", context, group);

@@ -129,10 +129,18 @@ TEST(Reduce, Float16MatchesScalarReferenceForAllLengthsAndOps) {
         const float fa = HalfToFloat(a[i]), fb = HalfToFloat(b[i]);
         float r = 0;
         switch (op) {
-          case ReduceOp::kSum: r = fa + fb; break;
-          case ReduceOp::kProduct: r = fa * fb; break;
-          case ReduceOp::kMin: r = fb < fa ? fb : fa; break;
-          default: r = fa < fb ? fb : fa; break;
+          case ReduceOp::kSum:
+            r = fa + fb;
+            break;
+          case ReduceOp::kProduct:
+            r = fa * fb;
+            break;
+          case ReduceOp::kMin:
+            r = fb < fa ? fb : fa;
+            break;
+          default:
+            r = fa < fb ? fb : fa;
+            break;
         }
         want[i] = FloatToHalf(r);
       }

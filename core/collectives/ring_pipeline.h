@@ -53,8 +53,7 @@ struct RingPlan {
 // `forward_last` is false; a forwarded step must be what next receives in
 // its following step (true of every ring built here).
 RingPlan BuildRingPlan(Span first_send, const std::vector<RingStep>& steps,
-                       bool forward_last, size_t chunk_bytes,
-                       size_t elem_size);
+                       bool forward_last, size_t chunk_bytes, size_t elem_size);
 
 // Executes `plan` over `data`, receiving from context rank `prev` and
 // sending to `next`. Returns the transport's error as is. If `data` is

@@ -44,8 +44,8 @@ absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Create(int size) {
       options.iface = "127.0.0.1";
       options.hostname = "localhost";
       options.token = "collectives-test";
-      auto context = transport::CreateTcpContext(rank, size,
-                                                 mesh->store_.get(), options);
+      auto context =
+          transport::CreateTcpContext(rank, size, mesh->store_.get(), options);
       if (context.ok()) {
         mesh->contexts_[rank] = *std::move(context);
       } else {
@@ -82,9 +82,8 @@ std::vector<absl::Status> TestMesh::Run(const std::vector<int>& ranks,
   std::vector<absl::Status> statuses(ranks.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    threads.emplace_back([&, i] {
-      statuses[i] = fn(ranks[i], *contexts_[ranks[i]]);
-    });
+    threads.emplace_back(
+        [&, i] { statuses[i] = fn(ranks[i], *contexts_[ranks[i]]); });
   }
   for (std::thread& t : threads) t.join();
   return statuses;

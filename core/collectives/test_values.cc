@@ -11,8 +11,8 @@ namespace hvd::collectives {
 namespace {
 
 uint64_t Mix(int rank, size_t i) {
-  uint64_t h = i * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank + 1) *
-                                              0xBF58476D1CE4E5B9ull;
+  uint64_t h = i * 0x9E3779B97F4A7C15ull +
+               static_cast<uint64_t>(rank + 1) * 0xBF58476D1CE4E5B9ull;
   h ^= h >> 31;
   h *= 0x94D049BB133111EBull;
   return h ^ (h >> 29);
@@ -39,10 +39,14 @@ int64_t InputValue(DataType dtype, ReduceOp op, int rank, size_t i) {
 
 int64_t Combine(ReduceOp op, int64_t a, int64_t b) {
   switch (op) {
-    case ReduceOp::kMin: return a < b ? a : b;
-    case ReduceOp::kMax: return a < b ? b : a;
-    case ReduceOp::kProduct: return a * b;
-    default: return a + b;
+    case ReduceOp::kMin:
+      return a < b ? a : b;
+    case ReduceOp::kMax:
+      return a < b ? b : a;
+    case ReduceOp::kProduct:
+      return a * b;
+    default:
+      return a + b;
   }
 }
 
@@ -71,16 +75,36 @@ std::vector<char> Store(DataType dtype, const std::vector<int64_t>& values) {
   std::vector<char> out(values.size() * DataTypeSize(dtype));
   char* p = out.data();
   switch (dtype) {
-    case DataType::kUint8: StoreTyped<uint8_t>(values, p); break;
-    case DataType::kInt8: StoreTyped<int8_t>(values, p); break;
-    case DataType::kUint16: StoreTyped<uint16_t>(values, p); break;
-    case DataType::kInt16: StoreTyped<int16_t>(values, p); break;
-    case DataType::kInt32: StoreTyped<int32_t>(values, p); break;
-    case DataType::kInt64: StoreTyped<int64_t>(values, p); break;
-    case DataType::kFloat32: StoreTyped<float>(values, p); break;
-    case DataType::kFloat64: StoreTyped<double>(values, p); break;
-    case DataType::kFloat16: StoreHalf<FloatToHalf>(values, p); break;
-    case DataType::kBFloat16: StoreHalf<FloatToBFloat16>(values, p); break;
+    case DataType::kUint8:
+      StoreTyped<uint8_t>(values, p);
+      break;
+    case DataType::kInt8:
+      StoreTyped<int8_t>(values, p);
+      break;
+    case DataType::kUint16:
+      StoreTyped<uint16_t>(values, p);
+      break;
+    case DataType::kInt16:
+      StoreTyped<int16_t>(values, p);
+      break;
+    case DataType::kInt32:
+      StoreTyped<int32_t>(values, p);
+      break;
+    case DataType::kInt64:
+      StoreTyped<int64_t>(values, p);
+      break;
+    case DataType::kFloat32:
+      StoreTyped<float>(values, p);
+      break;
+    case DataType::kFloat64:
+      StoreTyped<double>(values, p);
+      break;
+    case DataType::kFloat16:
+      StoreHalf<FloatToHalf>(values, p);
+      break;
+    case DataType::kBFloat16:
+      StoreHalf<FloatToBFloat16>(values, p);
+      break;
     case DataType::kBool:
       for (size_t i = 0; i < values.size(); ++i) p[i] = values[i] != 0;
       break;
@@ -120,8 +144,8 @@ std::string Mismatch(const std::string& what, DataType dtype, const char* got,
   auto hex = [&](const char* p) {
     std::string s;
     for (size_t b = size; b-- > 0;) {
-      absl::StrAppend(&s, absl::Hex(static_cast<unsigned char>(p[b]),
-                                    absl::kZeroPad2));
+      absl::StrAppend(
+          &s, absl::Hex(static_cast<unsigned char>(p[b]), absl::kZeroPad2));
     }
     return s;
   };
