@@ -1,0 +1,113 @@
+#include "core/transport/tcp/context_core.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/env.h"
+#include "core/common/logging.h"
+
+namespace hvd::transport::tcp_internal {
+namespace {
+
+// Measured with tcp_bench on 2 cores: see tcp_context.h.
+constexpr int64_t kDefaultSpinUs = 50;
+constexpr int64_t kDefaultLazyRecvBytes = 64 << 10;
+
+int64_t ConfigOr(absl::string_view name, int64_t fallback) {
+  absl::StatusOr<int64_t> value = GetConfigInt(name, fallback);
+  if (!value.ok() || *value < 0) {
+    HVD_LOG(WARNING) << "HVD_" << name << " is not a non-negative integer; using "
+                     << fallback;
+    return fallback;
+  }
+  return *value;
+}
+
+}  // namespace
+
+Tuning TuningFromEnv() {
+  Tuning tuning;
+  tuning.spin = absl::Microseconds(ConfigOr("TCP_SPIN_US", kDefaultSpinUs));
+  tuning.lazy_recv_bytes =
+      static_cast<size_t>(ConfigOr("TCP_LAZY_RECV_BYTES", kDefaultLazyRecvBytes));
+  return tuning;
+}
+
+Core::Core(int rank, int size, std::unique_ptr<boost::asio::io_context> io,
+           Tuning tuning)
+    : rank_(rank), size_(size), tuning_(tuning), io_(std::move(io)) {
+  pairs_.resize(size);
+}
+
+Core::~Core() { Shutdown(); }
+
+void Core::AddPair(std::unique_ptr<Pair> pair) {
+  const int peer = pair->peer();
+  pairs_[peer] = std::move(pair);
+}
+
+void Core::Start() {
+  io_->restart();
+  work_.emplace(io_->get_executor());
+  io_thread_ = std::thread([this] { io_->run(); });
+}
+
+void Core::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  work_.reset();
+  io_->stop();
+  if (io_thread_.joinable()) io_thread_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    if (status_.ok()) {
+      status_ = absl::CancelledError(
+          absl::StrCat("rank ", rank_, ": TCP transport context destroyed"));
+    }
+  }
+  for (auto& pair : pairs_) {
+    if (pair == nullptr) continue;
+    pair->Close(absl::CancelledError(absl::StrCat(
+        "rank ", rank_, ": TCP transport context destroyed while a request "
+        "to or from rank ", pair->peer(), " was pending")));
+  }
+}
+
+Pair* Core::pair(int peer) const {
+  if (peer < 0 || peer >= size_) return nullptr;
+  return pairs_[peer].get();
+}
+
+void Core::Fail(absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!status_.ok()) return;
+    status_ = status;
+  }
+  for (auto& pair : pairs_) {
+    if (pair != nullptr) pair->Fail(status);
+  }
+}
+
+absl::Status Core::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+void Core::OnPairFailure(absl::Status status) {
+  if (this->status().ok()) {
+    HVD_LOG(WARNING) << status.message();
+  }
+  Fail(std::move(status));
+}
+
+void Core::OnUnwatchedRecv() { any_unwatched_.store(true); }
+
+void Core::WatchAll() {
+  if (!any_unwatched_.load(std::memory_order_relaxed)) return;
+  if (!any_unwatched_.exchange(false)) return;
+  for (auto& pair : pairs_) {
+    if (pair != nullptr && pair->TakeNeedsWatch()) pair->Watch();
+  }
+}
+
+}  // namespace hvd::transport::tcp_internal

@@ -1,0 +1,89 @@
+// The state a TcpContext shares with the Requests it hands out: the io
+// thread, the pairs, and the first failure. Requests hold it by shared_ptr,
+// so waiting on a request after its context is destroyed is safe (the
+// request has then failed with Cancelled).
+#ifndef HVD_CORE_TRANSPORT_TCP_CONTEXT_CORE_H_
+#define HVD_CORE_TRANSPORT_TCP_CONTEXT_CORE_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/transport/tcp/pair.h"
+
+namespace hvd::transport::tcp_internal {
+
+// Knobs read from the environment when a context is created.
+struct Tuning {
+  // How long Request::Wait polls before it sleeps (HVD_TCP_SPIN_US).
+  absl::Duration spin;
+  // Receives of at least this many bytes are watched by the io thread as
+  // soon as they are posted; smaller ones once a waiter blocks
+  // (HVD_TCP_LAZY_RECV_BYTES; 0 watches every receive at once).
+  size_t lazy_recv_bytes;
+};
+Tuning TuningFromEnv();
+
+// Thread-safe after Start().
+class Core final : public PairObserver {
+ public:
+  // `io` holds the pairs' sockets (added next); nobody runs it yet.
+  Core(int rank, int size, std::unique_ptr<boost::asio::io_context> io,
+       Tuning tuning);
+  ~Core() override;  // Shutdown()
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  // Before Start(), one per peer.
+  void AddPair(std::unique_ptr<Pair> pair);
+  // Starts the io thread.
+  void Start();
+  // Stops the io thread, fails pending ops with Cancelled, closes the
+  // sockets. Idempotent; no call into a Pair may run concurrently.
+  void Shutdown();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const Tuning& tuning() const { return tuning_; }
+  // The pair of `peer`; nullptr for this rank or an out-of-range peer.
+  Pair* pair(int peer) const;
+
+  // Records the first failure and fails every pair's pending and future ops.
+  void Fail(absl::Status status);
+  absl::Status status() const;
+  // Has the io thread watch every pair with unwatched receives.
+  void WatchAll();
+
+  void OnPairFailure(absl::Status status) override;
+  void OnUnwatchedRecv() override;
+
+ private:
+  const int rank_;
+  const int size_;
+  const Tuning tuning_;
+  // Declared first: the pairs' sockets must go before their io_context.
+  std::unique_ptr<boost::asio::io_context> io_;
+  std::optional<boost::asio::executor_work_guard<
+      boost::asio::io_context::executor_type>>
+      work_;
+  std::vector<std::unique_ptr<Pair>> pairs_;  // by peer rank; fixed after Start
+  std::thread io_thread_;
+  std::atomic<bool> any_unwatched_{false};
+  std::atomic<bool> shut_down_{false};
+
+  mutable absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hvd::transport::tcp_internal
+
+#endif  // HVD_CORE_TRANSPORT_TCP_CONTEXT_CORE_H_

@@ -1,0 +1,95 @@
+// Establishes the full mesh of authenticated connections for one rank: it
+// dials every lower rank and accepts every higher one, all at once, on one
+// io_context driven by the calling thread.
+//
+// Dialing: the candidates of a peer are tried in order, each attempt
+// (connect + handshake) bounded by a short timeout; when all fail the round
+// is retried with backoff (the peer's listener may not be up yet) until the
+// deadline. A peer refusing the token or this rank is a permanent failure.
+// Accepting: each incoming connection's Hello is checked (constant-time token
+// compare, expected rank and job size); refusals are logged with the peer's
+// address, never the token, and the acceptor keeps listening.
+#ifndef HVD_CORE_TRANSPORT_TCP_MESH_CONNECTOR_H_
+#define HVD_CORE_TRANSPORT_TCP_MESH_CONNECTOR_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/transport/tcp/address.h"
+
+namespace hvd::transport::tcp_internal {
+
+// An authenticated connection to one peer.
+struct Connection {
+  boost::asio::ip::tcp::socket socket;
+  std::string address;  // the peer's endpoint, for messages
+};
+
+class MeshConnector {
+ public:
+  struct Config {
+    int rank = 0;
+    int size = 1;
+    std::string token;
+    absl::Time deadline;
+    absl::Duration timeout;  // what `deadline` was computed from, for messages
+  };
+
+  // `io` and `acceptor` (already listening) must outlive this object; `io`
+  // must not be run by any other thread meanwhile.
+  MeshConnector(boost::asio::io_context& io,
+                boost::asio::ip::tcp::acceptor& acceptor, Config config);
+  ~MeshConnector();
+  MeshConnector(const MeshConnector&) = delete;
+  MeshConnector& operator=(const MeshConnector&) = delete;
+
+  // `dial_candidates[p]` for each p < rank. Returns one Connection per peer
+  // (index = rank; nullopt at this rank) once all are up. Errors name the
+  // peer and address: Unauthenticated (token refused), FailedPrecondition
+  // (rank or job size refused), DeadlineExceeded (not connected in time,
+  // with the last error seen). Leaves `io` with no pending work.
+  absl::StatusOr<std::vector<std::optional<Connection>>> Run(
+      std::vector<std::vector<Endpoint>> dial_candidates);
+
+ private:
+  struct Dialer;
+  struct Incoming;
+
+  void StartAccept();
+  void ReadHelloToken(std::shared_ptr<Incoming> in);
+  void CheckHello(std::shared_ptr<Incoming> in);
+  void Refuse(std::shared_ptr<Incoming> in, uint8_t reply, absl::string_view why);
+  void Attempt(Dialer& d);
+  void SendHello(Dialer& d, int attempt);
+  void OnReply(Dialer& d, int attempt);
+  void RetryLater(Dialer& d, int attempt, absl::string_view why);
+  void Connected(int peer, boost::asio::ip::tcp::socket socket,
+                 std::string address);
+  void Finish(absl::Status status);
+  absl::Status TimeoutError() const;
+  void CancelAll();
+
+  boost::asio::io_context& io_;
+  boost::asio::ip::tcp::acceptor& acceptor_;
+  const Config config_;
+  const std::string listen_address_;
+  boost::asio::steady_timer deadline_timer_;
+  std::vector<std::unique_ptr<Dialer>> dialers_;
+  std::vector<std::shared_ptr<Incoming>> incoming_;
+  std::vector<std::optional<Connection>> connections_;
+  int connected_ = 0;
+  bool finished_ = false;
+  absl::Status result_;
+};
+
+}  // namespace hvd::transport::tcp_internal
+
+#endif  // HVD_CORE_TRANSPORT_TCP_MESH_CONNECTOR_H_

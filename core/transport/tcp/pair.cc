@@ -1,0 +1,281 @@
+#include "core/transport/tcp/pair.h"
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace hvd::transport::tcp_internal {
+namespace {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+// Asio gathers at most this many buffers per sendmsg.
+constexpr size_t kMaxIov = 64;
+
+bool WouldBlock(const error_code& ec) {
+  return ec == asio::error::would_block || ec == asio::error::try_again;
+}
+
+bool PeerGone(const error_code& ec) {
+  return ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe;
+}
+
+}  // namespace
+
+Pair::Pair(int rank, int peer, std::string address,
+           asio::ip::tcp::socket socket, PairObserver* observer)
+    : rank_(rank),
+      peer_(peer),
+      address_(std::move(address)),
+      observer_(observer),
+      socket_(std::move(socket)) {
+  error_code ignored;
+  socket_.non_blocking(true, ignored);
+}
+
+Pair::~Pair() { Close(absl::CancelledError("pair destroyed")); }
+
+absl::Status Pair::IoError(absl::string_view what, const error_code& ec) const {
+  if (PeerGone(ec)) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", rank_, ": connection to rank ", peer_, " (", address_,
+        ") closed by peer",
+        ec == asio::error::eof ? "" : absl::StrCat(" (", ec.message(), ")")));
+  }
+  return absl::UnavailableError(absl::StrCat("rank ", rank_, ": ", what,
+                                             " rank ", peer_, " (", address_,
+                                             ") failed: ", ec.message()));
+}
+
+void Pair::FailLocked(Direction& d, const absl::Status& status) {
+  if (d.error.ok()) d.error = status;
+  for (auto& op : d.queue) op->Complete(d.error);
+  d.queue.clear();
+}
+
+// ---- sending --------------------------------------------------------------
+
+void Pair::PostSend(std::shared_ptr<Op> op) {
+  absl::Status failure;
+  {
+    absl::MutexLock lock(&send_.mu);
+    if (!send_.error.ok()) {
+      op->Complete(send_.error);
+      return;
+    }
+    send_.queue.push_back(std::move(op));
+    // Ops queued behind a blocked one are written by whoever unblocks it.
+    if (send_.queue.size() == 1) failure = DoSend();
+    if (failure.ok()) WatchSend();
+  }
+  if (!failure.ok()) observer_->OnPairFailure(failure);
+}
+
+absl::Status Pair::DoSend() {
+  while (!send_.queue.empty() && !send_.closed) {
+    std::array<asio::const_buffer, kMaxIov> bufs;
+    size_t n = 0;
+    for (const auto& op : send_.queue) {
+      if (n + 2 > kMaxIov) break;
+      if (op->header_done < kHeaderBytes) {
+        bufs[n++] = asio::buffer(op->header + op->header_done,
+                                 kHeaderBytes - op->header_done);
+      }
+      if (op->payload_done() < op->len()) {
+        bufs[n++] = asio::buffer(op->payload() + op->payload_done(),
+                                 op->len() - op->payload_done());
+      }
+    }
+    error_code ec;
+    size_t wrote = socket_.write_some(std::span(bufs.data(), n), ec);
+    if (WouldBlock(ec)) return absl::OkStatus();
+    if (ec) {
+      absl::Status failure = IoError("sending to", ec);
+      FailLocked(send_, failure);
+      return failure;
+    }
+    while (!send_.queue.empty()) {
+      Op& op = *send_.queue.front();
+      const size_t h = std::min(wrote, kHeaderBytes - op.header_done);
+      op.header_done += h;
+      wrote -= h;
+      const size_t p = std::min(wrote, op.len() - op.payload_done());
+      op.AddPayloadDone(p);
+      wrote -= p;
+      if (op.header_done < kHeaderBytes || op.payload_done() < op.len()) break;
+      op.Complete(absl::OkStatus());
+      send_.queue.pop_front();
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Pair::WatchSend() {
+  if (send_.watched || send_.closed || send_.queue.empty()) return;
+  send_.watched = true;
+  socket_.async_wait(asio::socket_base::wait_write,
+                     [this](const error_code& ec) { OnWritable(ec); });
+}
+
+void Pair::OnWritable(const error_code& ec) {
+  absl::Status failure;
+  {
+    absl::MutexLock lock(&send_.mu);
+    send_.watched = false;
+    if (send_.closed || ec == asio::error::operation_aborted) return;
+    failure = DoSend();
+    if (failure.ok()) WatchSend();
+  }
+  if (!failure.ok()) observer_->OnPairFailure(failure);
+}
+
+// ---- receiving ------------------------------------------------------------
+
+void Pair::PostRecv(std::shared_ptr<Op> op, bool watch) {
+  absl::Status failure;
+  {
+    absl::MutexLock lock(&recv_.mu);
+    if (!recv_.error.ok()) {
+      op->Complete(recv_.error);
+      return;
+    }
+    recv_.queue.push_back(std::move(op));
+    if (recv_.queue.size() == 1) failure = DoRecv();
+    if (failure.ok()) {
+      if (watch) {
+        WatchRecv();
+      } else if (!recv_.watched && !recv_.queue.empty()) {
+        needs_watch_.store(true);
+        observer_->OnUnwatchedRecv();
+      }
+    }
+  }
+  if (!failure.ok()) observer_->OnPairFailure(failure);
+}
+
+absl::Status Pair::CheckHeader(Op& op) {
+  const uint64_t len = LoadLE64(op.header);
+  if (len > kMaxMessageBytes) {
+    return absl::InternalError(absl::StrCat(
+        "rank ", rank_, ": message header from rank ", peer_, " (", address_,
+        ") claims ", len, " bytes; the stream is corrupt"));
+  }
+  if (op.kind() == Op::Kind::kRecvAny) {
+    op.SetAnyLength(len);
+    return absl::OkStatus();
+  }
+  if (len == op.len()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(
+      "rank ", rank_, ": message from rank ", peer_, " (", address_, ") is ",
+      len, " bytes but the receive posted for it expects ", op.len(),
+      " bytes"));
+}
+
+absl::Status Pair::DoRecv() {
+  while (!recv_.queue.empty() && !recv_.closed) {
+    Op& op = *recv_.queue.front();
+    std::array<asio::mutable_buffer, 2> bufs;
+    size_t n = 0;
+    const bool header_pending = op.header_done < kHeaderBytes;
+    if (header_pending) {
+      bufs[n++] = asio::buffer(op.header + op.header_done,
+                               kHeaderBytes - op.header_done);
+      // Read the payload in the same call, trusting it has the posted
+      // length; if not, the header check fails the pair anyway.
+      if (op.kind() == Op::Kind::kRecv && op.len() > 0) {
+        bufs[n++] = asio::buffer(op.payload(), op.len());
+      }
+    } else {
+      bufs[n++] = asio::buffer(op.payload() + op.payload_done(),
+                               op.len() - op.payload_done());
+    }
+    error_code ec;
+    size_t got = socket_.read_some(std::span(bufs.data(), n), ec);
+    if (WouldBlock(ec)) return absl::OkStatus();
+    absl::Status failure;
+    if (ec) failure = IoError("receiving from", ec);
+    if (failure.ok() && header_pending) {
+      const size_t h = std::min(got, kHeaderBytes - op.header_done);
+      op.header_done += h;
+      got -= h;
+      if (op.header_done == kHeaderBytes) failure = CheckHeader(op);
+    }
+    if (!failure.ok()) {
+      FailLocked(recv_, failure);
+      return failure;
+    }
+    op.AddPayloadDone(got);
+    if (op.header_done == kHeaderBytes && op.payload_done() == op.len()) {
+      op.Complete(absl::OkStatus());
+      recv_.queue.pop_front();
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Pair::WatchRecv() {
+  if (recv_.watched || recv_.closed || recv_.queue.empty()) return;
+  recv_.watched = true;
+  socket_.async_wait(asio::socket_base::wait_read,
+                     [this](const error_code& ec) { OnReadable(ec); });
+}
+
+void Pair::OnReadable(const error_code& ec) {
+  absl::Status failure;
+  {
+    absl::MutexLock lock(&recv_.mu);
+    recv_.watched = false;
+    if (recv_.closed || ec == asio::error::operation_aborted) return;
+    failure = DoRecv();
+    if (failure.ok()) WatchRecv();
+  }
+  if (!failure.ok()) observer_->OnPairFailure(failure);
+}
+
+// ---- shared ---------------------------------------------------------------
+
+void Pair::Poll(const Op& op) {
+  Direction& d = op.is_send() ? send_ : recv_;
+  if (!d.mu.TryLock()) return;
+  absl::Status failure = op.is_send() ? DoSend() : DoRecv();
+  d.mu.Unlock();
+  if (!failure.ok()) observer_->OnPairFailure(failure);
+}
+
+void Pair::Watch() {
+  {
+    absl::MutexLock lock(&send_.mu);
+    WatchSend();
+  }
+  absl::MutexLock lock(&recv_.mu);
+  WatchRecv();
+}
+
+void Pair::Fail(const absl::Status& status) {
+  absl::MutexLock send_lock(&send_.mu);
+  absl::MutexLock recv_lock(&recv_.mu);
+  FailLocked(send_, status);
+  FailLocked(recv_, status);
+  if (!send_.closed) {
+    error_code ignored;
+    socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+  }
+}
+
+void Pair::Close(const absl::Status& status) {
+  absl::MutexLock send_lock(&send_.mu);
+  absl::MutexLock recv_lock(&recv_.mu);
+  FailLocked(send_, status);
+  FailLocked(recv_, status);
+  send_.closed = true;
+  recv_.closed = true;
+  error_code ignored;
+  socket_.close(ignored);
+}
+
+}  // namespace hvd::transport::tcp_internal

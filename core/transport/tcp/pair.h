@@ -1,0 +1,117 @@
+// One authenticated connection to a peer: a FIFO of sends and a FIFO of
+// receives over one TCP socket, with no copies beyond the kernel's (a send
+// gathers header and payload in one sendmsg; a receive reads straight into
+// the caller's buffer).
+//
+// Who moves the bytes: whichever thread gets there first. Posting a send
+// writes inline until the socket would block; posting a receive reads
+// whatever has already arrived. After that, ops make progress when
+//   - a waiting thread polls them (Poll, from Request::Wait's spin), or
+//   - the io thread is watching the direction (an async_wait on the socket,
+//     re-armed while the queue is non-empty).
+// Sends that would block and receives posted with `watch` are watched at
+// once; other receives (small ones: the kernel buffers them) only when
+// Watch() is called, which a waiter does before it blocks, so a blocked
+// thread never depends on an unwatched op. Small-message round trips thus
+// involve no io-thread wakeup at all.
+//
+// Threading: thread-safe. `send_.mu` guards the send direction, `recv_.mu`
+// the receive direction; both are held (send first) only to fail or close.
+// The socket is used for reading only under recv_.mu, for writing only under
+// send_.mu, and closed only under both. I/O failures are reported to the
+// PairObserver after the locks are released.
+#ifndef HVD_CORE_TRANSPORT_TCP_PAIR_H_
+#define HVD_CORE_TRANSPORT_TCP_PAIR_H_
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "core/transport/tcp/op.h"
+
+namespace hvd::transport::tcp_internal {
+
+// What a Pair tells its context.
+class PairObserver {
+ public:
+  virtual ~PairObserver() = default;
+  // An I/O failure; the Pair has already failed that direction's ops.
+  // Called with no Pair lock held.
+  virtual void OnPairFailure(absl::Status status) = 0;
+  // A receive was queued unwatched (TakeNeedsWatch() is now true). Called
+  // with the receive lock held: must not call back into the Pair.
+  virtual void OnUnwatchedRecv() = 0;
+};
+
+class Pair {
+ public:
+  // `socket` is connected and authenticated; its io_context and `observer`
+  // must outlive the Pair.
+  Pair(int rank, int peer, std::string address,
+       boost::asio::ip::tcp::socket socket, PairObserver* observer);
+  ~Pair();
+  Pair(const Pair&) = delete;
+  Pair& operator=(const Pair&) = delete;
+
+  int peer() const { return peer_; }
+  const std::string& address() const { return address_; }
+
+  void PostSend(std::shared_ptr<Op> op);
+  // `watch`: have the io thread complete it even if nobody polls.
+  void PostRecv(std::shared_ptr<Op> op, bool watch);
+
+  // Moves bytes for the direction of `op` without blocking, unless another
+  // thread is already doing so.
+  void Poll(const Op& op);
+  // Has the io thread watch every direction with pending ops.
+  void Watch();
+  // True when some posted receive may be unwatched; cleared by the read.
+  bool TakeNeedsWatch() { return needs_watch_.exchange(false); }
+
+  // Fails every pending and future op with `status` (the first one given
+  // sticks) and shuts the socket down so the peer notices.
+  void Fail(const absl::Status& status);
+  // Fail, then close the socket. The io thread must no longer run.
+  void Close(const absl::Status& status);
+
+ private:
+  struct Direction {
+    absl::Mutex mu;
+    std::deque<std::shared_ptr<Op>> queue ABSL_GUARDED_BY(mu);
+    bool watched ABSL_GUARDED_BY(mu) = false;  // an async_wait is pending
+    bool closed ABSL_GUARDED_BY(mu) = false;   // the socket is gone
+    absl::Status error ABSL_GUARDED_BY(mu);    // once set, ops fail with it
+  };
+
+  // Each returns the failure it hit after failing the direction's ops.
+  absl::Status DoSend() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_.mu);
+  absl::Status DoRecv() ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_.mu);
+  absl::Status CheckHeader(Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_.mu);
+  void WatchSend() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_.mu);
+  void WatchRecv() ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_.mu);
+  void OnWritable(const boost::system::error_code& ec);
+  void OnReadable(const boost::system::error_code& ec);
+  static void FailLocked(Direction& d, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu);
+  absl::Status IoError(absl::string_view what,
+                       const boost::system::error_code& ec) const;
+
+  const int rank_;
+  const int peer_;
+  const std::string address_;
+  PairObserver* const observer_;
+  boost::asio::ip::tcp::socket socket_;
+  Direction send_;
+  Direction recv_;
+  std::atomic<bool> needs_watch_{false};
+};
+
+}  // namespace hvd::transport::tcp_internal
+
+#endif  // HVD_CORE_TRANSPORT_TCP_PAIR_H_

@@ -1,0 +1,34 @@
+// Socket settings every data connection gets.
+#ifndef HVD_CORE_TRANSPORT_TCP_SOCKET_OPTIONS_H_
+#define HVD_CORE_TRANSPORT_TCP_SOCKET_OPTIONS_H_
+
+#include <boost/asio/ip/tcp.hpp>
+
+namespace hvd::transport::tcp_internal {
+
+// SO_SNDBUF/SO_RCVBUF in bytes: HVD_TCP_SOCKET_BUFFER_BYTES, default below;
+// 0 leaves the kernel's autotuning alone. Read once per process.
+int SocketBufferBytes();
+
+// Sets the buffer sizes. Call before connect/listen so that the TCP window
+// scale accounts for them; accepted sockets inherit the listener's.
+template <typename Socket>
+void SetBufferSizes(Socket& socket) {
+  const int bytes = SocketBufferBytes();
+  if (bytes <= 0) return;
+  boost::system::error_code ignored;
+  socket.set_option(boost::asio::socket_base::send_buffer_size(bytes), ignored);
+  socket.set_option(boost::asio::socket_base::receive_buffer_size(bytes),
+                    ignored);
+}
+
+// TCP_NODELAY: a message's header and payload go out at once, and small
+// messages are latency-bound.
+inline void SetNoDelay(boost::asio::ip::tcp::socket& socket) {
+  boost::system::error_code ignored;
+  socket.set_option(boost::asio::ip::tcp::no_delay(true), ignored);
+}
+
+}  // namespace hvd::transport::tcp_internal
+
+#endif  // HVD_CORE_TRANSPORT_TCP_SOCKET_OPTIONS_H_

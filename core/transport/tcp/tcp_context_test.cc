@@ -1,0 +1,403 @@
+#include "core/transport/tcp/tcp_context.h"
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace hvd::transport {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::StartsWith;
+
+absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+
+TcpOptions TestOptions() {
+  TcpOptions options;
+  options.hostname = "testhost";
+  options.token = "job-secret";
+  options.connect_timeout = absl::Seconds(20);
+  return options;
+}
+
+std::string Pattern(size_t len, int seed) {
+  std::string s(len, '\0');
+  for (size_t i = 0; i < len; ++i) s[i] = static_cast<char>((i * 131 + seed) >> 3);
+  return s;
+}
+
+class TcpContextTest : public ::testing::Test {
+ protected:
+  // One thread per rank; each rank gets its own options from `options_for`.
+  std::vector<absl::StatusOr<std::unique_ptr<Context>>> TryConnect(
+      int size, std::function<TcpOptions(int)> options_for) {
+    std::vector<absl::StatusOr<std::unique_ptr<Context>>> results(size);
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < size; ++rank) {
+      threads.emplace_back([&, rank] {
+        results[rank] =
+            CreateTcpContext(rank, size, store_.get(), options_for(rank));
+      });
+    }
+    for (auto& t : threads) t.join();
+    return results;
+  }
+
+  std::vector<std::unique_ptr<Context>> Connect(
+      int size, const TcpOptions& options = TestOptions()) {
+    auto results = TryConnect(size, [&](int) { return options; });
+    std::vector<std::unique_ptr<Context>> contexts;
+    for (auto& r : results) {
+      EXPECT_TRUE(r.ok()) << r.status();
+      contexts.push_back(r.ok() ? *std::move(r) : nullptr);
+    }
+    return contexts;
+  }
+
+  // Runs fn(context) for every rank, one thread each.
+  static void RunRanks(std::vector<std::unique_ptr<Context>>& contexts,
+                       const std::function<void(Context&)>& fn) {
+    std::vector<std::thread> threads;
+    for (auto& c : contexts) {
+      ASSERT_NE(c, nullptr);
+      threads.emplace_back([&fn, &c] { fn(*c); });
+    }
+    for (auto& t : threads) t.join();
+  }
+
+  std::unique_ptr<Store> store_ = NewInMemoryStore();
+};
+
+TEST_F(TcpContextTest, ManyMessagesArriveInSendOrder) {
+  constexpr int kMessages = 2000;
+  auto contexts = Connect(2);
+  RunRanks(contexts, [](Context& c) {
+    std::vector<std::string> data(kMessages);
+    std::vector<std::unique_ptr<Request>> requests;
+    for (int i = 0; i < kMessages; ++i) {
+      const size_t len = (i % 7) * 300 + 1;
+      if (c.rank() == 0) {
+        data[i] = Pattern(len, i);
+        requests.push_back(c.Send(1, data[i].data(), len));
+      } else {
+        data[i].resize(len);
+        requests.push_back(c.Recv(0, data[i].data(), len));
+      }
+    }
+    for (auto& r : requests) ASSERT_TRUE(r->Wait(Deadline()).ok());
+    if (c.rank() == 1) {
+      for (int i = 0; i < kMessages; ++i) {
+        ASSERT_EQ(data[i], Pattern((i % 7) * 300 + 1, i)) << "message " << i;
+      }
+    }
+  });
+}
+
+TEST_F(TcpContextTest, RecvAndRecvAnyInterleaveInOrder) {
+  auto contexts = Connect(2);
+  RunRanks(contexts, [](Context& c) {
+    for (int i = 0; i < 100; ++i) {
+      const std::string message = Pattern(i * 37, i);
+      if (c.rank() == 0) {
+        ASSERT_TRUE(c.Send(1, message.data(), message.size())->Wait(Deadline()).ok());
+      } else if (i % 2 == 0) {
+        std::string got(message.size(), 'x');
+        ASSERT_TRUE(c.Recv(0, got.data(), got.size())->Wait(Deadline()).ok());
+        EXPECT_EQ(got, message);
+      } else {
+        std::string got = "stale";
+        ASSERT_TRUE(c.RecvAny(0, &got)->Wait(Deadline()).ok());
+        EXPECT_EQ(got, message);
+      }
+    }
+  });
+}
+
+TEST_F(TcpContextTest, ZeroLengthMessages) {
+  auto contexts = Connect(2);
+  RunRanks(contexts, [](Context& c) {
+    if (c.rank() == 0) {
+      ASSERT_TRUE(c.Send(1, nullptr, 0)->Wait(Deadline()).ok());
+      ASSERT_TRUE(c.Send(1, nullptr, 0)->Wait(Deadline()).ok());
+      const char tail[] = "after";
+      ASSERT_TRUE(c.Send(1, tail, 5)->Wait(Deadline()).ok());
+    } else {
+      ASSERT_TRUE(c.Recv(0, nullptr, 0)->Wait(Deadline()).ok());
+      std::string any = "not empty";
+      ASSERT_TRUE(c.RecvAny(0, &any)->Wait(Deadline()).ok());
+      EXPECT_EQ(any, "");
+      ASSERT_TRUE(c.RecvAny(0, &any)->Wait(Deadline()).ok());
+      EXPECT_EQ(any, "after");
+    }
+  });
+}
+
+TEST_F(TcpContextTest, SixtyFourMiBBothDirectionsAtOnce) {
+  constexpr size_t kLen = size_t{64} << 20;
+  auto contexts = Connect(2);
+  RunRanks(contexts, [](Context& c) {
+    const int peer = 1 - c.rank();
+    const std::string out = Pattern(kLen, c.rank());
+    std::string in(kLen, '\0');
+    auto recv = c.Recv(peer, in.data(), in.size());
+    auto send = c.Send(peer, out.data(), out.size());
+    ASSERT_TRUE(recv->Wait(Deadline()).ok());
+    ASSERT_TRUE(send->Wait(Deadline()).ok());
+    EXPECT_TRUE(in == Pattern(kLen, peer));
+  });
+}
+
+TEST_F(TcpContextTest, FullMeshOfEightRanksEachSendingToAll) {
+  constexpr int kSize = 8;
+  auto contexts = Connect(kSize);
+  RunRanks(contexts, [](Context& c) {
+    std::vector<std::string> out(kSize), in(kSize);
+    std::vector<std::unique_ptr<Request>> requests;
+    for (int peer = 0; peer < kSize; ++peer) {
+      if (peer == c.rank()) continue;
+      out[peer] = absl::StrCat("from ", c.rank(), " to ", peer);
+      requests.push_back(c.RecvAny(peer, &in[peer]));
+      requests.push_back(c.Send(peer, out[peer].data(), out[peer].size()));
+    }
+    for (auto& r : requests) ASSERT_TRUE(r->Wait(Deadline()).ok());
+    for (int peer = 0; peer < kSize; ++peer) {
+      if (peer == c.rank()) continue;
+      EXPECT_EQ(in[peer], absl::StrCat("from ", peer, " to ", c.rank()));
+    }
+  });
+}
+
+TEST_F(TcpContextTest, LengthMismatchFailsTheContextNamingBothLengths) {
+  auto contexts = Connect(2);
+  const std::string address = contexts[1]->PeerAddress(0);
+  char data[200] = {};
+  ASSERT_TRUE(contexts[0]->Send(1, data, 100)->Wait(Deadline()).ok());
+  const absl::Status status = contexts[1]->Recv(0, data, 200)->Wait(Deadline());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("rank 1: message from rank 0 (", address,
+                         ") is 100 bytes but the receive posted for it "
+                         "expects 200 bytes"));
+  EXPECT_EQ(contexts[1]->status(), status);
+  EXPECT_EQ(contexts[1]->Send(0, data, 1)->Wait(Deadline()), status);
+}
+
+TEST_F(TcpContextTest, PeerDestroyedFailsPendingRecvNamingThePeer) {
+  auto contexts = Connect(2);
+  const std::string address = contexts[1]->PeerAddress(0);
+  char data[16];
+  auto recv = contexts[1]->Recv(0, data, sizeof(data));
+  std::thread destroyer([&] {
+    absl::SleepFor(absl::Milliseconds(20));  // usually after Wait blocks
+    contexts[0].reset();
+  });
+  const absl::Status status = recv->Wait(Deadline());
+  destroyer.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(status.message(), absl::StrCat("rank 1: connection to rank 0 (",
+                                           address, ") closed by peer"));
+}
+
+TEST_F(TcpContextTest, AbortWakesBlockedWaitWithTheReason) {
+  auto contexts = Connect(2);
+  char data[16];
+  auto recv = contexts[1]->Recv(0, data, sizeof(data));
+  absl::Status waited;
+  std::thread waiter([&] { waited = recv->Wait(Deadline()); });
+  absl::SleepFor(absl::Milliseconds(20));
+  contexts[1]->Abort(absl::AbortedError("stall inspector gave up"));
+  waiter.join();
+  EXPECT_EQ(waited, absl::AbortedError("stall inspector gave up"));
+  EXPECT_EQ(contexts[1]->status(), waited);
+  contexts[1]->Abort(absl::InternalError("second reason is ignored"));
+  EXPECT_EQ(contexts[1]->Recv(0, data, 1)->Wait(Deadline()), waited);
+}
+
+TEST_F(TcpContextTest, AbortReachesPeersThroughClosedConnections) {
+  auto contexts = Connect(2);
+  const std::string address = contexts[0]->PeerAddress(1);
+  char data[16];
+  auto recv = contexts[0]->Recv(1, data, sizeof(data));
+  contexts[1]->Abort(absl::AbortedError("bye"));
+  const absl::Status status = recv->Wait(Deadline());
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(status.message(), absl::StrCat("rank 0: connection to rank 1 (",
+                                           address, ") closed by peer"));
+}
+
+TEST_F(TcpContextTest, WaitPastDeadlineNamesPeerAndByteCount) {
+  auto contexts = Connect(2);
+  const std::string address = contexts[1]->PeerAddress(0);
+  char data[64];
+  auto recv = contexts[1]->Recv(0, data, sizeof(data));
+  const absl::Status status =
+      recv->Wait(absl::Now() + absl::Milliseconds(30));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("rank 1: Recv from rank 0 (", address,
+                         ") not complete by the deadline: 0 of 64 bytes "
+                         "transferred"));
+  EXPECT_FALSE(recv->Done());
+}
+
+TEST_F(TcpContextTest, DestroyingContextCancelsItsPendingRequests) {
+  auto contexts = Connect(2);
+  char data[8];
+  auto recv = contexts[1]->Recv(0, data, sizeof(data));
+  contexts[1].reset();
+  const absl::Status status = recv->Wait(Deadline());
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(status.message(),
+            "rank 1: TCP transport context destroyed while a request to or "
+            "from rank 0 was pending");
+}
+
+TEST_F(TcpContextTest, LargeReceiveCompletesWithoutAWaiter) {
+  constexpr size_t kLen = size_t{64} << 20;  // far beyond the socket buffers
+  auto contexts = Connect(2);
+  const std::string out = Pattern(kLen, 3);
+  std::string in(kLen, '\0');
+  auto recv = contexts[1]->Recv(0, in.data(), in.size());
+  // Only the io thread of rank 1 can drain the socket while rank 0 waits.
+  ASSERT_TRUE(contexts[0]->Send(1, out.data(), out.size())->Wait(Deadline()).ok());
+  ASSERT_TRUE(recv->Wait(Deadline()).ok());
+  EXPECT_TRUE(in == out);
+}
+
+TEST_F(TcpContextTest, BlockedWaiterKeepsItsOtherReceivesMoving) {
+  constexpr size_t kLen = size_t{64} << 20;
+  auto contexts = Connect(3);
+  const std::string big = Pattern(kLen, 5);
+  absl::Notification big_sent;
+  std::thread rank0([&] {
+    EXPECT_TRUE(contexts[0]->Send(1, big.data(), big.size())->Wait(Deadline()).ok());
+    big_sent.Notify();
+  });
+  std::thread rank2([&] {
+    // Stands for a dependency through another channel: rank 2 talks only
+    // after rank 0's send is done.
+    ASSERT_TRUE(big_sent.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    EXPECT_TRUE(contexts[2]->Send(1, "go", 2)->Wait(Deadline()).ok());
+  });
+  std::string any;  // a lazily watched receive of a large message
+  auto recv_big = contexts[1]->RecvAny(0, &any);
+  std::string go;
+  EXPECT_TRUE(contexts[1]->RecvAny(2, &go)->Wait(Deadline()).ok());
+  EXPECT_TRUE(recv_big->Wait(Deadline()).ok());
+  rank0.join();
+  rank2.join();
+  EXPECT_EQ(go, "go");
+  EXPECT_TRUE(any == big);
+}
+
+TEST_F(TcpContextTest, SelfOrOutOfRangePeerIsInvalidArgument) {
+  auto contexts = Connect(2);
+  char data[4];
+  const absl::Status self = contexts[0]->Send(0, data, 4)->Wait(Deadline());
+  EXPECT_EQ(self, absl::InvalidArgumentError(
+                      "rank 0: Send with peer 0, which is not another rank "
+                      "of this size-2 context"));
+  EXPECT_EQ(contexts[0]->Recv(2, data, 4)->Wait(Deadline()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(contexts[0]->status().ok());
+}
+
+TEST_F(TcpContextTest, SizeOneContextNeedsNoStore) {
+  auto context = CreateTcpContext(0, 1, nullptr, TestOptions());
+  ASSERT_TRUE(context.ok()) << context.status();
+  EXPECT_EQ((*context)->size(), 1);
+}
+
+TEST_F(TcpContextTest, WrongTokenIsRefusedWithUnauthenticated) {
+  auto results = TryConnect(2, [](int rank) {
+    TcpOptions options = TestOptions();
+    options.token = rank == 0 ? "right token" : "wrong token";
+    options.connect_timeout = absl::Seconds(rank == 0 ? 1 : 20);
+    return options;
+  });
+  EXPECT_EQ(results[1].status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(results[1].status().message()),
+              MatchesRegex("rank 1: peer rank 0 at 127\\.0\\.0\\.1:[0-9]+ "
+                           "refused the job token"));
+  EXPECT_EQ(results[0].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(results[0].status().message()),
+              HasSubstr("rank 1 did not connect to this rank's listener"));
+}
+
+TEST_F(TcpContextTest, BindsInterfaceByName) {
+  TcpOptions options = TestOptions();
+  options.iface = "lo";
+  options.hostname = "";  // no same-host shortcut: only the bound address
+  auto contexts = Connect(2, options);
+  ASSERT_NE(contexts[1], nullptr);
+  EXPECT_THAT(contexts[1]->PeerAddress(0), StartsWith("127.0.0.1:"));
+  RunRanks(contexts, [](Context& c) {
+    std::string got;
+    auto recv = c.RecvAny(1 - c.rank(), &got);
+    ASSERT_TRUE(c.Send(1 - c.rank(), "hi", 2)->Wait(Deadline()).ok());
+    ASSERT_TRUE(recv->Wait(Deadline()).ok());
+    EXPECT_EQ(got, "hi");
+  });
+}
+
+TEST_F(TcpContextTest, BindsInterfaceByAddress) {
+  TcpOptions options = TestOptions();
+  options.iface = "127.0.0.1";
+  auto contexts = Connect(2, options);
+  ASSERT_NE(contexts[0], nullptr);
+  EXPECT_THAT(contexts[0]->PeerAddress(1), StartsWith("127.0.0.1:"));
+  EXPECT_THAT(contexts[1]->PeerAddress(0), StartsWith("127.0.0.1:"));
+}
+
+TEST_F(TcpContextTest, UnknownInterfaceIsInvalidArgument) {
+  TcpOptions options = TestOptions();
+  options.iface = "nosuchif0";
+  auto context = CreateTcpContext(0, 2, store_.get(), options);
+  EXPECT_EQ(context.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(context.status().message()),
+              StartsWith("rank 0: network interface 'nosuchif0' is neither an "
+                         "IPv4 address nor an up interface with one (up IPv4 "
+                         "interfaces: "));
+}
+
+TEST_F(TcpContextTest, UnreachablePeerTimesOutNamingRankAndAddress) {
+  // A port nobody listens on: bind, then close.
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor probe(
+      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0));
+  const int port = probe.local_endpoint().port();
+  probe.close();
+  ASSERT_TRUE(store_->Set("tcp/0", absl::StrCat("hvd-tcp-1\ntesthost\n127.0.0.1:", port)).ok());
+  TcpOptions options = TestOptions();
+  options.connect_timeout = absl::Milliseconds(300);
+  auto context = CreateTcpContext(1, 2, store_.get(), options);
+  EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(context.status().message(),
+            absl::StrCat("rank 1: TCP mesh not connected within 300ms: could "
+                         "not connect to rank 0 at 127.0.0.1:", port,
+                         " (last error: 127.0.0.1:", port,
+                         ": Connection refused)"));
+}
+
+TEST_F(TcpContextTest, MissingPeerAddressTimesOutNamingTheKey) {
+  TcpOptions options = TestOptions();
+  options.connect_timeout = absl::Milliseconds(100);
+  auto context = CreateTcpContext(1, 2, store_.get(), options);
+  EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(context.status().message()),
+              StartsWith("rank 1: reading rank 0's TCP address from the store: "));
+}
+
+}  // namespace
+}  // namespace hvd::transport
