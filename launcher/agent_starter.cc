@@ -1,0 +1,194 @@
+#include "launcher/agent_starter.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace hvd {
+namespace launcher {
+
+struct AgentStarter::Agent {
+  int index = 0;
+  std::string host;
+  bool local = false;
+  std::unique_ptr<Process> process;
+  int stdin_fd = -1;
+  std::thread monitor;
+  bool done = false;  // guarded by AgentStarter::mu_
+};
+
+std::string ShellQuote(const std::string& s) {
+  if (!s.empty() &&
+      s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                          "0123456789_-./:=@,+") == std::string::npos) {
+    return s;
+  }
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::vector<std::string> AgentCommand(const AgentStarterOptions& o,
+                                      const std::string& host, bool local) {
+  if (local) return {o.local_agent, "--launcher-stdin"};
+  std::vector<std::string> argv = {"ssh"};
+  if (!o.ssh_config_file.empty()) {
+    argv.insert(argv.end(), {"-F", o.ssh_config_file});
+  }
+  const int64_t connect_s =
+      std::max<int64_t>(1, absl::ToInt64Seconds(o.connect_timeout));
+  // BatchMode: never prompt (there is no one to answer). -T: no tty, so the
+  // agent's stdin is the bootstrap pipe. -x -a: no X11 or agent forwarding.
+  argv.insert(argv.end(), {"-o", "BatchMode=yes", "-o",
+                           absl::StrCat("ConnectTimeout=", connect_s), "-T",
+                           "-x", "-a"});
+  if (o.ssh_port.has_value()) {
+    argv.insert(argv.end(), {"-p", absl::StrCat(*o.ssh_port)});
+  }
+  if (!o.ssh_identity_file.empty()) {
+    argv.insert(argv.end(), {"-i", o.ssh_identity_file});
+  }
+  argv.push_back(host);
+  // exec: the agent replaces the remote shell, so nothing sits between sshd
+  // and it.
+  argv.push_back(
+      absl::StrCat("exec ", ShellQuote(o.remote_agent), " --launcher-stdin"));
+  return argv;
+}
+
+AgentStarter::AgentStarter(AgentStarterOptions options, Os* os,
+                           std::function<void(int, std::string)> on_exit,
+                           std::function<void(int, std::string)> on_line)
+    : options_(std::move(options)),
+      os_(os),
+      on_exit_(std::move(on_exit)),
+      on_line_(std::move(on_line)) {}
+
+AgentStarter::~AgentStarter() { KillAll(absl::Seconds(1)); }
+
+absl::Status AgentStarter::Start(int index, const std::string& host,
+                                 bool local, const Bootstrap& bootstrap) {
+  SpawnOptions o;
+  o.argv = AgentCommand(options_, host, local);
+  o.env = CurrentEnvironment();
+  o.new_process_group = true;  // a terminal's Ctrl-C reaches hvdrun only
+  o.parent_death_signal = SIGTERM;
+  o.stdin_mode = Stdio::kPipe;
+  o.stdout_mode = Stdio::kNull;
+  o.stderr_mode = Stdio::kPipe;
+  absl::StatusOr<std::unique_ptr<Process>> p = os_->Spawn(o);
+  if (!p.ok()) return p.status();
+  auto agent = std::make_unique<Agent>();
+  agent->index = index;
+  agent->host = host;
+  agent->local = local;
+  agent->process = *std::move(p);
+  agent->stdin_fd = agent->process->TakeStdin();
+  // A failed write means the agent is already gone; its monitor says why.
+  WriteAll(agent->stdin_fd, SerializeBootstrap(bootstrap)).IgnoreError();
+  Agent* raw = agent.get();
+  absl::MutexLock lock(&mu_);
+  agents_.push_back(std::move(agent));
+  raw->monitor = std::thread([this, raw] { Monitor(raw); });
+  return absl::OkStatus();
+}
+
+void AgentStarter::Monitor(Agent* a) {
+  int fd = a->process->TakeStderr();
+  std::string pending, tail;
+  char buf[4096];
+  while (true) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    pending.append(buf, static_cast<size_t>(n));
+    size_t nl;
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      std::string line = pending.substr(0, nl);
+      pending.erase(0, nl + 1);
+      if (on_line_) on_line_(a->index, line);
+      tail += line + "\n";
+    }
+    if (tail.size() > 2048) tail.erase(0, tail.size() - 2048);
+  }
+  if (!pending.empty()) {
+    if (on_line_) on_line_(a->index, pending);
+    tail += pending;
+  }
+  close(fd);
+  absl::StatusOr<ExitStatus> status = a->process->Wait();
+  std::string why = status.ok() ? status->ToString() : "ended";
+  if (!a->local) {
+    why = absl::StrCat("ssh ", why);
+    if (status.ok() && status->code == 127 && status->signal == 0) {
+      why += " (hvd-agent not found on that host?)";
+    }
+  }
+  // The last few lines say what went wrong (ssh's error, or the agent's).
+  std::vector<std::string> lines = absl::StrSplit(
+      absl::StripTrailingAsciiWhitespace(tail), '\n', absl::SkipEmpty());
+  if (lines.size() > 3) lines.erase(lines.begin(), lines.end() - 3);
+  if (!lines.empty()) why += ": " + absl::StrJoin(lines, " / ");
+  {
+    absl::MutexLock lock(&mu_);
+    a->done = true;
+  }
+  on_exit_(a->index, why);
+}
+
+void AgentStarter::KillAll(absl::Duration grace) {
+  std::vector<Agent*> agents;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& a : agents_) agents.push_back(a.get());
+  }
+  for (Agent* a : agents) {
+    if (a->stdin_fd >= 0) {
+      close(a->stdin_fd);
+      a->stdin_fd = -1;
+    }
+  }
+  auto all_done = [&]() {
+    absl::MutexLock lock(&mu_);
+    for (Agent* a : agents) {
+      if (!a->done) return false;
+    }
+    return true;
+  };
+  // Agents told to shut down exit by themselves; give them a moment first.
+  absl::Time deadline = absl::Now() + grace;
+  while (!all_done() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (!all_done()) {
+    for (Agent* a : agents) {
+      absl::MutexLock lock(&mu_);
+      if (!a->done) a->process->Signal(SIGTERM).IgnoreError();
+    }
+    deadline = absl::Now() + grace;
+    while (!all_done() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    for (Agent* a : agents) {
+      absl::MutexLock lock(&mu_);
+      if (!a->done) a->process->Signal(SIGKILL).IgnoreError();
+    }
+  }
+  for (Agent* a : agents) {
+    if (a->monitor.joinable()) a->monitor.join();
+  }
+}
+
+}  // namespace launcher
+}  // namespace hvd

@@ -1,0 +1,82 @@
+// Starts one hvd-agent per host for hvdrun: fork/exec on this machine, `ssh
+// host hvd-agent --launcher-stdin` elsewhere. The bootstrap (with the job
+// token) goes to the agent's stdin, never onto a command line. Each agent's
+// stderr is collected (the tail of it quoted when the agent fails: ssh's own
+// errors land there) and its end is reported.
+#ifndef HVD_LAUNCHER_AGENT_STARTER_H_
+#define HVD_LAUNCHER_AGENT_STARTER_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "launcher/bootstrap.h"
+#include "launcher/process.h"
+
+namespace hvd {
+namespace launcher {
+
+struct AgentStarterOptions {
+  std::string local_agent;   // the agent binary here (absolute path)
+  std::string remote_agent;  // what ssh runs on remote hosts
+  std::optional<int> ssh_port;
+  std::string ssh_identity_file;
+  std::string ssh_config_file;
+  absl::Duration connect_timeout = absl::Seconds(30);
+  bool verbose = false;  // echo each agent's stderr, prefixed
+};
+
+// The argv that starts the agent of `host`: the local binary, or ssh.
+std::vector<std::string> AgentCommand(const AgentStarterOptions& options,
+                                      const std::string& host, bool local);
+
+// Quotes `s` for a POSIX shell (ssh hands the remote command to one).
+std::string ShellQuote(const std::string& s);
+
+class AgentStarter {
+ public:
+  // on_exit(host, why) is called once per started agent when it ends, from a
+  // monitor thread; `why` is "exited with code 3" or "ssh exited with code
+  // 255", then ": " and the last lines of its stderr, if any.
+  // on_line(host, line), if set, gets every stderr line as it comes.
+  AgentStarter(AgentStarterOptions options, Os* os,
+               std::function<void(int, std::string)> on_exit,
+               std::function<void(int, std::string)> on_line);
+  // Kills what is still running (see KillAll) and joins the monitors.
+  ~AgentStarter();
+  AgentStarter(const AgentStarter&) = delete;
+  AgentStarter& operator=(const AgentStarter&) = delete;
+
+  // Spawns the agent of host `index` and writes `bootstrap` to its stdin
+  // (kept open until KillAll, so the agent can tell when hvdrun is gone).
+  // Must run on a thread that lives as long as the agents (they get
+  // SIGTERM when it ends). The error says why it could not be spawned.
+  absl::Status Start(int index, const std::string& host, bool local,
+                     const Bootstrap& bootstrap);
+
+  // SIGTERM to every agent still running (its process group), SIGKILL after
+  // `grace`, and waits for the monitors to report.
+  void KillAll(absl::Duration grace);
+
+ private:
+  struct Agent;
+  void Monitor(Agent* agent);
+
+  const AgentStarterOptions options_;
+  Os* const os_;
+  std::function<void(int, std::string)> on_exit_, on_line_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Agent>> agents_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace launcher
+}  // namespace hvd
+
+#endif  // HVD_LAUNCHER_AGENT_STARTER_H_

@@ -1,0 +1,342 @@
+#include "launcher/hvdrun.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/common/logging.h"
+#include "launcher/agent_starter.h"
+#include "launcher/bootstrap.h"
+#include "launcher/environment.h"
+#include "launcher/hosts.h"
+#include "launcher/job.h"
+#include "launcher/netif.h"
+#include "launcher/options.h"
+#include "launcher/output.h"
+#include "launcher/process.h"
+#include "launcher/rendezvous_server.h"
+#include "proto/job_token.h"
+
+namespace hvd {
+namespace launcher {
+namespace {
+
+int BadInput(absl::string_view message) {
+  std::fprintf(stderr, "hvdrun: %s (see hvdrun --help)\n",
+               std::string(message).c_str());
+  return 2;
+}
+
+int Failure(absl::string_view message) {
+  std::fprintf(stderr, "hvdrun: %s\n", std::string(message).c_str());
+  return 1;
+}
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+bool Executable(const std::string& path) {
+  return access(path.c_str(), X_OK) == 0;
+}
+
+// The agent binary for hosts hvdrun starts by fork/exec: --agent-path,
+// $HVD_AGENT_PATH, next to hvdrun (installed), ../agent/ (bazel-bin), PATH.
+absl::StatusOr<std::string> LocalAgent(const Options& o) {
+  std::string given = o.agent_path;
+  if (given.empty() && getenv("HVD_AGENT_PATH") != nullptr) {
+    given = getenv("HVD_AGENT_PATH");
+  }
+  const char* path_env = getenv("PATH");
+  std::string path = path_env != nullptr ? path_env : "/usr/bin:/bin";
+  if (!given.empty()) return FindProgram(given, path);
+  std::string dir = SelfDir();
+  for (const std::string& c :
+       {dir + "/hvd-agent", dir + "/../agent/hvd-agent"}) {
+    if (!dir.empty() && Executable(c)) return c;
+  }
+  absl::StatusOr<std::string> p = FindProgram("hvd-agent", path);
+  if (!p.ok()) {
+    return absl::NotFoundError(
+        "cannot find hvd-agent next to hvdrun or on PATH (give --agent-path)");
+  }
+  return p;
+}
+
+std::string RemoteAgent(const Options& o) {
+  if (!o.agent_path.empty()) return o.agent_path;
+  if (const char* p = getenv("HVD_AGENT_PATH")) return p;
+  return "hvd-agent";
+}
+
+// This machine's addresses an agent elsewhere may dial, preferred first:
+// those of --network-interfaces if this machine has them, else all.
+std::vector<std::string> LauncherAddresses(const Options& o) {
+  std::vector<std::string> named, all;
+  for (const InterfaceAddress& a : ListInterfaces()) {
+    if (a.loopback) continue;
+    all.push_back(a.address);
+    for (const std::string& want : o.network_interfaces) {
+      if (a.name == want || a.address == want) named.push_back(a.address);
+    }
+  }
+  return named.empty() ? all : named;
+}
+
+// -x entries only (orchestrator mode: the submitting shell is not the
+// workers' environment).
+std::map<std::string, std::string> ExplicitEnvironment(const Options& o) {
+  std::map<std::string, std::string> out;
+  std::vector<std::string> env = CurrentEnvironment();
+  for (const std::string& x : o.env) {
+    size_t eq = x.find('=');
+    if (eq != std::string::npos) {
+      out[x.substr(0, eq)] = x.substr(eq + 1);
+    } else if (std::string v = EnvValue(env, x); !v.empty()) {
+      out[x] = v;
+    }
+  }
+  return out;
+}
+
+// SIGINT/SIGTERM/SIGHUP are blocked in every thread and taken by one, which
+// tells the job. Call before any thread starts.
+sigset_t BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+void WatchSignals(sigset_t set, Job* job) {
+  std::thread([set, job] {
+    int sig;
+    while (sigwait(&set, &sig) == 0) job->Interrupt(sig);
+  }).detach();
+}
+
+JobConfig BaseConfig(const Options& o, int np) {
+  JobConfig c;
+  c.np = np;
+  c.command = o.command;
+  c.network_interfaces = o.network_interfaces;
+  c.start_timeout = o.start_timeout;
+  c.kill_grace = o.kill_grace;
+  c.verbose = o.verbose;
+  return c;
+}
+
+std::function<void(const WorkerInfo&)> RegistrationCounter(
+    OutputSink* sink, int np, bool verbose) {
+  auto count = std::make_shared<std::atomic<int>>(0);
+  absl::Time start = absl::Now();
+  return [=](const WorkerInfo&) {
+    if (++*count == np && verbose) {
+      sink->Message(absl::StrCat("hvdrun: all ", np,
+                                 " ranks registered with the rendezvous after ",
+                                 absl::ToDoubleSeconds(absl::Now() - start),
+                                 " s"));
+    }
+  };
+}
+
+int RendezvousOnly(const Options& o) {
+  std::string token;
+  if (const char* t = getenv("HVD_JOB_TOKEN"); t != nullptr && *t != '\0') {
+    token = t;
+    if (absl::Status s = rendezvous::ValidateJobToken(token); !s.ok()) {
+      return BadInput(absl::StrCat("HVD_JOB_TOKEN: ", s.message()));
+    }
+  } else {
+    absl::StatusOr<std::string> t2 = NewJobToken();
+    if (!t2.ok()) return Failure(t2.status().message());
+    token = *t2;
+  }
+  sigset_t signals = BlockTerminationSignals();
+  static OutputSink sink(1, 2, o.output_filename);
+  JobConfig c = BaseConfig(o, *o.num_proc);
+  c.orchestrated = true;
+  c.env = TunableEnvironment(o);
+  for (const auto& [k, v] : ExplicitEnvironment(o)) c.env[k] = v;
+  if (!o.start_timeout_given) c.start_timeout = absl::InfiniteDuration();
+  auto* job = new Job(c, &sink);  // lives until exit: the signal thread uses it
+  WatchSignals(signals, job);
+  RendezvousServerOptions so;
+  so.address = absl::StrCat("0.0.0.0:", o.port.value_or(0));
+  so.token = token;
+  so.extra_services = {job};
+  so.size = *o.num_proc;
+  so.on_register = RegistrationCounter(&sink, *o.num_proc, o.verbose);
+  RendezvousServer server(so);
+  if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
+  std::vector<std::string> addrs = LauncherAddresses(o);
+  std::string addr = absl::StrCat(addrs.empty() ? "127.0.0.1" : addrs[0], ":",
+                                  server.port());
+  if (!o.rendezvous_file.empty()) {
+    int fd = open(o.rendezvous_file.c_str(),
+                  O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0 || fchmod(fd, 0600) != 0 ||
+        !WriteAll(fd, absl::StrCat("HVD_RENDEZVOUS_ADDR=", addr,
+                                   "\nHVD_JOB_TOKEN=", token, "\n"))
+             .ok()) {
+      return Failure(absl::StrCat("cannot write --rendezvous-file ",
+                                  o.rendezvous_file));
+    }
+    close(fd);
+    std::printf("HVD_RENDEZVOUS_ADDR=%s\n", addr.c_str());
+  } else {
+    std::printf("HVD_RENDEZVOUS_ADDR=%s\nHVD_JOB_TOKEN=%s\n", addr.c_str(),
+                token.c_str());
+  }
+  std::fflush(stdout);
+  sink.Message(absl::StrCat(
+      "hvdrun: waiting for ", *o.num_proc, " slots: start `hvd-agent "
+      "--rendezvous ", addr, " --slots K` on each node, with the token in ",
+      o.rendezvous_file.empty() ? "$HVD_JOB_TOKEN"
+                                : "--token-file " + o.rendezvous_file));
+  int code = job->Run();
+  job->CloseStreams();
+  server.Shutdown();
+  return code;
+}
+
+}  // namespace
+
+int HvdrunMain(const std::vector<std::string>& args) {
+  absl::StatusOr<Options> parsed = ParseCommandLine(args);
+  if (!parsed.ok()) return BadInput(parsed.status().message());
+  const Options& o = *parsed;
+  if (o.help) {
+    std::fputs(HelpText().c_str(), stdout);
+    return 0;
+  }
+  if (o.version) {
+    std::printf("hvdrun %s\n", kVersion);
+    return 0;
+  }
+  if (absl::Status s = ValidateOptions(o); !s.ok()) return BadInput(s.message());
+  SetLogLevel(o.verbose ? LogLevel::kInfo : LogLevel::kWarning);
+  if (o.rendezvous_only) return RendezvousOnly(o);
+
+  std::vector<HostSlots> hosts;
+  if (!o.hosts.empty()) {
+    absl::StatusOr<std::vector<HostSlots>> h = ParseHostList(o.hosts);
+    if (!h.ok()) return BadInput(h.status().message());
+    hosts = *h;
+  } else if (!o.hostfile.empty()) {
+    absl::StatusOr<std::vector<HostSlots>> h = ReadHostfile(o.hostfile);
+    if (!h.ok()) return BadInput(h.status().message());
+    hosts = *h;
+  } else {
+    hosts = {{"localhost", *o.num_proc}};
+  }
+  int slots = 0;
+  for (const HostSlots& h : hosts) slots += h.slots;
+  const int np = o.num_proc.value_or(slots);
+  absl::StatusOr<std::vector<HostAssignment>> assignment = AssignRanks(hosts, np);
+  if (!assignment.ok()) return BadInput(assignment.status().message());
+  if (!o.output_filename.empty() && mkdir(o.output_filename.c_str(), 0755) != 0 &&
+      errno != EEXIST) {
+    return BadInput(absl::StrCat("cannot create --output-filename directory ",
+                                 o.output_filename));
+  }
+
+  std::vector<bool> local;
+  bool any_remote = false, any_local = false;
+  for (const HostAssignment& a : *assignment) {
+    local.push_back(IsLocalHost(a.name));
+    any_remote = any_remote || !local.back();
+    any_local = any_local || local.back();
+  }
+  AgentStarterOptions ao;
+  if (any_local) {
+    absl::StatusOr<std::string> agent = LocalAgent(o);
+    if (!agent.ok()) return Failure(agent.status().message());
+    ao.local_agent = *agent;
+  }
+  ao.remote_agent = RemoteAgent(o);
+  ao.ssh_port = o.ssh_port;
+  ao.ssh_identity_file = o.ssh_identity_file;
+  ao.ssh_config_file = o.ssh_config_file;
+  ao.connect_timeout = o.start_timeout;
+  ao.verbose = o.verbose;
+  std::vector<std::string> launcher_addrs = LauncherAddresses(o);
+  if (any_remote && launcher_addrs.empty()) {
+    return Failure("no non-loopback IPv4 address here for remote agents to "
+                   "dial back to");
+  }
+  absl::StatusOr<std::string> token = NewJobToken();
+  if (!token.ok()) return Failure(token.status().message());
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) cwd[0] = '\0';
+
+  sigset_t signals = BlockTerminationSignals();
+  static OutputSink sink(1, 2, o.output_filename);
+  JobConfig c = BaseConfig(o, np);
+  c.hosts = *assignment;
+  c.env = ForwardedEnvironment(CurrentEnvironment(), o.env);
+  for (const auto& [k, v] : TunableEnvironment(o)) c.env[k] = v;
+  c.cwd = cwd;
+  auto* job = new Job(c, &sink);  // lives until exit: the signal thread uses it
+  WatchSignals(signals, job);
+
+  RendezvousServerOptions so;
+  so.address = any_remote ? "0.0.0.0:0" : "127.0.0.1:0";
+  if (o.port.has_value()) so.address = absl::StrCat(any_remote ? "0.0.0.0:" : "127.0.0.1:", *o.port);
+  so.token = *token;
+  so.extra_services = {job};
+  so.size = np;
+  so.on_register = RegistrationCounter(&sink, np, o.verbose);
+  RendezvousServer server(so);
+  if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
+
+  AgentStarter starter(
+      ao, RealOs(), [job](int host, std::string why) {
+        job->AgentProcessExited(host, std::move(why));
+      },
+      [&](int host, std::string line) {
+        if (o.verbose) {
+          sink.Message(absl::StrCat("hvdrun: [agent ", (*assignment)[host].name,
+                                    "] ", line));
+        }
+      });
+  for (size_t i = 0; i < assignment->size(); ++i) {
+    Bootstrap b;
+    b.token = *token;
+    b.host_index = static_cast<int>(i);
+    b.host_name = (*assignment)[i].name;
+    b.verbose = o.verbose;
+    if (local[i]) {
+      b.rendezvous = {absl::StrCat("127.0.0.1:", server.port())};
+    } else {
+      for (const std::string& a : launcher_addrs) {
+        b.rendezvous.push_back(absl::StrCat(a, ":", server.port()));
+      }
+    }
+    absl::Status s = starter.Start(static_cast<int>(i), b.host_name, local[i], b);
+    if (!s.ok()) job->AgentStartFailed(static_cast<int>(i), std::string(s.message()));
+  }
+  int code = job->Run();
+  job->CloseStreams();
+  starter.KillAll(absl::Seconds(1));
+  server.Shutdown();
+  return code;
+}
+
+}  // namespace launcher
+}  // namespace hvd

@@ -1,0 +1,139 @@
+// One job, as hvdrun (or `hvdrun --rendezvous-only`) sees it: the agents that
+// join over the AgentService stream, the data-plane addresses chosen for
+// them, the workers they start, and the job's end.
+//
+// Life of a job: agents join (Hello) -> multi-host jobs probe which addresses
+// every host can reach -> each agent gets its LaunchSpec -> workers run,
+// output and exits stream back -> the first failure (a worker exiting
+// non-zero or by a signal, an agent lost, a start-up timeout, a signal to
+// hvdrun) sends Terminate to every agent -> every agent gets Shutdown and
+// exits. Run() returns hvdrun's exit code.
+//
+// Threading: Attach runs on gRPC threads, one per agent; AgentProcessExited
+// and Interrupt may be called from any thread; Run on one thread (hvdrun's
+// main thread). All state is under mu_; worker output is printed outside it.
+#ifndef HVD_LAUNCHER_JOB_H_
+#define HVD_LAUNCHER_JOB_H_
+
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "launcher/hosts.h"
+#include "launcher/output.h"
+#include "launcher/process.h"
+#include "proto/launcher.grpc.pb.h"
+
+namespace hvd {
+namespace launcher {
+
+struct JobConfig {
+  // false: hvdrun started the agents, one per entry of `hosts`, and knows
+  // each one's index. true: agents join by themselves (orchestrator mode);
+  // the job forms, in join order, once their slots reach `np`.
+  bool orchestrated = false;
+  int np = 0;
+  std::vector<HostAssignment> hosts;  // launcher mode
+  // The workers' command. Orchestrator mode: may be empty, then each agent's
+  // own command is used.
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;  // put over each agent's own
+  std::string cwd;                         // empty: each agent's own
+  std::vector<std::string> network_interfaces;  // empty: probe
+  absl::Duration start_timeout = absl::Seconds(30);  // infinite: none
+  absl::Duration kill_grace = absl::Seconds(5);
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  absl::Duration probe_timeout = absl::Seconds(2);
+  bool verbose = false;
+};
+
+class Job final : public AgentService::Service {
+ public:
+  // `sink` (not owned) must outlive the job.
+  Job(JobConfig config, OutputSink* sink);
+  ~Job() override;
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  grpc::Status Attach(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<LauncherMessage, AgentMessage>* stream) override;
+
+  // Launcher mode: the agent process of host `host` (ssh, or the local
+  // agent) ended; `why` describes how ("ssh exited with code 255: ssh:
+  // connect to host ... refused"). Unexpected before the job's end: it fails
+  // the job naming the host.
+  void AgentProcessExited(int host, std::string why);
+  // Launcher mode: the agent of `host` could not even be spawned.
+  void AgentStartFailed(int host, std::string why);
+  // SIGINT/SIGTERM to hvdrun: end the job with 128 + sig.
+  void Interrupt(int sig);
+
+  // Runs the job to its end; returns hvdrun's exit code: 0 when every worker
+  // exited 0; the first failing worker's code (128 + signal); 128 + S after
+  // signal S to hvdrun; 1 for any other failure (start-up, agent lost).
+  int Run();
+  // Cancels every agent stream still open. Call after Run, before the
+  // server shuts down.
+  void CloseStreams();
+
+ private:
+  enum class Phase { kWaiting, kProbing, kRunning, kTerminating, kShutdown,
+                     kDone };
+  struct Conn;
+  struct Host;
+
+  absl::Status Join(Conn* conn, const Hello& hello)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnMessage(Conn* conn, const AgentMessage& m);
+  void OnStreamEnded(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Step(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StepWaiting(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FormOrchestratedJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ChooseAddresses() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishProbing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Launch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Heartbeats(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HostLost(int host, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the job's first failure (later ones are ignored), prints it and
+  // starts ending the job.
+  void Fail(int code, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BeginShutdown(int code) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Send(int host, LauncherMessage m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Say(const std::string& line);  // hvdrun's own stderr line
+  std::vector<int> InJob() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllWorkersExited() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string HostName(int host) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const JobConfig config_;
+  OutputSink* const sink_;
+  const absl::Time created_;
+
+  mutable absl::Mutex mu_;
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kWaiting;
+  std::vector<Host> hosts_ ABSL_GUARDED_BY(mu_);
+  std::set<Conn*> conns_ ABSL_GUARDED_BY(mu_);
+  std::map<int, int> host_of_rank_ ABSL_GUARDED_BY(mu_);
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  int exit_code_ ABSL_GUARDED_BY(mu_) = 0;
+  int signal_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time start_deadline_ ABSL_GUARDED_BY(mu_);
+  absl::Time phase_deadline_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_);
+  bool all_started_said_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;  // something happened: Step now
+};
+
+}  // namespace launcher
+}  // namespace hvd
+
+#endif  // HVD_LAUNCHER_JOB_H_
