@@ -57,6 +57,7 @@ Coordinator::Coordinator(CoordinatorOptions options,
 ResponseList Coordinator::Compute(const std::vector<RequestList>& lists,
                                   absl::Time now) {
   ResponseList out;
+  ++stats_.cycles;
   for (size_t r = 0; r < lists.size(); ++r) {
     if (lists[r].shutdown()) {
       out.set_shutdown(absl::StrCat("rank ", r, " shut hvd down"));
@@ -72,6 +73,7 @@ ResponseList Coordinator::Compute(const std::vector<RequestList>& lists,
         continue;
       }
       AddRequest(request, /*from_bit=*/false, now, out);
+      ++stats_.full_requests;
     }
   }
   ApplyCacheBits(lists, now, out, ready);
@@ -97,13 +99,13 @@ void Coordinator::AddRequest(const Request& request, bool from_bit,
   }
   if (pending.by_rank.count(request.rank()) > 0) {
     if (from_bit && pending.from_bits.count(request.rank()) > 0) return;
-    *out.add_responses() = ErrorResponse(
-        request, absl::StrCat("tensor '", request.name(), "' (",
-                              OpTypeName(request.type()),
-                              ") was submitted twice by rank ", request.rank(),
-                              " before the first submission completed"));
-    timeline_->NegotiateEnd(request.name());
-    table_.erase(it);
+    // Reported once every member has submitted, so every rank gets it.
+    if (pending.error.empty()) {
+      pending.error = absl::StrCat(
+          "tensor '", request.name(), "' (", OpTypeName(request.type()),
+          ") was submitted twice by rank ", request.rank(),
+          " before the first submission completed");
+    }
     return;
   }
   pending.by_rank[request.rank()] = request;
@@ -156,6 +158,7 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
       requests[r].set_rank(r);
     }
     ready.push_back(BuildResponse(requests, *members, joined));
+    ++stats_.cached_ready;
   }
 }
 
@@ -205,6 +208,7 @@ void Coordinator::CollectReady(std::vector<Response>& ready) {
 
 Response Coordinator::MakeResponse(const Key& key, const Pending& pending) {
   const Request& any = pending.by_rank.begin()->second;
+  if (!pending.error.empty()) return ErrorResponse(any, pending.error);
   auto members = sets_->Ranks(key.first);
   if (!members) {
     return ErrorResponse(any, absl::StrCat("process set ", key.first,
@@ -233,7 +237,7 @@ Response Coordinator::MakeResponse(const Key& key, const Pending& pending) {
   return response;
 }
 
-void Coordinator::Fuse(std::vector<Response>& ready, ResponseList& out) const {
+void Coordinator::Fuse(std::vector<Response>& ready, ResponseList& out) {
   std::vector<bool> used(ready.size(), false);
   for (size_t i = 0; i < ready.size(); ++i) {
     if (used[i]) continue;
@@ -250,6 +254,8 @@ void Coordinator::Fuse(std::vector<Response>& ready, ResponseList& out) const {
         used[j] = true;
       }
     }
+    ++stats_.responses;
+    if (fused.names_size() > 1) stats_.fused_tensors += fused.names_size();
     *out.add_responses() = std::move(fused);
   }
 }

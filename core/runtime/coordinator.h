@@ -39,11 +39,22 @@ class Coordinator {
   // `lists[r]` is rank r's list for this cycle.
   ResponseList Compute(const std::vector<RequestList>& lists, absl::Time now);
 
+  // Counters since construction, for the log and the tests.
+  struct Stats {
+    int64_t cycles = 0;
+    int64_t full_requests = 0;   // requests negotiated in full
+    int64_t cached_ready = 0;    // tensors agreed on by cache bits alone
+    int64_t responses = 0;
+    int64_t fused_tensors = 0;   // tensors in responses carrying several
+  };
+  const Stats& stats() const { return stats_; }
+
  private:
   using Key = std::pair<int, std::string>;  // (process set, name)
   struct Pending {
     std::map<int, Request> by_rank;
     std::set<int> from_bits;  // ranks whose request came as a cache bit
+    std::string error;        // set when a rank submitted the name twice
     absl::Time first_seen;
     absl::Time last_warned;
     int64_t order = 0;
@@ -58,7 +69,7 @@ class Coordinator {
   std::vector<int> JoinedMembers(const std::vector<int>& members) const;
   void CollectReady(std::vector<Response>& ready);
   std::string CheckStalls(absl::Time now);
-  void Fuse(std::vector<Response>& ready, ResponseList& out) const;
+  void Fuse(std::vector<Response>& ready, ResponseList& out);
   Response MakeResponse(const Key& key, const Pending& pending);
   void AddJoinResponse(ResponseList& out);
 
@@ -72,6 +83,7 @@ class Coordinator {
   std::set<int> joined_;
   int last_joined_ = -1;
   int next_set_id_ = 1;
+  Stats stats_;
 };
 
 }  // namespace hvd::runtime

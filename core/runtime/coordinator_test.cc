@@ -112,7 +112,9 @@ TEST_F(CoordinatorTest, AllgatherFirstDimensionMayDiffer) {
 }
 
 TEST_F(CoordinatorTest, NameSubmittedTwiceIsAnErrorForEveryRank) {
-  ResponseList out = Cycle({{Allreduce(0, "d"), Allreduce(0, "d")}, {}});
+  EXPECT_EQ(Cycle({{Allreduce(0, "d"), Allreduce(0, "d")}, {}}).responses_size(),
+            0);
+  ResponseList out = Cycle({{}, {Allreduce(1, "d")}});
   ASSERT_EQ(out.responses_size(), 1);
   EXPECT_EQ(out.responses(0).error(),
             "tensor 'd' (allreduce) was submitted twice by rank 0 before the "

@@ -1,0 +1,27 @@
+// Process-wide state behind the C ABI (c_api.cc, c_api_ops.cc).
+#ifndef HVD_CORE_API_STATE_H_
+#define HVD_CORE_API_STATE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/runtime/handle_table.h"
+#include "core/runtime/runtime.h"
+
+namespace hvd::api {
+
+// Handles outlive any one runtime (shutdown, re-init).
+runtime::HandleTable& Handles();
+// The running runtime, or nullptr before init / after shutdown. The shared
+// pointer keeps it alive for the caller even if shutdown runs meanwhile.
+std::shared_ptr<runtime::Runtime> Current();
+// Sets the calling thread's hvd_last_error text; returns HVD_ERROR (-1).
+int SetLastError(const absl::Status& status);
+// "allreduce.noname.7": the same sequence on every rank that calls the same
+// ops in the same order.
+std::string GeneratedName(const char* op);
+
+}  // namespace hvd::api
+
+#endif  // HVD_CORE_API_STATE_H_

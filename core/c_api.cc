@@ -1,0 +1,231 @@
+// Lifecycle, topology, handles, process sets and timeline of the C ABI.
+#include "core/c_api.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "core/api_state.h"
+#include "core/dlpack_tensor.h"
+#include "core/gpu/gpu_info.h"
+
+namespace hvd::api {
+namespace {
+
+absl::Mutex g_mu;
+std::shared_ptr<runtime::Runtime> g_runtime ABSL_GUARDED_BY(g_mu);
+std::atomic<int64_t> g_name_counter{0};
+thread_local std::string t_last_error;
+
+}  // namespace
+
+runtime::HandleTable& Handles() {
+  static auto* table = new runtime::HandleTable();
+  return *table;
+}
+
+std::shared_ptr<runtime::Runtime> Current() {
+  absl::MutexLock lock(&g_mu);
+  return g_runtime;
+}
+
+int SetLastError(const absl::Status& status) {
+  t_last_error = std::string(status.message());
+  return HVD_ERROR;
+}
+
+std::string GeneratedName(const char* op) {
+  return absl::StrCat(op, ".noname.", g_name_counter.fetch_add(1));
+}
+
+namespace {
+
+int Topology(int runtime::Config::*field) {
+  auto rt = Current();
+  return rt ? rt->config().*field : -1;
+}
+
+}  // namespace
+}  // namespace hvd::api
+
+using hvd::api::Current;
+using hvd::api::Handles;
+
+extern "C" {
+
+hvd_options hvd_default_options(void) {
+  hvd_options options;
+  std::memset(&options, 0, sizeof(options));
+  options.op = HVD_OP_SUM;
+  options.prescale_factor = 1.0;
+  options.postscale_factor = 1.0;
+  options.dtype = -1;
+  return options;
+}
+
+int hvd_init(void) {
+  absl::MutexLock lock(&hvd::api::g_mu);
+  if (hvd::api::g_runtime) return HVD_OK;
+  auto config = hvd::runtime::ConfigFromEnv();
+  if (!config.ok()) return hvd::api::SetLastError(config.status());
+  auto rt = hvd::runtime::Runtime::Start(*config, &Handles());
+  if (!rt.ok()) return hvd::api::SetLastError(rt.status());
+  hvd::api::g_runtime = std::move(*rt);
+  return HVD_OK;
+}
+
+int hvd_shutdown(void) {
+  std::shared_ptr<hvd::runtime::Runtime> rt;
+  {
+    absl::MutexLock lock(&hvd::api::g_mu);
+    rt = std::move(hvd::api::g_runtime);
+  }
+  if (rt) rt->Shutdown();
+  return HVD_OK;
+}
+
+int hvd_is_initialized(void) { return Current() != nullptr; }
+
+const char* hvd_last_error(void) { return hvd::api::t_last_error.c_str(); }
+
+const char* hvd_version(void) { return "0.1.0"; }
+
+int hvd_rank(void) { return hvd::api::Topology(&hvd::runtime::Config::rank); }
+int hvd_size(void) { return hvd::api::Topology(&hvd::runtime::Config::size); }
+int hvd_local_rank(void) {
+  return hvd::api::Topology(&hvd::runtime::Config::local_rank);
+}
+int hvd_local_size(void) {
+  return hvd::api::Topology(&hvd::runtime::Config::local_size);
+}
+int hvd_cross_rank(void) {
+  return hvd::api::Topology(&hvd::runtime::Config::cross_rank);
+}
+int hvd_cross_size(void) {
+  return hvd::api::Topology(&hvd::runtime::Config::cross_size);
+}
+
+int hvd_is_homogeneous(void) {
+  auto rt = Current();
+  if (!rt) return -1;
+  const auto& c = rt->config();
+  return c.local_size * c.cross_size == c.size ? 1 : 0;
+}
+
+int hvd_nccl_built(void) { return hvd::gpu::NcclBuilt() ? 1 : 0; }
+int hvd_cuda_built(void) { return hvd::gpu::CudaBuilt() ? 1 : 0; }
+int hvd_mpi_built(void) { return 0; }
+int hvd_gloo_built(void) { return 0; }
+
+int hvd_poll(hvd_handle handle) {
+  const int state = Handles().Poll(handle);
+  return state < 0 ? HVD_INVALID_HANDLE : state;
+}
+
+int hvd_wait(hvd_handle handle, double timeout_seconds) {
+  const absl::Duration timeout =
+      timeout_seconds < 0 || std::isinf(timeout_seconds)
+          ? absl::InfiniteDuration()
+          : absl::Seconds(timeout_seconds);
+  switch (Handles().Wait(handle, timeout)) {
+    case hvd::runtime::HandleTable::kInvalid:
+      return HVD_INVALID_HANDLE;
+    case hvd::runtime::HandleTable::kTimeout:
+      return HVD_TIMEOUT;
+    case hvd::runtime::HandleTable::kDone:
+      break;
+  }
+  return Handles().GetStatus(handle).ok() ? HVD_OK : HVD_ERROR;
+}
+
+const char* hvd_handle_error(hvd_handle handle) {
+  const char* text = Handles().ErrorText(handle);
+  return text == nullptr ? "" : text;
+}
+
+int hvd_handle_error_code(hvd_handle handle) {
+  return static_cast<int>(Handles().GetStatus(handle).code());
+}
+
+int hvd_handle_output_count(hvd_handle handle) {
+  return Handles().OutputCount(handle);
+}
+
+DLManagedTensor* hvd_handle_output(hvd_handle handle, int32_t index) {
+  hvd::runtime::OpResult result;
+  if (!Handles().TakeResult(handle, index, &result) || !result.output) {
+    return nullptr;
+  }
+  return hvd::ExportOutput(std::move(result));
+}
+
+int hvd_handle_splits(hvd_handle handle, int32_t index, int64_t* splits,
+                      int32_t capacity) {
+  hvd::runtime::OpResult result;
+  if (!Handles().PeekResult(handle, index, &result)) return -1;
+  const int n = static_cast<int>(result.received_splits.size());
+  for (int i = 0; i < n && i < capacity; ++i) splits[i] = result.received_splits[i];
+  return n;
+}
+
+int64_t hvd_handle_result(hvd_handle handle) {
+  hvd::runtime::OpResult result;
+  if (!Handles().PeekResult(handle, 0, &result)) return -1;
+  return result.value;
+}
+
+void hvd_release(hvd_handle handle) { Handles().Release(handle); }
+
+int hvd_process_set_rank(int32_t id) {
+  auto rt = Current();
+  return rt ? rt->process_sets().IndexOf(id, rt->config().rank) : -1;
+}
+
+int hvd_process_set_size(int32_t id) {
+  auto rt = Current();
+  if (!rt) return -1;
+  auto ranks = rt->process_sets().Ranks(id);
+  return ranks ? static_cast<int>(ranks->size()) : -1;
+}
+
+int hvd_process_set_ranks(int32_t id, int32_t* ranks, int32_t capacity) {
+  auto rt = Current();
+  if (!rt) return -1;
+  auto members = rt->process_sets().Ranks(id);
+  if (!members) return -1;
+  for (int i = 0; i < capacity && i < static_cast<int>(members->size()); ++i) {
+    ranks[i] = (*members)[i];
+  }
+  return static_cast<int>(members->size());
+}
+
+int hvd_process_set_ids(int32_t* ids, int32_t capacity) {
+  auto rt = Current();
+  if (!rt) return -1;
+  const std::vector<int> all = rt->process_sets().Ids();
+  for (int i = 0; i < capacity && i < static_cast<int>(all.size()); ++i) {
+    ids[i] = all[i];
+  }
+  return static_cast<int>(all.size());
+}
+
+int hvd_start_timeline(const char* path, int mark_cycles) {
+  auto rt = Current();
+  if (!rt) {
+    return hvd::api::SetLastError(absl::FailedPreconditionError(
+        "hvd is not initialized: call hvd.init() first"));
+  }
+  if (rt->config().rank != 0) return HVD_OK;
+  absl::Status s = rt->timeline().Start(path == nullptr ? "" : path,
+                                        mark_cycles != 0);
+  return s.ok() ? HVD_OK : hvd::api::SetLastError(s);
+}
+
+int hvd_stop_timeline(void) {
+  if (auto rt = Current()) rt->timeline().Stop();
+  return HVD_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,145 @@
+#include "core/dlpack_tensor.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace hvd {
+namespace {
+
+constexpr uint8_t kDLBoolCode = 6;  // DLPack >= 0.8; absent from 0.6 headers.
+
+absl::StatusOr<DataType> FromDLDataType(DLDataType t) {
+  if (t.lanes != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vector dtypes (lanes=", t.lanes, ") are not supported"));
+  }
+  const int code = t.code;
+  const int bits = t.bits;
+  if (code == kDLUInt && bits == 8) return DataType::kUint8;
+  if (code == kDLUInt && bits == 16) return DataType::kUint16;
+  if (code == kDLInt && bits == 8) return DataType::kInt8;
+  if (code == kDLInt && bits == 16) return DataType::kInt16;
+  if (code == kDLInt && bits == 32) return DataType::kInt32;
+  if (code == kDLInt && bits == 64) return DataType::kInt64;
+  if (code == kDLFloat && bits == 16) return DataType::kFloat16;
+  if (code == kDLFloat && bits == 32) return DataType::kFloat32;
+  if (code == kDLFloat && bits == 64) return DataType::kFloat64;
+  if (code == kDLBfloat && bits == 16) return DataType::kBFloat16;
+  if (code == kDLBoolCode && bits == 8) return DataType::kBool;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unsupported DLPack dtype (code ", code, ", bits ", bits,
+      "); hvd takes uint8, int8, uint16, int16, int32, int64, float16, "
+      "bfloat16, float32, float64 and bool"));
+}
+
+DLDataType ToDLDataType(DataType dtype) {
+  DLDataType t;
+  t.lanes = 1;
+  t.bits = static_cast<uint8_t>(DataTypeSize(dtype) * 8);
+  switch (dtype) {
+    case DataType::kInt8:
+    case DataType::kInt16:
+    case DataType::kInt32:
+    case DataType::kInt64:
+      t.code = kDLInt;
+      break;
+    case DataType::kFloat16:
+    case DataType::kFloat32:
+    case DataType::kFloat64:
+      t.code = kDLFloat;
+      break;
+    case DataType::kBFloat16:
+      t.code = kDLBfloat;
+      break;
+    default:  // Unsigned, and bool as uint8 (DLPack 0.6 has no bool).
+      t.code = kDLUInt;
+      break;
+  }
+  return t;
+}
+
+bool IsCompact(const DLTensor* tensor) {
+  if (tensor->strides == nullptr) return true;
+  int64_t expected = 1;
+  for (int i = tensor->ndim - 1; i >= 0; --i) {
+    if (tensor->shape[i] != 1 && tensor->strides[i] != expected) return false;
+    expected *= tensor->shape[i];
+  }
+  return true;
+}
+
+struct Exported {
+  DLManagedTensor managed;
+  runtime::OpResult result;
+};
+
+void DeleteExported(DLManagedTensor* self) {
+  delete static_cast<Exported*>(self->manager_ctx);
+}
+
+}  // namespace
+
+absl::StatusOr<TensorView> ViewOf(const DLTensor* tensor,
+                                  int32_t dtype_override) {
+  if (tensor == nullptr) return absl::InvalidArgumentError("tensor is NULL");
+  TensorView view;
+  auto dtype = FromDLDataType(tensor->dtype);
+  if (!dtype.ok()) return dtype.status();
+  view.dtype = *dtype;
+  if (dtype_override >= 0) {
+    if (!IsValidDataType(dtype_override) ||
+        DataTypeSize(static_cast<DataType>(dtype_override)) !=
+            DataTypeSize(view.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dtype override ", dtype_override, " does not fit a ",
+          DataTypeName(view.dtype), " tensor"));
+    }
+    view.dtype = static_cast<DataType>(dtype_override);
+  }
+  switch (tensor->device.device_type) {
+    case kDLCPU:
+    case kDLCUDAHost:
+      view.device = DeviceType::kCpu;
+      break;
+    case kDLCUDA:
+    case kDLCUDAManaged:
+      view.device = DeviceType::kGpu;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unsupported device type ", tensor->device.device_type));
+  }
+  view.device_id = tensor->device.device_id;
+  if (!IsCompact(tensor)) {
+    return absl::InvalidArgumentError(
+        "tensor is not contiguous: make it contiguous first");
+  }
+  int64_t elements = 1;
+  for (int i = 0; i < tensor->ndim; ++i) {
+    if (tensor->shape[i] < 0) {
+      return absl::InvalidArgumentError("tensor has a negative dimension");
+    }
+    view.shape.push_back(tensor->shape[i]);
+    elements *= tensor->shape[i];
+  }
+  view.bytes = static_cast<size_t>(elements) * DataTypeSize(view.dtype);
+  view.data = static_cast<char*>(tensor->data) + tensor->byte_offset;
+  return view;
+}
+
+DLManagedTensor* ExportOutput(runtime::OpResult result) {
+  auto* exported = new Exported();
+  exported->result = std::move(result);
+  DLTensor& t = exported->managed.dl_tensor;
+  t.data = exported->result.output->data();
+  t.device = {kDLCPU, 0};
+  t.ndim = static_cast<int>(exported->result.shape.size());
+  t.dtype = ToDLDataType(exported->result.dtype);
+  t.shape = exported->result.shape.data();
+  t.strides = nullptr;
+  t.byte_offset = 0;
+  exported->managed.manager_ctx = exported;
+  exported->managed.deleter = DeleteExported;
+  return &exported->managed;
+}
+
+}  // namespace hvd

@@ -1,0 +1,34 @@
+// DLPack <-> runtime conversions. Only the C ABI layer knows DLPack.
+#ifndef HVD_CORE_DLPACK_TENSOR_H_
+#define HVD_CORE_DLPACK_TENSOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/common/types.h"
+#include "core/runtime/entry.h"
+#include "dlpack/dlpack.h"
+
+namespace hvd {
+
+struct TensorView {
+  void* data = nullptr;  // data + byte_offset
+  DataType dtype = DataType::kFloat32;
+  DeviceType device = DeviceType::kCpu;
+  int device_id = 0;
+  std::vector<int64_t> shape;
+  size_t bytes = 0;
+};
+
+// Checks and reads `tensor` (dense, row-major). `dtype_override` >= 0 replaces
+// the DLPack dtype when the element sizes agree (bool through DLPack 0.6).
+absl::StatusOr<TensorView> ViewOf(const DLTensor* tensor,
+                                  int32_t dtype_override);
+
+// A new DLManagedTensor owning `result`'s output; its deleter frees both.
+DLManagedTensor* ExportOutput(runtime::OpResult result);
+
+}  // namespace hvd
+
+#endif  // HVD_CORE_DLPACK_TENSOR_H_

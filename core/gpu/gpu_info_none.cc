@@ -1,0 +1,9 @@
+#include "core/gpu/gpu_info.h"
+
+namespace hvd::gpu {
+
+bool CudaBuilt() { return false; }
+bool NcclBuilt() { return false; }
+std::string Describe() { return "built without CUDA"; }
+
+}  // namespace hvd::gpu

@@ -1,0 +1,23 @@
+#include "core/gpu/gpu_info.h"
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+
+namespace hvd::gpu {
+namespace {
+
+TEST(GpuInfo, BuiltWithCudaExactlyWhereTheToolkitExists) {
+  const bool toolkit = std::filesystem::exists("/usr/local/cuda/include/nccl.h");
+  EXPECT_EQ(CudaBuilt(), toolkit);
+  EXPECT_EQ(NcclBuilt(), toolkit);
+  if (toolkit) {
+    // Calls into the real libnccl and libcudart (no GPU needed for these).
+    EXPECT_NE(Describe().find("NCCL 2."), std::string::npos) << Describe();
+  } else {
+    EXPECT_EQ(Describe(), "built without CUDA");
+  }
+}
+
+}  // namespace
+}  // namespace hvd::gpu

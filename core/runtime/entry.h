@@ -1,0 +1,62 @@
+// One tensor operation submitted by the framework, from enqueue to completion.
+#ifndef HVD_CORE_RUNTIME_ENTRY_H_
+#define HVD_CORE_RUNTIME_ENTRY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/common/types.h"
+#include "core/runtime/messages.pb.h"
+
+namespace hvd::runtime {
+
+// Memory hvd allocates for an output (allgather, alltoall, reducescatter).
+// 64-byte aligned, uninitialised.
+class HostBuffer {
+ public:
+  explicit HostBuffer(size_t bytes);
+  ~HostBuffer();
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  void* data() { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_;
+  size_t size_;
+};
+
+// What an op hands back besides its status.
+struct OpResult {
+  std::shared_ptr<HostBuffer> output;  // hvd-allocated output, if any
+  std::vector<int64_t> shape;          // of `output`
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> received_splits;  // alltoall
+  int64_t value = -1;                    // join: last rank; add set: id
+};
+
+using DoneCallback = std::function<void(const absl::Status&, OpResult)>;
+
+struct TensorEntry {
+  Request request;  // what is negotiated; request.rank() is this rank
+  void* input = nullptr;   // nullptr for control ops
+  void* output = nullptr;  // == input when in place; nullptr when allocated
+  DeviceType device = DeviceType::kCpu;
+  void* stream = nullptr;  // GPU tensors: the producer's stream
+  absl::Time enqueued;
+  int cache_slot = -1;     // >= 0: negotiated by response-cache bit
+  DoneCallback done;       // called exactly once, on the background thread
+
+  int64_t NumElements() const;
+  size_t Bytes() const;
+  DataType dtype() const { return static_cast<DataType>(request.dtype()); }
+};
+
+}  // namespace hvd::runtime
+
+#endif  // HVD_CORE_RUNTIME_ENTRY_H_

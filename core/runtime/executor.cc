@@ -1,0 +1,362 @@
+#include "core/runtime/executor.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "core/collectives/reduce.h"
+#include "core/runtime/validation.h"
+
+namespace hvd::runtime {
+namespace {
+
+void Complete(TensorEntry& entry, const absl::Status& status,
+              OpResult result = {}) {
+  if (entry.done) entry.done(status, std::move(result));
+  entry.done = nullptr;
+}
+
+absl::Status WithTensor(const absl::Status& status, const Response& response,
+                        absl::string_view name) {
+  return absl::Status(status.code(),
+                      absl::StrCat(OpTypeName(response.type()), " of tensor '",
+                                   name, "' failed: ", status.message()));
+}
+
+// Rows of member `index` when `rows` are split over `n` members, the first
+// members taking one more when it does not divide evenly.
+int64_t SplitRows(int64_t rows, int n, int index) {
+  return rows / n + (index < rows % n ? 1 : 0);
+}
+
+std::vector<int64_t> OutputShape(const TensorEntry& entry, int64_t rows) {
+  std::vector<int64_t> shape(entry.request.shape().begin(),
+                             entry.request.shape().end());
+  if (shape.empty()) shape.push_back(1);
+  shape[0] = rows;
+  return shape;
+}
+
+}  // namespace
+
+void FailEntries(std::vector<std::unique_ptr<TensorEntry>>& entries,
+                 const absl::Status& status) {
+  for (auto& entry : entries) {
+    if (entry) Complete(*entry, status);
+  }
+}
+
+Executor::Executor(int rank, transport::Context* context,
+                   ProcessSetTable* sets, ResponseCache* cache,
+                   Timeline* timeline, collectives::CollectiveOptions options)
+    : rank_(rank),
+      context_(context),
+      sets_(sets),
+      cache_(cache),
+      timeline_(timeline),
+      options_(options) {}
+
+Executor::Entries Executor::Take(const Response& response,
+                                 PendingTable& pending) {
+  Entries entries;
+  for (const std::string& name : response.names()) {
+    auto it = pending.find({response.process_set(), name});
+    if (it == pending.end() || it->second.empty()) {
+      entries.push_back(nullptr);  // Joined rank, or not a member.
+      continue;
+    }
+    entries.push_back(std::move(it->second.front()));
+    it->second.pop_front();
+    if (it->second.empty()) pending.erase(it);
+  }
+  return entries;
+}
+
+void Executor::UpdateCache(const Response& response) {
+  if (response.type() != ALLREDUCE) return;
+  int dim = 0;
+  for (int i = 0; i < response.names_size(); ++i) {
+    if (!response.error().empty()) {
+      cache_->Erase(response.process_set(), response.names(i));
+      continue;
+    }
+    Request request;
+    request.set_type(ALLREDUCE);
+    request.set_name(response.names(i));
+    request.set_dtype(response.dtype());
+    for (int d = 0; d < response.ndims(i); ++d) {
+      request.add_shape(response.dims(dim++));
+    }
+    request.set_device(response.device());
+    request.set_op(response.op());
+    request.set_prescale(response.prescale());
+    request.set_postscale(response.postscale());
+    request.set_process_set(response.process_set());
+    cache_->Put(request);
+  }
+}
+
+absl::Status Executor::Execute(const Response& response,
+                               PendingTable& pending) {
+  for (const auto& name : response.names()) timeline_->ActivityEnd(name);
+  if (response.type() == JOIN) {
+    auto it = pending.find({0, kJoinName});
+    if (it != pending.end()) {
+      for (auto& entry : it->second) {
+        OpResult result;
+        result.value = response.last_joined();
+        Complete(*entry, absl::OkStatus(), std::move(result));
+      }
+      pending.erase(it);
+    }
+    return absl::OkStatus();
+  }
+  Entries entries = Take(response, pending);
+  // An error also fails duplicates still queued under the same name.
+  if (!response.error().empty()) {
+    UpdateCache(response);
+    const absl::Status error = absl::InvalidArgumentError(response.error());
+    FailEntries(entries, error);
+    for (const auto& name : response.names()) {
+      auto it = pending.find({response.process_set(), name});
+      if (it == pending.end()) continue;
+      for (auto& entry : it->second) Complete(*entry, error);
+      pending.erase(it);
+    }
+    return absl::OkStatus();
+  }
+  if (response.type() == ADD_PROCESS_SET) {
+    sets_->Add(response.new_set_id(), {response.set_ranks().begin(),
+                                       response.set_ranks().end()});
+  } else if (response.type() == REMOVE_PROCESS_SET) {
+    for (auto& entry : entries) {
+      if (entry) sets_->Remove(entry->request.root());
+    }
+  }
+  UpdateCache(response);
+  auto members = sets_->Ranks(response.process_set());
+  collectives::Group group;
+  if (members) {
+    group.ranks = *members;
+    group.index = sets_->IndexOf(response.process_set(), rank_);
+  }
+  if (group.index < 0 || !members) return absl::OkStatus();  // Not a member.
+  absl::Status status = RunData(response, entries, group);
+  if (!status.ok()) {
+    FailEntries(entries, status);
+    return status;
+  }
+  for (auto& entry : entries) {
+    if (!entry || !entry->done) continue;
+    OpResult result;
+    result.value = response.new_set_id();
+    Complete(*entry, absl::OkStatus(), std::move(result));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunData(const Response& response, Entries& entries,
+                               const collectives::Group& group) {
+  switch (response.type()) {
+    case ALLREDUCE:
+      return Allreduce(response, entries, group);
+    case BARRIER:
+    case ADD_PROCESS_SET:
+    case REMOVE_PROCESS_SET:
+      return absl::OkStatus();
+    default:
+      break;
+  }
+  using Fn = absl::Status (Executor::*)(const Response&, TensorEntry&,
+                                        const collectives::Group&);
+  Fn fn = nullptr;
+  switch (response.type()) {
+    case ALLGATHER: fn = &Executor::Allgather; break;
+    case BROADCAST: fn = &Executor::Broadcast; break;
+    case ALLTOALL: fn = &Executor::Alltoall; break;
+    case REDUCESCATTER: fn = &Executor::ReduceScatter; break;
+    default:
+      return absl::InternalError(absl::StrCat("unexpected response type ",
+                                              response.type()));
+  }
+  for (auto& entry : entries) {
+    if (!entry) continue;
+    timeline_->ActivityStart(entry->request.name(),
+                             absl::AsciiStrToUpper(OpTypeName(response.type())));
+    absl::Status status = (this->*fn)(response, *entry, group);
+    timeline_->ActivityEnd(entry->request.name());
+    if (!status.ok()) return WithTensor(status, response, entry->request.name());
+  }
+  return absl::OkStatus();
+}
+
+void* Executor::FusionBuffer(size_t bytes) {
+  if (!fusion_ || fusion_->size() < bytes) {
+    fusion_ = std::make_unique<HostBuffer>(bytes);
+  }
+  return fusion_->data();
+}
+
+absl::Status Executor::Allreduce(const Response& response, Entries& entries,
+                                 const collectives::Group& group) {
+  const DataType dtype = static_cast<DataType>(response.dtype());
+  const size_t elem = DataTypeSize(dtype);
+  ReduceOp op = static_cast<ReduceOp>(response.op());
+  double postscale = response.postscale();
+  if (op == ReduceOp::kAverage) {
+    op = ReduceOp::kSum;
+    postscale /= group.size();
+  }
+  const int64_t total =
+      std::accumulate(response.sizes().begin(), response.sizes().end(),
+                      int64_t{0});
+  const bool fused = entries.size() != 1 || !entries[0];
+  void* buffer = fused ? FusionBuffer(total * elem) : entries[0]->output;
+  const std::string& row = response.names(0);
+  if (fused) {
+    timeline_->ActivityStart(row, "MEMCPY_IN_FUSION_BUFFER");
+    char* at = static_cast<char*>(buffer);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const size_t bytes = response.sizes(i) * elem;
+      if (entries[i]) {
+        std::memcpy(at, entries[i]->input, bytes);
+      } else {
+        std::memset(at, 0, bytes);  // Joined rank contributes zeros.
+      }
+      at += bytes;
+    }
+    timeline_->ActivityEnd(row);
+  } else if (entries[0]->output != entries[0]->input) {
+    std::memcpy(buffer, entries[0]->input, total * elem);
+  }
+  if (response.prescale() != 1.0) {
+    collectives::Scale(buffer, total, dtype, response.prescale());
+  }
+  timeline_->ActivityStart(row, "ALLREDUCE");
+  absl::Status status =
+      group.size() == 1 ? absl::OkStatus()
+                        : collectives::Allreduce(*context_, group, buffer,
+                                                 total, dtype, op, options_);
+  timeline_->ActivityEnd(row);
+  if (!status.ok()) return WithTensor(status, response, row);
+  if (postscale != 1.0) collectives::Scale(buffer, total, dtype, postscale);
+  if (fused) {
+    timeline_->ActivityStart(row, "MEMCPY_OUT_FUSION_BUFFER");
+    const char* at = static_cast<const char*>(buffer);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const size_t bytes = response.sizes(i) * elem;
+      if (entries[i]) std::memcpy(entries[i]->output, at, bytes);
+      at += bytes;
+    }
+    timeline_->ActivityEnd(row);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Allgather(const Response& response, TensorEntry& entry,
+                                 const collectives::Group& group) {
+  const size_t row_bytes = response.row_elems(0) * DataTypeSize(entry.dtype());
+  std::vector<size_t> bytes(group.size());
+  int64_t rows = 0;
+  for (int m = 0; m < group.size(); ++m) {
+    bytes[m] = response.sizes(m) * row_bytes;
+    rows += response.sizes(m);
+  }
+  OpResult result;
+  result.dtype = entry.dtype();
+  result.shape = OutputShape(entry, rows);
+  result.output = std::make_shared<HostBuffer>(rows * row_bytes);
+  absl::Status status;
+  if (group.size() == 1) {
+    std::memcpy(result.output->data(), entry.input, bytes[0]);
+  } else {
+    status = collectives::Allgather(*context_, group, entry.input,
+                                    result.output->data(), bytes, options_);
+  }
+  if (status.ok()) Complete(entry, status, std::move(result));
+  return status;
+}
+
+absl::Status Executor::Broadcast(const Response& response, TensorEntry& entry,
+                                 const collectives::Group& group) {
+  if (entry.output != entry.input) {
+    std::memcpy(entry.output, entry.input, entry.Bytes());
+  }
+  if (group.size() == 1) return absl::OkStatus();
+  return collectives::Broadcast(*context_, group, entry.output, entry.Bytes(),
+                                response.root(), options_);
+}
+
+absl::Status Executor::Alltoall(const Response& response, TensorEntry& entry,
+                                const collectives::Group& group) {
+  const int n = group.size();
+  const size_t row_bytes = response.row_elems(0) * DataTypeSize(entry.dtype());
+  std::vector<size_t> send(n), recv(n);
+  OpResult result;
+  int64_t rows = 0;
+  for (int j = 0; j < n; ++j) {
+    send[j] = response.sizes(group.index * n + j) * row_bytes;
+    const int64_t in_rows = response.sizes(j * n + group.index);
+    recv[j] = in_rows * row_bytes;
+    result.received_splits.push_back(in_rows);
+    rows += in_rows;
+  }
+  result.dtype = entry.dtype();
+  result.shape = OutputShape(entry, rows);
+  result.output = std::make_shared<HostBuffer>(rows * row_bytes);
+  absl::Status status;
+  if (n == 1) {
+    std::memcpy(result.output->data(), entry.input, send[0]);
+  } else {
+    status = collectives::Alltoall(*context_, group, entry.input, send,
+                                   result.output->data(), recv, options_);
+  }
+  if (status.ok()) Complete(entry, status, std::move(result));
+  return status;
+}
+
+absl::Status Executor::ReduceScatter(const Response& response,
+                                     TensorEntry& entry,
+                                     const collectives::Group& group) {
+  const int n = group.size();
+  const DataType dtype = entry.dtype();
+  const int64_t rows = response.sizes(0);
+  const int64_t row_elems = response.row_elems(0);
+  std::vector<size_t> counts(n);
+  for (int m = 0; m < n; ++m) counts[m] = SplitRows(rows, n, m) * row_elems;
+  ReduceOp op = static_cast<ReduceOp>(response.op());
+  double postscale = response.postscale();
+  if (op == ReduceOp::kAverage) {
+    op = ReduceOp::kSum;
+    postscale /= n;
+  }
+  const void* input = entry.input;
+  if (response.prescale() != 1.0) {
+    void* scaled = FusionBuffer(entry.Bytes());
+    std::memcpy(scaled, entry.input, entry.Bytes());
+    collectives::Scale(scaled, entry.NumElements(), dtype, response.prescale());
+    input = scaled;
+  }
+  OpResult result;
+  result.dtype = dtype;
+  result.shape = OutputShape(entry, SplitRows(rows, n, group.index));
+  const size_t out_count = counts[group.index];
+  result.output = std::make_shared<HostBuffer>(out_count * DataTypeSize(dtype));
+  absl::Status status;
+  if (n == 1) {
+    std::memcpy(result.output->data(), input, out_count * DataTypeSize(dtype));
+  } else {
+    status = collectives::ReduceScatter(*context_, group, input,
+                                        result.output->data(), counts, dtype,
+                                        op, options_);
+  }
+  if (!status.ok()) return status;
+  if (postscale != 1.0) {
+    collectives::Scale(result.output->data(), out_count, dtype, postscale);
+  }
+  Complete(entry, status, std::move(result));
+  return status;
+}
+
+}  // namespace hvd::runtime

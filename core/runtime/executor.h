@@ -1,0 +1,84 @@
+// Runs the coordinator's responses on this rank: finds the local entries a
+// response names, moves their data through the fusion buffer and the CPU
+// collectives, completes them, and keeps the response cache and the process
+// set table in step with every other rank.
+#ifndef HVD_CORE_RUNTIME_EXECUTOR_H_
+#define HVD_CORE_RUNTIME_EXECUTOR_H_
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/collectives/collectives.h"
+#include "core/runtime/entry.h"
+#include "core/runtime/messages.pb.h"
+#include "core/runtime/process_sets.h"
+#include "core/runtime/response_cache.h"
+#include "core/runtime/timeline.h"
+#include "core/transport/transport.h"
+
+namespace hvd::runtime {
+
+// Entries submitted on this rank and not yet completed, by (set, name).
+// Several entries under one key only when a name was submitted twice (which
+// the coordinator turns into an error for all of them).
+using PendingTable =
+    std::map<std::pair<int, std::string>,
+             std::deque<std::unique_ptr<TensorEntry>>>;
+
+// Key of the local join entry in the PendingTable.
+inline constexpr char kJoinName[] = "join";
+
+// Not thread-safe: the background thread owns it. Pointers are not owned.
+class Executor {
+ public:
+  Executor(int rank, transport::Context* context, ProcessSetTable* sets,
+           ResponseCache* cache, Timeline* timeline,
+           collectives::CollectiveOptions options);
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Executes `response`, completing the entries it names (taken out of
+  // `pending`). An error response or a bad local argument fails just those
+  // entries; a non-OK return means the data plane failed and the job cannot
+  // go on (the caller fails everything).
+  absl::Status Execute(const Response& response, PendingTable& pending);
+
+ private:
+  using Entries = std::vector<std::unique_ptr<TensorEntry>>;
+  Entries Take(const Response& response, PendingTable& pending);
+  void UpdateCache(const Response& response);
+  absl::Status Allreduce(const Response& response, Entries& entries,
+                         const collectives::Group& group);
+  absl::Status Allgather(const Response& response, TensorEntry& entry,
+                         const collectives::Group& group);
+  absl::Status Broadcast(const Response& response, TensorEntry& entry,
+                         const collectives::Group& group);
+  absl::Status Alltoall(const Response& response, TensorEntry& entry,
+                        const collectives::Group& group);
+  absl::Status ReduceScatter(const Response& response, TensorEntry& entry,
+                             const collectives::Group& group);
+  absl::Status RunData(const Response& response, Entries& entries,
+                       const collectives::Group& group);
+  void* FusionBuffer(size_t bytes);
+
+  int rank_;
+  transport::Context* context_;
+  ProcessSetTable* sets_;
+  ResponseCache* cache_;
+  Timeline* timeline_;
+  collectives::CollectiveOptions options_;
+  std::unique_ptr<HostBuffer> fusion_;  // persistent, grown on demand
+};
+
+// Completes every entry with `status`.
+void FailEntries(std::vector<std::unique_ptr<TensorEntry>>& entries,
+                 const absl::Status& status);
+
+}  // namespace hvd::runtime
+
+#endif  // HVD_CORE_RUNTIME_EXECUTOR_H_

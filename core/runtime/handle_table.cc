@@ -1,0 +1,125 @@
+#include "core/runtime/handle_table.h"
+
+namespace hvd::runtime {
+
+std::shared_ptr<HandleTable::State> HandleTable::Find(int64_t handle) {
+  auto it = states_.find(handle);
+  return it == states_.end() ? nullptr : it->second;
+}
+
+int64_t HandleTable::Create(int parts) {
+  auto state = std::make_shared<State>();
+  state->pending = parts;
+  state->results.resize(parts);
+  absl::MutexLock lock(&mu_);
+  const int64_t handle = next_++;
+  states_[handle] = std::move(state);
+  return handle;
+}
+
+int64_t HandleTable::CreateFailed(absl::Status status) {
+  auto state = std::make_shared<State>();
+  state->error_text = std::string(status.message());
+  state->status = std::move(status);
+  absl::MutexLock lock(&mu_);
+  const int64_t handle = next_++;
+  states_[handle] = std::move(state);
+  return handle;
+}
+
+void HandleTable::Complete(int64_t handle, int part, const absl::Status& status,
+                           OpResult result) {
+  absl::MutexLock lock(&mu_);
+  auto state = Find(handle);
+  if (state == nullptr || state->pending == 0) return;
+  if (!status.ok() && state->status.ok()) {
+    state->status = status;
+    state->error_text = std::string(status.message());
+  }
+  if (part >= 0 && part < static_cast<int>(state->results.size())) {
+    state->results[part] = std::move(result);
+  }
+  --state->pending;
+}
+
+int HandleTable::Poll(int64_t handle) {
+  absl::MutexLock lock(&mu_);
+  auto state = Find(handle);
+  if (state == nullptr) return -1;
+  return state->pending == 0 ? 1 : 0;
+}
+
+HandleTable::WaitResult HandleTable::Wait(int64_t handle,
+                                          absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto state = Find(handle);
+  if (state == nullptr) return kInvalid;
+  State* s = state.get();
+  auto done = [s]() { return s->pending == 0; };
+  if (timeout == absl::InfiniteDuration()) {
+    mu_.Await(absl::Condition(&done));
+    return kDone;
+  }
+  return mu_.AwaitWithTimeout(absl::Condition(&done), timeout) ? kDone
+                                                               : kTimeout;
+}
+
+absl::Status HandleTable::GetStatus(int64_t handle) {
+  absl::MutexLock lock(&mu_);
+  auto state = Find(handle);
+  if (state == nullptr || state->pending != 0) return absl::OkStatus();
+  return state->status;
+}
+
+const char* HandleTable::ErrorText(int64_t handle) {
+  absl::MutexLock lock(&mu_);
+  auto state = Find(handle);
+  return state == nullptr ? nullptr : state->error_text.c_str();
+}
+
+int HandleTable::OutputCount(int64_t handle) {
+  absl::MutexLock lock(&mu_);
+  auto state = Find(handle);
+  if (state == nullptr) return -1;
+  int count = 0;
+  for (const auto& r : state->results) count += r.output != nullptr;
+  return count;
+}
+
+bool HandleTable::TakeResult(int64_t handle, int index, OpResult* out) {
+  absl::MutexLock lock(&mu_);
+  auto state = Find(handle);
+  if (state == nullptr || state->pending != 0 || index < 0 ||
+      index >= static_cast<int>(state->results.size())) {
+    return false;
+  }
+  *out = std::move(state->results[index]);
+  state->results[index] = OpResult{};
+  return true;
+}
+
+bool HandleTable::PeekResult(int64_t handle, int index, OpResult* out) {
+  absl::MutexLock lock(&mu_);
+  auto state = Find(handle);
+  if (state == nullptr || state->pending != 0 || index < 0 ||
+      index >= static_cast<int>(state->results.size())) {
+    return false;
+  }
+  const OpResult& r = state->results[index];
+  out->shape = r.shape;
+  out->dtype = r.dtype;
+  out->received_splits = r.received_splits;
+  out->value = r.value;
+  return true;
+}
+
+void HandleTable::Release(int64_t handle) {
+  std::shared_ptr<State> doomed;  // Freed outside the lock.
+  absl::MutexLock lock(&mu_);
+  auto it = states_.find(handle);
+  if (it == states_.end()) return;
+  doomed = std::move(it->second);
+  states_.erase(it);
+}
+
+}  // namespace hvd::runtime

@@ -1,0 +1,66 @@
+// Handles the C ABI gives out for asynchronous ops. A handle covers one or
+// more entries (grouped ops) and completes when all of them have.
+#ifndef HVD_CORE_RUNTIME_HANDLE_TABLE_H_
+#define HVD_CORE_RUNTIME_HANDLE_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/runtime/entry.h"
+
+namespace hvd::runtime {
+
+// Thread-safe: Complete() runs on the background thread, the rest on
+// framework threads.
+class HandleTable {
+ public:
+  enum WaitResult { kDone, kTimeout, kInvalid };
+
+  // A handle waiting for `parts` completions (>= 1).
+  int64_t Create(int parts);
+  // A handle already complete with `status` (an op refused at enqueue).
+  int64_t CreateFailed(absl::Status status);
+  // Records completion of part `part`. The first error wins.
+  void Complete(int64_t handle, int part, const absl::Status& status,
+                OpResult result);
+
+  // 1 done, 0 running, -1 unknown handle.
+  int Poll(int64_t handle);
+  // Blocks until done or `timeout` (InfiniteDuration: no limit).
+  WaitResult Wait(int64_t handle, absl::Duration timeout);
+  // Status of a done handle (OK while running or unknown).
+  absl::Status GetStatus(int64_t handle);
+  // Stable pointer to the error text until Release; nullptr if unknown.
+  const char* ErrorText(int64_t handle);
+  int OutputCount(int64_t handle);
+  // Moves part `index`'s result out; nullopt if none.
+  bool TakeResult(int64_t handle, int index, OpResult* out);
+  // Reads (without taking) part `index`'s result.
+  bool PeekResult(int64_t handle, int index, OpResult* out);
+  void Release(int64_t handle);
+
+ private:
+  struct State {
+    int pending = 0;
+    absl::Status status;
+    std::string error_text;
+    std::vector<OpResult> results;
+  };
+  std::shared_ptr<State> Find(int64_t handle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  int64_t next_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<int64_t, std::shared_ptr<State>> states_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hvd::runtime
+
+#endif  // HVD_CORE_RUNTIME_HANDLE_TABLE_H_

@@ -1,0 +1,62 @@
+#include "core/runtime/handle_table.h"
+
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace hvd::runtime {
+namespace {
+
+TEST(HandleTable, GroupHandleCompletesWhenAllPartsHave) {
+  HandleTable table;
+  const int64_t h = table.Create(2);
+  table.Complete(h, 0, absl::OkStatus(), {});
+  EXPECT_EQ(table.Poll(h), 0);
+  table.Complete(h, 1, absl::OkStatus(), {});
+  EXPECT_EQ(table.Poll(h), 1);
+  EXPECT_TRUE(table.GetStatus(h).ok());
+}
+
+TEST(HandleTable, FirstErrorWins) {
+  HandleTable table;
+  const int64_t h = table.Create(2);
+  table.Complete(h, 0, absl::InvalidArgumentError("first"), {});
+  table.Complete(h, 1, absl::InternalError("second"), {});
+  EXPECT_EQ(table.GetStatus(h), absl::InvalidArgumentError("first"));
+  EXPECT_STREQ(table.ErrorText(h), "first");
+}
+
+TEST(HandleTable, WaitTimesOutThenCompletes) {
+  HandleTable table;
+  const int64_t h = table.Create(1);
+  EXPECT_EQ(table.Wait(h, absl::Milliseconds(10)), HandleTable::kTimeout);
+  std::thread t([&] { table.Complete(h, 0, absl::OkStatus(), {}); });
+  EXPECT_EQ(table.Wait(h, absl::InfiniteDuration()), HandleTable::kDone);
+  t.join();
+}
+
+TEST(HandleTable, UnknownAndReleasedHandlesAreInvalid) {
+  HandleTable table;
+  EXPECT_EQ(table.Poll(42), -1);
+  const int64_t h = table.CreateFailed(absl::AbortedError("x"));
+  EXPECT_EQ(table.Poll(h), 1);
+  table.Release(h);
+  EXPECT_EQ(table.Wait(h, absl::Seconds(1)), HandleTable::kInvalid);
+}
+
+TEST(HandleTable, OutputIsTakenOnce) {
+  HandleTable table;
+  const int64_t h = table.Create(1);
+  OpResult result;
+  result.output = std::make_shared<HostBuffer>(16);
+  result.shape = {4};
+  table.Complete(h, 0, absl::OkStatus(), std::move(result));
+  EXPECT_EQ(table.OutputCount(h), 1);
+  OpResult taken;
+  ASSERT_TRUE(table.TakeResult(h, 0, &taken));
+  EXPECT_NE(taken.output, nullptr);
+  EXPECT_EQ(table.OutputCount(h), 0);
+}
+
+}  // namespace
+}  // namespace hvd::runtime

@@ -1,0 +1,291 @@
+#include "core/runtime/runtime.h"
+
+#include <unistd.h>
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/logging.h"
+#include "core/rendezvous/grpc_store.h"
+#include "core/transport/tcp/tcp_context.h"
+
+namespace hvd::runtime {
+namespace {
+
+// Each init of a process gets fresh rendezvous keys, so a job can shut down
+// and init again.
+std::atomic<int> init_epoch{0};
+
+absl::Status Annotate(const absl::Status& status, absl::string_view what) {
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+}
+
+absl::StatusOr<ResponseList> Parse(const std::string& bytes, int from) {
+  ResponseList list;
+  if (!list.ParseFromString(bytes)) {
+    return absl::DataLossError(
+        absl::StrCat("malformed negotiation message from rank ", from));
+  }
+  return list;
+}
+
+}  // namespace
+
+Runtime::Runtime(const Config& config, HandleTable* handles)
+    : config_(config),
+      handles_(handles),
+      sets_(config.size),
+      cache_(static_cast<int>(config.cache_capacity)) {}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const Config& config,
+                                                        HandleTable* handles) {
+  SetLogRank(config.rank);
+  std::unique_ptr<Runtime> runtime(new Runtime(config, handles));
+  if (absl::Status s = runtime->Connect(); !s.ok()) return s;
+  if (config.rank == 0 && !config.timeline_path.empty()) {
+    if (absl::Status s = runtime->timeline_.Start(config.timeline_path,
+                                                  config.timeline_mark_cycles);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (config.rank == 0) {
+    CoordinatorOptions options;
+    options.size = config.size;
+    options.fusion_threshold = config.fusion_threshold;
+    options.stall_check_time = config.stall_check_time;
+    options.stall_shutdown_time = config.stall_shutdown_time;
+    runtime->coordinator_ = std::make_unique<Coordinator>(
+        options, &runtime->sets_, &runtime->cache_, &runtime->timeline_);
+  }
+  collectives::CollectiveOptions options;
+  options.timeout = config.timeout;
+  runtime->executor_ = std::make_unique<Executor>(
+      config.rank, runtime->context_.get(), &runtime->sets_, &runtime->cache_,
+      &runtime->timeline_, options);
+  runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
+  HVD_LOG(INFO) << "initialized: rank " << config.rank << " of "
+                << config.size << " on " << config.hostname;
+  return runtime;
+}
+
+absl::Status Runtime::Connect() {
+  if (config_.size == 1) return absl::OkStatus();
+  auto store = GrpcStore::Connect(config_.rendezvous_addr, config_.token,
+                                  config_.start_timeout);
+  if (!store.ok()) {
+    return Annotate(store.status(),
+                    absl::StrCat("rank ", config_.rank,
+                                 ": cannot reach the rendezvous"));
+  }
+  auto registration =
+      (*store)->Register(config_.rank, config_.hostname, getpid(), {});
+  if (!registration.ok()) {
+    return Annotate(registration.status(),
+                    absl::StrCat("rank ", config_.rank, ": register"));
+  }
+  store_ = std::move(*store);
+  scoped_store_ = std::make_unique<PrefixStore>(
+      store_.get(), absl::StrCat("core/", init_epoch.fetch_add(1), "/"));
+  transport::TcpOptions options;
+  options.iface = config_.iface;
+  options.hostname = config_.hostname;
+  options.token = config_.token;
+  options.connect_timeout = config_.start_timeout;
+  auto context = transport::CreateTcpContext(config_.rank, config_.size,
+                                             scoped_store_.get(), options);
+  if (!context.ok()) return context.status();
+  context_ = std::move(*context);
+  return absl::OkStatus();
+}
+
+Runtime::~Runtime() { Shutdown(); }
+
+int64_t Runtime::Submit(std::vector<std::unique_ptr<TensorEntry>> entries) {
+  const int64_t handle = handles_->Create(static_cast<int>(entries.size()));
+  const absl::Time now = absl::Now();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    TensorEntry& entry = *entries[i];
+    entry.request.set_rank(config_.rank);
+    entry.enqueued = now;
+    entry.done = [table = handles_, handle, i](const absl::Status& status,
+                                               OpResult result) {
+      table->Complete(handle, static_cast<int>(i), status, std::move(result));
+    };
+  }
+  absl::MutexLock lock(&mu_);
+  if (stopped_ || stop_requested_) {
+    const absl::Status status =
+        final_status_.ok()
+            ? absl::FailedPreconditionError("hvd has been shut down")
+            : final_status_;
+    FailEntries(entries, status);
+    return handle;
+  }
+  for (auto& entry : entries) queue_.push_back(std::move(entry));
+  return handle;
+}
+
+void Runtime::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_requested_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  if (coordinator_) {
+    const Coordinator::Stats& s = coordinator_->stats();
+    HVD_LOG(INFO) << "negotiation: " << s.cycles << " cycles, "
+                  << s.full_requests << " requests in full, "
+                  << s.cached_ready << " tensors by cache bit, "
+                  << s.responses << " responses, " << s.fused_tensors
+                  << " tensors fused";
+    coordinator_.reset();
+  }
+  timeline_.Stop();
+  context_.reset();
+}
+
+bool Runtime::WaitForWork(absl::Time cycle_start) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !queue_.empty() || stop_requested_;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&ready),
+                        cycle_start + config_.cycle_time);
+  return stop_requested_;
+}
+
+void Runtime::Loop() {
+  absl::Time cycle_start = absl::Now();
+  while (true) {
+    const bool stop = WaitForWork(cycle_start);
+    cycle_start = absl::Now();
+    timeline_.MarkCycle();
+    RequestList mine = BuildRequests();
+    mine.set_shutdown(stop);
+    auto responses = Negotiate(mine);
+    if (!responses.ok()) {
+      FailAll(responses.status());
+      return;
+    }
+    if (absl::Status s = Execute(*responses); !s.ok()) {
+      FailAll(s);
+      return;
+    }
+    if (!responses->shutdown().empty()) {
+      FailAll(absl::FailedPreconditionError(
+          absl::StrCat("hvd has been shut down: ", responses->shutdown())));
+      return;
+    }
+  }
+}
+
+RequestList Runtime::BuildRequests() {
+  std::vector<std::unique_ptr<TensorEntry>> fresh;
+  {
+    absl::MutexLock lock(&mu_);
+    fresh.swap(queue_);
+  }
+  RequestList list;
+  for (auto& entry : fresh) {
+    const Request& request = entry->request;
+    std::pair<int, std::string> key{request.process_set(), request.name()};
+    if (request.type() == JOIN) key = {0, kJoinName};
+    const bool duplicate = pending_.count(key) > 0;
+    const bool cacheable = request.type() == ALLREDUCE &&
+                           request.group_size() <= 1 && !duplicate;
+    entry->cache_slot = cacheable ? cache_.Lookup(request) : -1;
+    if (entry->cache_slot < 0) *list.add_requests() = request;
+    pending_[key].push_back(std::move(entry));
+  }
+  std::string bits;
+  for (auto& [key, entries] : pending_) {
+    for (auto& entry : entries) {
+      if (entry->cache_slot < 0) continue;
+      if (cache_.Lookup(entry->request) != entry->cache_slot) {
+        entry->cache_slot = -1;  // Evicted meanwhile: negotiate in full.
+        *list.add_requests() = entry->request;
+      } else {
+        SetBit(bits, entry->cache_slot);
+      }
+    }
+  }
+  list.set_cache_bits(bits);
+  return list;
+}
+
+absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
+  if (config_.size == 1) return coordinator_->Compute({mine}, absl::Now());
+  const absl::Time deadline = absl::Now() + config_.timeout;
+  const std::string out = mine.SerializeAsString();
+  if (config_.rank != 0) {
+    std::string in;
+    auto send = context_->Send(0, out.data(), out.size());
+    auto recv = context_->RecvAny(0, &in);
+    absl::Status s = send->Wait(deadline);
+    if (s.ok()) s = recv->Wait(deadline);
+    if (!s.ok()) return Annotate(s, "negotiation with rank 0 failed");
+    return Parse(in, 0);
+  }
+  std::vector<RequestList> lists(config_.size);
+  lists[0] = mine;
+  std::vector<std::string> raw(config_.size);
+  std::vector<std::unique_ptr<transport::Request>> recvs(config_.size);
+  for (int r = 1; r < config_.size; ++r) recvs[r] = context_->RecvAny(r, &raw[r]);
+  for (int r = 1; r < config_.size; ++r) {
+    if (absl::Status s = recvs[r]->Wait(deadline); !s.ok()) {
+      return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
+    }
+    if (!lists[r].ParseFromString(raw[r])) {
+      return absl::DataLossError(
+          absl::StrCat("malformed negotiation message from rank ", r));
+    }
+  }
+  ResponseList result = coordinator_->Compute(lists, absl::Now());
+  const std::string reply = result.SerializeAsString();
+  std::vector<std::unique_ptr<transport::Request>> sends;
+  for (int r = 1; r < config_.size; ++r) {
+    sends.push_back(context_->Send(r, reply.data(), reply.size()));
+  }
+  for (int r = 1; r < config_.size; ++r) {
+    if (absl::Status s = sends[r - 1]->Wait(deadline); !s.ok()) {
+      return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
+    }
+  }
+  return result;
+}
+
+absl::Status Runtime::Execute(const ResponseList& responses) {
+  for (const Response& response : responses.responses()) {
+    for (const auto& name : response.names()) {
+      timeline_.ActivityStart(name, "QUEUE");
+    }
+  }
+  for (const Response& response : responses.responses()) {
+    if (absl::Status s = executor_->Execute(response, pending_); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Runtime::FailAll(const absl::Status& status) {
+  if (!status.ok() && !absl::IsFailedPrecondition(status)) {
+    HVD_LOG(ERROR) << status.message();
+  }
+  std::vector<std::unique_ptr<TensorEntry>> doomed;
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+    final_status_ = status;
+    doomed.swap(queue_);
+  }
+  if (context_ && !absl::IsFailedPrecondition(status)) context_->Abort(status);
+  for (auto& [key, entries] : pending_) {
+    for (auto& entry : entries) doomed.push_back(std::move(entry));
+  }
+  pending_.clear();
+  FailEntries(doomed, status);
+}
+
+}  // namespace hvd::runtime

@@ -1,0 +1,85 @@
+// The process's hvd runtime: connects to the job, owns the background thread
+// that negotiates and executes collectives, and hands out handles.
+//
+// Background loop, one cycle: take what the framework enqueued; send this
+// rank's requests (and response-cache bits) to rank 0; receive the responses
+// everybody runs; run them. A cycle starts at once when work is enqueued,
+// otherwise every HVD_CYCLE_TIME.
+#ifndef HVD_CORE_RUNTIME_RUNTIME_H_
+#define HVD_CORE_RUNTIME_RUNTIME_H_
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/rendezvous/store.h"
+#include "core/runtime/config.h"
+#include "core/runtime/coordinator.h"
+#include "core/runtime/entry.h"
+#include "core/runtime/executor.h"
+#include "core/runtime/handle_table.h"
+#include "core/runtime/process_sets.h"
+#include "core/runtime/response_cache.h"
+#include "core/runtime/timeline.h"
+#include "core/transport/transport.h"
+
+namespace hvd::runtime {
+
+// Thread-safe API; one per process (the C ABI keeps it).
+class Runtime {
+ public:
+  // Connects to the rendezvous and every peer, then starts the background
+  // thread. Errors name what failed (rendezvous address, peer rank).
+  // `handles` (not owned) outlives the runtime: the C ABI keeps one table
+  // for the process so handles stay valid across shutdown and re-init.
+  static absl::StatusOr<std::unique_ptr<Runtime>> Start(const Config& config,
+                                                        HandleTable* handles);
+  ~Runtime();  // Shuts down if still running.
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const Config& config() const { return config_; }
+  ProcessSetTable& process_sets() { return sets_; }
+  Timeline& timeline() { return timeline_; }
+
+  // Queues `entries` as one handle (a group when several). Entries get
+  // request.rank and done set here.
+  int64_t Submit(std::vector<std::unique_ptr<TensorEntry>> entries);
+  // Asks every rank to stop, waits for this rank's background thread.
+  void Shutdown();
+
+ private:
+  Runtime(const Config& config, HandleTable* handles);
+  absl::Status Connect();
+  void Loop();
+  bool WaitForWork(absl::Time cycle_start);
+  RequestList BuildRequests();
+  absl::StatusOr<ResponseList> Negotiate(const RequestList& mine);
+  absl::Status Execute(const ResponseList& responses);
+  void FailAll(const absl::Status& status);
+
+  Config config_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Store> scoped_store_;
+  std::unique_ptr<transport::Context> context_;
+  HandleTable* handles_;
+  ProcessSetTable sets_;
+  ResponseCache cache_;  // background thread only
+  Timeline timeline_;
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::unique_ptr<Executor> executor_;
+  PendingTable pending_;  // background thread only
+
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<TensorEntry>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);  // why the loop ended
+  std::thread thread_;
+};
+
+}  // namespace hvd::runtime
+
+#endif  // HVD_CORE_RUNTIME_RUNTIME_H_

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Sets up hvd on a fresh Debian 12 machine, as root: installs the Debian
+# packages hvd needs, builds everything with Bazel (offline), and installs
+# hvdrun and hvd-agent on PATH and the Python package (hvd, horovod shim)
+# for /usr/bin/python3. Idempotent: safe to rerun.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+PACKAGES=(
+  bazel-bootstrap bazel-bootstrap-source      # Bazel 4, offline rule repos
+  g++ libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
+  libabsl-dev libboost1.74-dev libdlpack-dev libibverbs-dev rdma-core
+  libgtest-dev libgmock-dev googletest
+  python3-torch python3-torchvision python3-numpy python3-matplotlib
+  python3-pytest
+  openmpi-bin libopenmpi-dev                  # benchmark anchor (MPI_Allreduce)
+  openssh-server openssh-client iproute2 procps psmisc  # multi-host tests
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+echo "setup: building (bazel, offline)"
+bazel build --noshow_progress //launcher:hvdrun //agent:hvd-agent //core:libhvd.so
+
+install -m 0755 bazel-bin/launcher/hvdrun /usr/local/bin/hvdrun
+install -m 0755 bazel-bin/agent/hvd-agent /usr/local/bin/hvd-agent
+
+# Python: Debian's python3 reads /usr/local/lib/python3.X/dist-packages.
+SITE=$(/usr/bin/python3 -c 'import sys; print(f"/usr/local/lib/python3.{sys.version_info[1]}/dist-packages")')
+if [[ -d python/hvd ]]; then
+  mkdir -p "$SITE"
+  rm -rf "$SITE/hvd" "$SITE/horovod"
+  cp -r python/hvd "$SITE/hvd"
+  [[ -d python/horovod ]] && cp -r python/horovod "$SITE/horovod"
+  install -m 0755 bazel-bin/core/libhvd.so "$SITE/hvd/libhvd.so"
+  find "$SITE/hvd" "$SITE/horovod" -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null || true
+fi
+echo "setup: done (hvdrun $(command -v hvdrun), python package in $SITE)"
