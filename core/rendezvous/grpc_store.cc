@@ -1,0 +1,211 @@
+#include "core/rendezvous/grpc_store.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "proto/job_token.h"
+#include "proto/rendezvous.grpc.pb.h"
+
+namespace hvd {
+namespace {
+
+namespace pb = ::hvd::rendezvous;
+
+// The network's allowance on top of a blocking RPC's server-side wait.
+constexpr absl::Duration kMaxWaitGrace = absl::Seconds(5);
+constexpr char kBarrierArrivedKey[] = "hvd-barrier-arrived";
+
+std::string Quote(absl::string_view bytes) {
+  return absl::StrCat("'", absl::CHexEscape(bytes), "'");
+}
+
+const char* StateName(grpc_connectivity_state state) {
+  switch (state) {
+    case GRPC_CHANNEL_IDLE: return "idle";
+    case GRPC_CHANNEL_CONNECTING: return "connecting";
+    case GRPC_CHANNEL_READY: return "ready";
+    case GRPC_CHANNEL_TRANSIENT_FAILURE: return "connection failing";
+    case GRPC_CHANNEL_SHUTDOWN: return "shut down";
+  }
+  return "unknown";
+}
+
+std::string RandomId() {
+  std::random_device device;
+  const uint64_t id = (uint64_t{device()} << 32) | device();
+  return absl::StrCat(absl::Hex(id, absl::kZeroPad16));
+}
+
+int64_t CeilMilliseconds(absl::Duration d) {
+  return absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1)));
+}
+
+}  // namespace
+
+class GrpcStore::Rpc {
+ public:
+  explicit Rpc(std::shared_ptr<grpc::Channel> channel)
+      : channel_(std::move(channel)), stub_(pb::Rendezvous::NewStub(channel_)) {}
+
+  pb::Rendezvous::Stub& stub() { return *stub_; }
+
+  // A context carrying the job token, with deadline now + `timeout`.
+  static void Prepare(grpc::ClientContext* context, const std::string& token,
+                      absl::Duration timeout) {
+    context->AddMetadata(rendezvous::kJobTokenMetadataKey, token);
+    context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::Rendezvous::Stub> stub_;
+};
+
+namespace {
+
+// Same code as gRPC's; the message says which server and which call.
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view address,
+                      absl::string_view call) {
+  return absl::Status(
+      static_cast<absl::StatusCode>(status.error_code()),
+      absl::StrCat("rendezvous ", address, ": ", call, ": ",
+                   status.error_message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcStore>> GrpcStore::Connect(
+    std::string address, std::string token, absl::Duration timeout,
+    GrpcStoreOptions options) {
+  if (address.empty()) {
+    return absl::InvalidArgumentError("rendezvous address is empty");
+  }
+  if (absl::Status s = rendezvous::ValidateJobToken(token); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous ", address, ": ", s.message()));
+  }
+  grpc::ChannelArguments args;
+  // A cluster's http_proxy must not capture traffic to the launcher.
+  args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
+  // Workers may start before the server listens: retry connecting often.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args);
+  if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
+    return absl::UnavailableError(absl::StrCat(
+        "rendezvous ", address, ": not reachable within ",
+        absl::FormatDuration(timeout), " (",
+        StateName(channel->GetState(false)), ")"));
+  }
+  return std::unique_ptr<GrpcStore>(
+      new GrpcStore(std::move(address), std::move(token), options,
+                    std::make_unique<Rpc>(std::move(channel))));
+}
+
+GrpcStore::GrpcStore(std::string address, std::string token,
+                     GrpcStoreOptions options, std::unique_ptr<Rpc> rpc)
+    : address_(std::move(address)),
+      token_(std::move(token)),
+      options_(options),
+      rpc_(std::move(rpc)),
+      instance_id_(RandomId()) {}
+
+GrpcStore::~GrpcStore() = default;
+
+absl::StatusOr<Registration> GrpcStore::Register(
+    int rank, absl::string_view hostname, int64_t pid,
+    const std::vector<std::string>& addresses) {
+  pb::RegisterRequest request;
+  request.set_rank(rank);
+  request.set_hostname(std::string(hostname));
+  request.set_pid(pid);
+  for (const std::string& a : addresses) request.add_addresses(a);
+  grpc::ClientContext context;
+  Rpc::Prepare(&context, token_, options_.rpc_timeout);
+  pb::RegisterResponse response;
+  grpc::Status status = rpc_->stub().Register(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status, address_, "Register");
+  return Registration{response.rank(), response.size()};
+}
+
+absl::Status GrpcStore::Set(absl::string_view key, absl::string_view value) {
+  pb::SetRequest request;
+  request.set_key(std::string(key));
+  request.set_value(std::string(value));
+  grpc::ClientContext context;
+  Rpc::Prepare(&context, token_, options_.rpc_timeout);
+  pb::SetResponse response;
+  grpc::Status status = rpc_->stub().Set(&context, request, &response);
+  if (!status.ok()) {
+    return FromGrpc(status, address_, absl::StrCat("Set ", Quote(key)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> GrpcStore::Get(absl::string_view key,
+                                           absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Duration grace = std::min(options_.rpc_timeout, kMaxWaitGrace);
+  pb::GetRequest request;
+  request.set_key(std::string(key));
+  while (true) {
+    const absl::Duration slice = std::clamp(
+        deadline - absl::Now(), absl::ZeroDuration(), options_.max_wait_per_rpc);
+    request.set_timeout_ms(CeilMilliseconds(slice));
+    grpc::ClientContext context;
+    Rpc::Prepare(&context, token_, slice + grace);
+    pb::GetResponse response;
+    grpc::Status status = rpc_->stub().Get(&context, request, &response);
+    if (status.ok()) return std::move(*response.mutable_value());
+    if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return FromGrpc(status, address_, absl::StrCat("Get ", Quote(key)));
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("rendezvous ", address_, ": key ", Quote(key),
+                       " not set within ", absl::FormatDuration(timeout)));
+    }
+  }
+}
+
+absl::Status GrpcStore::Barrier(absl::string_view name, int count,
+                                absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Duration grace = std::min(options_.rpc_timeout, kMaxWaitGrace);
+  pb::BarrierRequest request;
+  request.set_name(std::string(name));
+  request.set_count(count);
+  request.set_participant(
+      absl::StrCat(instance_id_, "-", next_participant_.fetch_add(1)));
+  while (true) {
+    const absl::Duration slice = std::clamp(
+        deadline - absl::Now(), absl::ZeroDuration(), options_.max_wait_per_rpc);
+    request.set_timeout_ms(CeilMilliseconds(slice));
+    grpc::ClientContext context;
+    Rpc::Prepare(&context, token_, slice + grace);
+    pb::BarrierResponse response;
+    grpc::Status status = rpc_->stub().Barrier(&context, request, &response);
+    if (status.ok()) return absl::OkStatus();
+    if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return FromGrpc(status, address_, absl::StrCat("Barrier ", Quote(name)));
+    }
+    if (absl::Now() >= deadline) {
+      std::string arrived = "not all";
+      const auto& trailing = context.GetServerTrailingMetadata();
+      if (auto it = trailing.find(kBarrierArrivedKey); it != trailing.end()) {
+        arrived = std::string(it->second.data(), it->second.size());
+      }
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rendezvous ", address_, ": barrier ", Quote(name), ": ", arrived,
+          " of ", count, " arrived within ", absl::FormatDuration(timeout)));
+    }
+  }
+}
+
+}  // namespace hvd

@@ -1,0 +1,244 @@
+#include "core/rendezvous/grpc_store.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/rendezvous_server.h"
+
+namespace hvd {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "f00dfeed-grpc-store-test";
+
+bool WaitUntil(const std::function<bool()>& condition,
+               absl::Duration timeout = absl::Seconds(20)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return true;
+}
+
+// A loopback port nothing listens on (bound, then released).
+int UnusedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    return 0;
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+class GrpcStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RendezvousServerOptions options;
+    options.address = "127.0.0.1:0";
+    options.token = kToken;
+    options.size = 4;
+    server_ = std::make_unique<RendezvousServer>(options);
+    ASSERT_TRUE(server_->Start().ok());
+    address_ = absl::StrCat("127.0.0.1:", server_->port());
+    store_ = Connect();
+    ASSERT_NE(store_, nullptr);
+  }
+
+  std::unique_ptr<GrpcStore> Connect(const std::string& token = kToken,
+                                     GrpcStoreOptions options = {}) {
+    auto store = GrpcStore::Connect(address_, token, absl::Seconds(20), options);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  std::unique_ptr<RendezvousServer> server_;
+  std::string address_;
+  std::unique_ptr<GrpcStore> store_;
+};
+
+TEST_F(GrpcStoreTest, GetReturnsWhatSetStored) {
+  ASSERT_TRUE(store_->Set("core/addr/0", "10.0.0.1:4000").ok());
+  absl::StatusOr<std::string> value = store_->Get("core/addr/0", absl::Seconds(5));
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "10.0.0.1:4000");
+}
+
+TEST_F(GrpcStoreTest, BinaryKeysAndValuesRoundTrip) {
+  const std::string key("k\0\xff", 3);
+  const std::string value("\0\x01\x80\xfe", 4);
+  ASSERT_TRUE(store_->Set(key, value).ok());
+  absl::StatusOr<std::string> got = store_->Get(key, absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, value);
+}
+
+TEST_F(GrpcStoreTest, GetBlocksUntilALaterSetFromAnotherThread) {
+  absl::StatusOr<std::string> value;
+  std::thread getter([&] { value = store_->Get("nccl_id", absl::Seconds(60)); });
+  ASSERT_TRUE(WaitUntil([&] { return server_->BlockedCalls() == 1; }));
+  std::unique_ptr<GrpcStore> setter = Connect();
+  ASSERT_TRUE(setter->Set("nccl_id", "id-bytes").ok());
+  getter.join();
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "id-bytes");
+}
+
+TEST_F(GrpcStoreTest, GetTimeoutIsDeadlineExceededNamingKeyAndAddress) {
+  absl::StatusOr<std::string> value = store_->Get("never-set", absl::Milliseconds(50));
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(value.status().message(),
+            absl::StrCat("rendezvous ", address_,
+                         ": key 'never-set' not set within 50ms"));
+}
+
+TEST_F(GrpcStoreTest, GetLongerThanOneRpcSliceStillSucceeds) {
+  GrpcStoreOptions options;
+  options.max_wait_per_rpc = absl::Milliseconds(20);
+  std::unique_ptr<GrpcStore> store = Connect(kToken, options);
+  absl::StatusOr<std::string> value;
+  std::thread getter([&] { value = store->Get("late", absl::Seconds(60)); });
+  absl::SleepFor(absl::Milliseconds(200));  // several slices go by
+  ASSERT_TRUE(store_->Set("late", "finally").ok());
+  getter.join();
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "finally");
+}
+
+TEST_F(GrpcStoreTest, TimeoutSpanningSeveralSlicesNamesTheWholeTimeout) {
+  GrpcStoreOptions options;
+  options.max_wait_per_rpc = absl::Milliseconds(20);
+  std::unique_ptr<GrpcStore> store = Connect(kToken, options);
+  absl::StatusOr<std::string> value = store->Get("never", absl::Milliseconds(90));
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(value.status().message(), HasSubstr("not set within 90ms"));
+}
+
+TEST_F(GrpcStoreTest, BarrierReleasesFourThreadsTogether) {
+  std::vector<std::unique_ptr<GrpcStore>> stores;
+  for (int i = 0; i < 2; ++i) stores.push_back(Connect());
+  std::vector<absl::Status> results(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    // Two threads share a store: each call is its own participant.
+    threads.emplace_back([&, i] {
+      results[i] = stores[i % 2]->Barrier("init", 4, absl::Seconds(60));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+}
+
+TEST_F(GrpcStoreTest, BarrierAcrossSeveralSlicesCountsEachCallerOnce) {
+  GrpcStoreOptions options;
+  options.max_wait_per_rpc = absl::Milliseconds(10);
+  std::unique_ptr<GrpcStore> slow = Connect(kToken, options);
+  absl::Status first;
+  std::thread early([&] { first = slow->Barrier("b", 2, absl::Seconds(60)); });
+  absl::SleepFor(absl::Milliseconds(100));  // the early caller re-sends a few times
+  EXPECT_TRUE(store_->Barrier("b", 2, absl::Seconds(60)).ok());
+  early.join();
+  EXPECT_TRUE(first.ok()) << first;
+}
+
+TEST_F(GrpcStoreTest, BarrierTimeoutSaysHowManyArrived) {
+  absl::Status status = store_->Barrier("lonely", 3, absl::Milliseconds(50));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("rendezvous ", address_,
+                         ": barrier 'lonely': 1 of 3 arrived within 50ms"));
+}
+
+TEST_F(GrpcStoreTest, RegisterIsObservableByTheServer) {
+  absl::StatusOr<Registration> reg =
+      store_->Register(2, "host-b", 31337, {"10.0.0.2:5000", "10.0.1.2:5000"});
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_EQ(reg->rank, 2);
+  EXPECT_EQ(reg->size, 4);
+  std::vector<WorkerInfo> workers = server_->Workers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].rank, 2);
+  EXPECT_EQ(workers[0].hostname, "host-b");
+  EXPECT_EQ(workers[0].pid, 31337);
+  EXPECT_THAT(workers[0].addresses,
+              ::testing::ElementsAre("10.0.0.2:5000", "10.0.1.2:5000"));
+  EXPECT_THAT(server_->WaitForRanks(4, absl::ZeroDuration()),
+              ::testing::ElementsAre(0, 1, 3));
+}
+
+TEST_F(GrpcStoreTest, RegisterErrorKeepsTheCodeAndNamesTheAddress) {
+  absl::StatusOr<Registration> reg = store_->Register(9, "host-b", 1, {});
+  EXPECT_EQ(reg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(reg.status().message(),
+              HasSubstr(absl::StrCat("rendezvous ", address_, ": Register: rank 9")));
+}
+
+TEST_F(GrpcStoreTest, WrongTokenIsUnauthenticatedForEveryCall) {
+  std::unique_ptr<GrpcStore> intruder = Connect("not-the-job-token");
+  auto check = [&](const absl::Status& status, absl::string_view call) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated) << call;
+    EXPECT_EQ(status.message(),
+              absl::StrCat("rendezvous ", address_, ": ", call,
+                           ": missing or wrong job token"));
+  };
+  check(intruder->Register(0, "host-x", 1, {}).status(), "Register");
+  check(intruder->Set("k", "v"), "Set 'k'");
+  check(intruder->Get("k", absl::Seconds(5)).status(), "Get 'k'");
+  check(intruder->Barrier("b", 2, absl::Seconds(5)), "Barrier 'b'");
+  EXPECT_TRUE(server_->Workers().empty());
+}
+
+TEST_F(GrpcStoreTest, ShutdownWhileGetIsBlockedReturnsPromptly) {
+  absl::StatusOr<std::string> value;
+  std::thread getter([&] { value = store_->Get("k", absl::Seconds(60)); });
+  ASSERT_TRUE(WaitUntil([&] { return server_->BlockedCalls() == 1; }));
+  server_->Shutdown();
+  getter.join();
+  // Not DeadlineExceeded: the wait ended because the server went away.
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(value.status().message(),
+              HasSubstr(absl::StrCat("rendezvous ", address_, ": Get 'k': ")));
+}
+
+TEST(GrpcStoreConnect, NothingListeningFailsWithinTheTimeoutNamingTheAddress) {
+  const int port = UnusedPort();
+  ASSERT_NE(port, 0);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  auto store = GrpcStore::Connect(address, kToken, absl::Milliseconds(300));
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(store.status().message(),
+              HasSubstr(absl::StrCat("rendezvous ", address,
+                                     ": not reachable within 300ms")));
+}
+
+TEST(GrpcStoreConnect, EmptyTokenIsInvalidArgument) {
+  auto store = GrpcStore::Connect("127.0.0.1:1", "", absl::Seconds(1));
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(store.status().message(), HasSubstr("job token is empty"));
+}
+
+TEST(GrpcStoreConnect, EmptyAddressIsInvalidArgument) {
+  auto store = GrpcStore::Connect("", kToken, absl::Seconds(1));
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hvd

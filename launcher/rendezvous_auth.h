@@ -1,0 +1,60 @@
+// The job-token check of the rendezvous server, applied to every method of
+// every service the server hosts (its own and the launcher's extra services).
+//
+// Why handler wrapping and not gRPC's own hooks (gRPC 1.51, verified here):
+//  - grpc::AuthMetadataProcessor cannot be set on InsecureServerCredentials
+//    (it asserts), and it is never told the peer's address, which the
+//    rejection log must name.
+//  - A server interceptor sees the peer but cannot fail a call: the handler
+//    runs anyway (grpc/grpc#28807).
+// So each method's handler is replaced by one that checks the token first and
+// either runs the original or answers UNAUTHENTICATED without running it. This
+// relies on gRPC's codegen interfaces (grpc::internal::MethodHandler) and on
+// reaching grpc::Service's private method table; both are pinned by Debian's
+// gRPC 1.51 and covered by rendezvous_server_test, which fails loudly if a
+// gRPC upgrade changes them.
+//
+// Internal to //launcher:rendezvous_server.
+#ifndef HVD_LAUNCHER_RENDEZVOUS_AUTH_H_
+#define HVD_LAUNCHER_RENDEZVOUS_AUTH_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
+
+namespace hvd {
+namespace rendezvous_internal {
+
+// Guards services with a job token for as long as it lives; restores their
+// original handlers when destroyed. Guard services before registering them
+// with a grpc::Server and destroy this only after that server is destroyed.
+// Not thread-safe (used during server start and teardown only).
+class TokenGuard {
+ public:
+  explicit TokenGuard(std::string token);
+  ~TokenGuard();
+  TokenGuard(const TokenGuard&) = delete;
+  TokenGuard& operator=(const TokenGuard&) = delete;
+
+  // Wraps every method of `service` (not owned; must outlive this guard).
+  // InvalidArgument naming the method when one uses the async or callback
+  // API: those have no synchronous handler to wrap, and leaving them
+  // unguarded would be a hole. Nothing is changed on error.
+  absl::Status Guard(grpc::Service* service);
+
+ private:
+  struct Guarded;
+  std::shared_ptr<const std::string> token_;
+  std::vector<Guarded> guarded_;
+};
+
+}  // namespace rendezvous_internal
+}  // namespace hvd
+
+#endif  // HVD_LAUNCHER_RENDEZVOUS_AUTH_H_

@@ -1,0 +1,397 @@
+#include "launcher/rendezvous_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "core/common/logging.h"
+#include "launcher/rendezvous_auth.h"
+#include "proto/job_token.h"
+#include "proto/rendezvous.grpc.pb.h"
+
+namespace hvd {
+namespace {
+
+namespace pb = ::hvd::rendezvous;
+
+// One blocking call holds a gRPC thread; bound it whatever the client asks.
+constexpr absl::Duration kMaxWait = absl::Seconds(60);
+// How often a blocked call checks whether its client went away.
+constexpr absl::Duration kCancelPoll = absl::Seconds(1);
+// How long Shutdown lets in-flight calls finish before cancelling them.
+constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
+constexpr char kBarrierArrivedKey[] = "hvd-barrier-arrived";
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+std::string Quote(absl::string_view bytes) {
+  return absl::StrCat("'", absl::CHexEscape(bytes), "'");
+}
+
+std::string Describe(const WorkerInfo& w) {
+  return absl::StrCat(w.hostname, " pid ", w.pid, " (", w.peer, ")");
+}
+
+}  // namespace
+
+class RendezvousServer::Impl final : public pb::Rendezvous::Service {
+ public:
+  explicit Impl(RendezvousServerOptions options)
+      : options_(std::move(options)) {}
+
+  absl::Status Start() ABSL_LOCKS_EXCLUDED(lifecycle_mu_);
+  void Shutdown() ABSL_LOCKS_EXCLUDED(lifecycle_mu_, mu_);
+  int port() const ABSL_LOCKS_EXCLUDED(lifecycle_mu_);
+  std::vector<WorkerInfo> Workers() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<int> WaitForRanks(int size, absl::Duration timeout) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  int BlockedCalls() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  grpc::Status Register(grpc::ServerContext* context,
+                        const pb::RegisterRequest* request,
+                        pb::RegisterResponse* response) override;
+  grpc::Status Set(grpc::ServerContext* context, const pb::SetRequest* request,
+                   pb::SetResponse* response) override;
+  grpc::Status Get(grpc::ServerContext* context, const pb::GetRequest* request,
+                   pb::GetResponse* response) override;
+  grpc::Status Barrier(grpc::ServerContext* context,
+                       const pb::BarrierRequest* request,
+                       pb::BarrierResponse* response) override;
+
+ private:
+  struct BarrierState {
+    int count = 0;
+    int anonymous = 0;                  // arrivals without a participant id
+    std::set<std::string> participants;
+    int arrived() const { return anonymous + static_cast<int>(participants.size()); }
+  };
+
+  // Returns true for a new registration, false for an idempotent repeat;
+  // fills in the assigned rank.
+  absl::StatusOr<bool> RegisterLocked(WorkerInfo* info)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Waits until done() holds (OK), `wait` passes (DeadlineExceeded), the
+  // server shuts down (Unavailable) or the client cancels (Cancelled).
+  absl::Status WaitLocked(grpc::ServerContext* context, absl::Duration wait,
+                          const std::function<bool()>& done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const RendezvousServerOptions options_;
+
+  // Serializes Start and Shutdown; never held while handling a call.
+  mutable absl::Mutex lifecycle_mu_;
+  std::unique_ptr<rendezvous_internal::TokenGuard> guard_
+      ABSL_GUARDED_BY(lifecycle_mu_);
+  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(lifecycle_mu_);
+  bool started_ ABSL_GUARDED_BY(lifecycle_mu_) = false;
+  int port_ ABSL_GUARDED_BY(lifecycle_mu_) = 0;
+
+  mutable absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  int blocked_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
+  std::map<int, WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::Status RendezvousServer::Impl::Start() {
+  absl::MutexLock lock(&lifecycle_mu_);
+  if (started_) {
+    return absl::FailedPreconditionError("rendezvous server: already started");
+  }
+  if (absl::Status s = rendezvous::ValidateJobToken(options_.token); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous server: ", s.message()));
+  }
+  if (options_.size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous server: job size ", options_.size, " is negative"));
+  }
+  auto guard = std::make_unique<rendezvous_internal::TokenGuard>(options_.token);
+  std::vector<grpc::Service*> services = {this};
+  services.insert(services.end(), options_.extra_services.begin(),
+                  options_.extra_services.end());
+  for (grpc::Service* service : services) {
+    if (absl::Status s = guard->Guard(service); !s.ok()) return s;
+  }
+
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default, which would let a second server share
+  // an explicitly chosen port and steal half the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(),
+                           &port_);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port_ == 0) {
+    port_ = 0;
+    return absl::UnavailableError(absl::StrCat(
+        "rendezvous server: cannot serve on ", options_.address,
+        " (address in use or invalid, or a service registered twice)"));
+  }
+  server_ = std::move(server);
+  guard_ = std::move(guard);
+  started_ = true;
+  HVD_LOG(INFO) << "rendezvous server listening on " << options_.address
+                << " (port " << port_ << ")";
+  return absl::OkStatus();
+}
+
+void RendezvousServer::Impl::Shutdown() {
+  absl::MutexLock lifecycle(&lifecycle_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;  // wakes every blocked Get and Barrier
+  }
+  if (server_ == nullptr) return;
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+  server_.reset();
+  guard_.reset();  // the server is gone: give the services their handlers back
+}
+
+int RendezvousServer::Impl::port() const {
+  absl::MutexLock lock(&lifecycle_mu_);
+  return port_;
+}
+
+std::vector<WorkerInfo> RendezvousServer::Impl::Workers() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerInfo> workers;
+  workers.reserve(workers_.size());
+  for (const auto& [rank, info] : workers_) workers.push_back(info);
+  return workers;
+}
+
+std::vector<int> RendezvousServer::Impl::WaitForRanks(
+    int size, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto all_there = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (shutting_down_) return true;
+    for (int r = 0; r < size; ++r) {
+      if (workers_.count(r) == 0) return false;
+    }
+    return true;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&all_there), timeout);
+  std::vector<int> missing;
+  for (int r = 0; r < size; ++r) {
+    if (workers_.count(r) == 0) missing.push_back(r);
+  }
+  return missing;
+}
+
+int RendezvousServer::Impl::BlockedCalls() const {
+  absl::MutexLock lock(&mu_);
+  return blocked_;
+}
+
+absl::Status RendezvousServer::Impl::WaitLocked(
+    grpc::ServerContext* context, absl::Duration wait,
+    const std::function<bool()>& done) {
+  // No point waiting past the client's own deadline.
+  absl::Time deadline = absl::Now() + wait;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    deadline = std::min(deadline, absl::FromChrono(context->deadline()));
+  }
+  auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return shutting_down_ || done();
+  };
+  ++blocked_;
+  absl::Status result;
+  while (true) {
+    if (done()) break;
+    if (shutting_down_) {
+      result = absl::UnavailableError("rendezvous server is shutting down");
+      break;
+    }
+    if (context->IsCancelled()) {
+      result = absl::CancelledError("the client cancelled the call");
+      break;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      result = absl::DeadlineExceededError("");
+      break;
+    }
+    mu_.AwaitWithDeadline(absl::Condition(&wake),
+                          std::min(deadline, now + kCancelPoll));
+  }
+  --blocked_;
+  return result;
+}
+
+absl::StatusOr<bool> RendezvousServer::Impl::RegisterLocked(WorkerInfo* info) {
+  const int size = options_.size;
+  if (info->rank < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", info->rank, " requested by ", Describe(*info),
+        " is invalid (-1 asks the server to assign one)"));
+  }
+  if (size > 0 && info->rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", info->rank, " requested by ", Describe(*info),
+        " is out of range for a job of size ", size));
+  }
+  for (const auto& [rank, known] : workers_) {
+    if (known.hostname == info->hostname && known.pid == info->pid &&
+        (info->rank == -1 || info->rank == rank)) {
+      info->rank = rank;  // a retried Register
+      return false;
+    }
+  }
+  if (info->rank == -1) {
+    int free = 0;
+    while (workers_.count(free) > 0) ++free;
+    if (size > 0 && free >= size) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("all ", size, " ranks of the job are taken; none left for ",
+                       Describe(*info)));
+    }
+    info->rank = free;
+  } else if (auto it = workers_.find(info->rank); it != workers_.end()) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "rank ", info->rank, " is already registered by ",
+        Describe(it->second), "; ", Describe(*info), " claims it too"));
+  }
+  workers_[info->rank] = *info;
+  return true;
+}
+
+grpc::Status RendezvousServer::Impl::Register(
+    grpc::ServerContext* context, const pb::RegisterRequest* request,
+    pb::RegisterResponse* response) {
+  WorkerInfo info;
+  info.rank = request->rank();
+  info.hostname = request->hostname();
+  info.pid = request->pid();
+  info.addresses.assign(request->addresses().begin(),
+                        request->addresses().end());
+  info.peer = context->peer();
+  absl::StatusOr<bool> added;
+  {
+    absl::MutexLock lock(&mu_);
+    added = RegisterLocked(&info);
+  }
+  if (!added.ok()) return ToGrpc(added.status());
+  if (*added) {
+    HVD_LOG(DEBUG) << "rendezvous: rank " << info.rank << " registered: "
+                   << Describe(info);
+    if (options_.on_register) options_.on_register(info);
+  }
+  response->set_rank(info.rank);
+  response->set_size(options_.size);
+  return grpc::Status::OK;
+}
+
+grpc::Status RendezvousServer::Impl::Set(grpc::ServerContext* /*context*/,
+                                         const pb::SetRequest* request,
+                                         pb::SetResponse* /*response*/) {
+  absl::MutexLock lock(&mu_);
+  values_[request->key()] = request->value();  // waiters re-check on unlock
+  return grpc::Status::OK;
+}
+
+grpc::Status RendezvousServer::Impl::Get(grpc::ServerContext* context,
+                                         const pb::GetRequest* request,
+                                         pb::GetResponse* response) {
+  const std::string& key = request->key();
+  const absl::Duration wait =
+      std::clamp(absl::Milliseconds(request->timeout_ms()), absl::ZeroDuration(),
+                 kMaxWait);
+  absl::MutexLock lock(&mu_);
+  auto present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return values_.count(key) > 0;
+  };
+  absl::Status status = WaitLocked(context, wait, present);
+  if (status.ok()) {
+    response->set_value(values_[key]);
+    return grpc::Status::OK;
+  }
+  if (absl::IsDeadlineExceeded(status)) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        absl::StrCat("key ", Quote(key), " not set within ",
+                                     absl::FormatDuration(wait)));
+  }
+  return ToGrpc(status);
+}
+
+grpc::Status RendezvousServer::Impl::Barrier(grpc::ServerContext* context,
+                                             const pb::BarrierRequest* request,
+                                             pb::BarrierResponse* response) {
+  const std::string name = Quote(request->name());
+  if (request->count() <= 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("count ", request->count(),
+                                     " must be positive"));
+  }
+  const absl::Duration wait =
+      std::clamp(absl::Milliseconds(request->timeout_ms()), absl::ZeroDuration(),
+                 kMaxWait);
+  absl::MutexLock lock(&mu_);
+  BarrierState& barrier = barriers_[request->name()];  // map nodes are stable
+  if (barrier.count == 0) barrier.count = request->count();
+  if (barrier.count != request->count()) {
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat("this caller expects ",
+                     request->count(), " participants, an earlier one ",
+                     barrier.count));
+  }
+  if (request->participant().empty()) {
+    ++barrier.anonymous;
+  } else {
+    barrier.participants.insert(request->participant());
+  }
+  auto complete = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return barrier.arrived() >= barrier.count;
+  };
+  absl::Status status = WaitLocked(context, wait, complete);
+  response->set_arrived(barrier.arrived());
+  if (status.ok()) return grpc::Status::OK;
+  if (absl::IsDeadlineExceeded(status)) {
+    context->AddTrailingMetadata(kBarrierArrivedKey,
+                                 absl::StrCat(barrier.arrived()));
+    return grpc::Status(
+        grpc::StatusCode::DEADLINE_EXCEEDED,
+        absl::StrCat("barrier ", name, ": ", barrier.arrived(), " of ",
+                     barrier.count, " arrived within ",
+                     absl::FormatDuration(wait)));
+  }
+  return ToGrpc(status);
+}
+
+RendezvousServer::RendezvousServer(RendezvousServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+RendezvousServer::~RendezvousServer() { impl_->Shutdown(); }
+
+absl::Status RendezvousServer::Start() { return impl_->Start(); }
+
+int RendezvousServer::port() const { return impl_->port(); }
+
+std::vector<WorkerInfo> RendezvousServer::Workers() const {
+  return impl_->Workers();
+}
+
+std::vector<int> RendezvousServer::WaitForRanks(int size,
+                                                absl::Duration timeout) const {
+  return impl_->WaitForRanks(size, timeout);
+}
+
+int RendezvousServer::BlockedCalls() const { return impl_->BlockedCalls(); }
+
+void RendezvousServer::Shutdown() { impl_->Shutdown(); }
+
+}  // namespace hvd

@@ -1,0 +1,96 @@
+// The rendezvous server: the gRPC service (proto/rendezvous.proto) where the
+// processes of one job register and exchange bootstrap data through a
+// key-value store with blocking Get and barriers. hvdrun runs one per job; an
+// orchestrator can run it standalone.
+//
+// Every RPC, on the Rendezvous service and on any extra service hosted here,
+// must carry the job token (proto/job_token.h); a missing or wrong one gets
+// UNAUTHENTICATED "missing or wrong job token" before any handler runs, and a
+// WARNING log line naming the peer's address (never the token).
+//
+// Threading: every method is thread-safe. Blocking Get and Barrier calls hold
+// one gRPC thread each, for at most min(their timeout, 60 s); Shutdown wakes
+// them (they fail with UNAVAILABLE), and a call whose client went away stops
+// waiting within a second.
+#ifndef HVD_LAUNCHER_RENDEZVOUS_SERVER_H_
+#define HVD_LAUNCHER_RENDEZVOUS_SERVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
+
+namespace hvd {
+
+// One registered worker, as the server saw it.
+struct WorkerInfo {
+  int rank = -1;
+  std::string hostname;
+  int64_t pid = 0;
+  std::vector<std::string> addresses;  // as the worker announced them
+  std::string peer;                    // gRPC peer, e.g. "ipv4:10.0.0.7:51234"
+};
+
+struct RendezvousServerOptions {
+  std::string address = "0.0.0.0:0";  // host:port to listen on; port 0 = ephemeral
+  std::string token;                   // job token every RPC must carry (required)
+  // Further services on the same server and port, e.g. the launcher's agent
+  // service. Not owned; each must outlive the server, be registered with no
+  // other server meanwhile, and implement its methods with gRPC's synchronous
+  // API (the token check wraps synchronous handlers; Start refuses others).
+  std::vector<grpc::Service*> extra_services;
+  // Job size told to registering workers, and the bound on ranks; 0: unknown
+  // (ranks unbounded, workers are told 0).
+  int size = 0;
+  // Called after each new registration (not for an idempotent repeat), on a
+  // gRPC thread with no lock held. Must not call Shutdown.
+  std::function<void(const WorkerInfo&)> on_register;
+};
+
+class RendezvousServer {
+ public:
+  explicit RendezvousServer(RendezvousServerOptions options);
+  // Shuts down if still running.
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  // Validates the options, binds and starts serving. InvalidArgument for a
+  // bad token or an extra service using the async/callback API;
+  // Unavailable naming the address when it cannot be bound;
+  // FailedPrecondition when called twice.
+  absl::Status Start();
+
+  // The bound port (the ephemeral one for port 0); 0 before Start.
+  int port() const;
+
+  // Registered workers, ordered by rank.
+  std::vector<WorkerInfo> Workers() const;
+
+  // Waits until ranks 0..size-1 have all registered, `timeout` passes, or the
+  // server shuts down. Returns the ranks still missing (empty: all there).
+  std::vector<int> WaitForRanks(int size, absl::Duration timeout) const;
+
+  // Get and Barrier calls blocked right now (for observability and tests).
+  int BlockedCalls() const;
+
+  // Stops serving: blocked calls fail with UNAVAILABLE, in-flight calls get
+  // a short grace period, then the port is closed. Idempotent; thread-safe.
+  void Shutdown();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hvd
+
+#endif  // HVD_LAUNCHER_RENDEZVOUS_SERVER_H_

@@ -1,0 +1,29 @@
+// The job token: a shared secret every RPC to a job's rendezvous server
+// carries, so that processes of other jobs (or stale ones of an earlier job on
+// a reused port) cannot read or write its state.
+//
+// The token never appears on a command line or in a log line (DESIGN.md §3).
+#ifndef HVD_PROTO_JOB_TOKEN_H_
+#define HVD_PROTO_JOB_TOKEN_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace hvd {
+namespace rendezvous {
+
+// The gRPC metadata key carrying the token on every call.
+inline constexpr char kJobTokenMetadataKey[] = "hvd-job-token";
+
+// OK when `token` can travel as gRPC metadata: non-empty printable ASCII
+// without spaces, at most 1024 bytes. The error never quotes the token.
+absl::Status ValidateJobToken(absl::string_view token);
+
+// Compares in time that depends only on expected.size(), so response timing
+// does not reveal how much of a guess was right.
+bool JobTokenMatches(absl::string_view presented, absl::string_view expected);
+
+}  // namespace rendezvous
+}  // namespace hvd
+
+#endif  // HVD_PROTO_JOB_TOKEN_H_
