@@ -1,0 +1,80 @@
+"""Exceptions raised for errors reported by the core.
+
+    HvdError (RuntimeError)
+     └─ HvdInternalError              a collective failed; = horovod's HorovodInternalError
+         ├─ HvdInvalidArgumentError   bad arguments, or ranks disagree (also ValueError)
+         ├─ HvdNotSupportedError      e.g. Adasum (also NotImplementedError)
+         ├─ HvdTimeoutError           a bounded wait expired (also TimeoutError)
+         ├─ HvdNotInitializedError    hvd.init() has not run, or shutdown did
+         └─ HvdAbortedError           a peer was lost, or the job is shutting down
+
+Every collective error derives from HvdInternalError, so code written for
+Horovod (`except HorovodInternalError`) catches all of them. The message is the
+core's, unchanged: it names the rank, the tensor and the mismatched values.
+"""
+
+
+class HvdError(RuntimeError):
+    """Base of every error hvd raises from the core."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code  # absl::StatusCode value, None if not from the core
+
+
+class HvdInternalError(HvdError):
+    """A collective operation failed."""
+
+
+class HvdInvalidArgumentError(HvdInternalError, ValueError):
+    """Invalid arguments, or arguments that differ between ranks."""
+
+
+class HvdNotSupportedError(HvdInternalError, NotImplementedError):
+    """The operation is not supported by this build (e.g. Adasum)."""
+
+
+class HvdTimeoutError(HvdInternalError, TimeoutError):
+    """A bounded wait expired."""
+
+
+class HvdNotInitializedError(HvdInternalError):
+    """hvd is not initialized (or was shut down)."""
+
+
+class HvdAbortedError(HvdInternalError):
+    """The job lost a peer or is shutting down."""
+
+
+# absl::StatusCode values (gRPC's codes).
+_CANCELLED = 1
+_INVALID_ARGUMENT = 3
+_DEADLINE_EXCEEDED = 4
+_NOT_FOUND = 5
+_ALREADY_EXISTS = 6
+_FAILED_PRECONDITION = 9
+_ABORTED = 10
+_OUT_OF_RANGE = 11
+_UNIMPLEMENTED = 12
+_UNAVAILABLE = 14
+
+_BY_CODE = {
+    _CANCELLED: HvdAbortedError,
+    _INVALID_ARGUMENT: HvdInvalidArgumentError,
+    _DEADLINE_EXCEEDED: HvdTimeoutError,
+    _NOT_FOUND: HvdInvalidArgumentError,
+    _ALREADY_EXISTS: HvdInvalidArgumentError,
+    _FAILED_PRECONDITION: HvdNotInitializedError,
+    _ABORTED: HvdAbortedError,
+    _OUT_OF_RANGE: HvdInvalidArgumentError,
+    _UNIMPLEMENTED: HvdNotSupportedError,
+    _UNAVAILABLE: HvdAbortedError,
+}
+
+
+def from_status(code, message):
+    """The exception for an absl::StatusCode and the core's message."""
+    cls = _BY_CODE.get(code, HvdInternalError)
+    if not message:
+        message = "hvd operation failed (status code %d, no message)" % code
+    return cls(message, code)

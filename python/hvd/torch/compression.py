@@ -1,0 +1,51 @@
+"""Gradient compression for allreduce (Horovod's Compression.none / .fp16)."""
+
+import torch
+
+
+class Compressor:
+    """Interface: compress before the collective, decompress after."""
+
+    @staticmethod
+    def compress(tensor):
+        """Returns (compressed tensor, context for decompress)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        raise NotImplementedError
+
+
+class NoneCompressor(Compressor):
+    """Sends tensors as they are."""
+
+    @staticmethod
+    def compress(tensor):
+        return tensor, None
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor
+
+
+class FP16Compressor(Compressor):
+    """Sends floating-point tensors as float16, restoring their type after."""
+
+    @staticmethod
+    def compress(tensor):
+        dtype = tensor.dtype
+        if dtype.is_floating_point and dtype != torch.float16:
+            return tensor.type(torch.float16), dtype
+        return tensor, dtype
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        if ctx is not None and tensor.dtype != ctx:
+            return tensor.type(ctx)
+        return tensor
+
+
+class Compression:
+    """Compression algorithms for hvd.allreduce and DistributedOptimizer."""
+    none = NoneCompressor
+    fp16 = FP16Compressor

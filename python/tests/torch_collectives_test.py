@@ -1,0 +1,578 @@
+"""hvd.torch collectives on every rank of an hvdrun job (2 or 3 ranks): each
+function, dtype and op against a reference computed from every rank's input;
+in-place and async forms; process sets; errors; autograd.
+
+Run by hvdrun_driver.py; every rank runs these tests in the same order.
+"""
+
+import itertools
+import time
+
+import pytest
+import torch
+
+import hvd.torch as hvd
+
+hvd.init()
+RANK = hvd.rank()
+SIZE = hvd.size()
+
+NUMERIC = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+           torch.float16, torch.bfloat16, torch.float32, torch.float64]
+ALL_DTYPES = NUMERIC + [torch.bool]
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
+
+
+def test_job_has_at_least_two_ranks():
+    assert SIZE >= 2, "run under hvdrun -np 2 or more"
+
+
+def value(rank, shape=(17, 3)):
+    """Small, rank-dependent, element-varying values: exact in every dtype,
+    and their Product over 3 ranks fits in int8."""
+    base = torch.arange(int(torch.tensor(shape).prod())).reshape(shape) % 2
+    return base + rank + 1
+
+
+def close(actual, expected, dtype):
+    tol = {torch.float16: 1e-2, torch.bfloat16: 2e-2}.get(dtype, 1e-6)
+    return torch.allclose(actual.double(), expected.double(), rtol=tol,
+                          atol=tol)
+
+
+def reference(op, dtype, shape=(17, 3)):
+    stack = torch.stack([value(r, shape).double() for r in range(SIZE)])
+    if op == hvd.Sum:
+        out = stack.sum(0)
+    elif op == hvd.Average:
+        out = stack.sum(0) / SIZE
+        if not dtype.is_floating_point:
+            out = torch.floor(out)  # Horovod: integer Average floor-divides
+    elif op == hvd.Min:
+        out = stack.min(0).values
+    elif op == hvd.Max:
+        out = stack.max(0).values
+    else:
+        out = stack.prod(0)
+    return out
+
+
+# ------------------------------------------------------------ topology --
+
+def test_topology_is_consistent_across_ranks():
+    ranks = hvd.allgather(torch.tensor([RANK]))
+    assert ranks.tolist() == list(range(SIZE))
+    assert 0 <= hvd.local_rank() < hvd.local_size() <= SIZE
+    assert 0 <= hvd.cross_rank() < hvd.cross_size()
+    assert hvd.is_initialized()
+    assert hvd.is_homogeneous() in (True, False)
+    assert hvd.mpi_built() is False and hvd.gloo_built() is False
+
+
+# ------------------------------------------------------------ allreduce --
+
+@pytest.mark.parametrize("dtype,op", list(itertools.product(NUMERIC, OPS)))
+def test_allreduce_matches_reference_for_every_dtype_and_op(dtype, op):
+    tensor = value(RANK).to(dtype)
+    result = hvd.allreduce(tensor, op=op, name="ar.%s.%d" % (dtype, op))
+    assert result.dtype == dtype and result.shape == tensor.shape
+    assert close(result, reference(op, dtype), dtype), (result, op)
+    assert torch.equal(tensor, value(RANK).to(dtype)), "input modified"
+
+
+@pytest.mark.parametrize("op,logic", [(hvd.Sum, "or"), (hvd.Max, "or"),
+                                      (hvd.Min, "and"), (hvd.Product, "and")])
+def test_allreduce_bool_is_logical_or_for_sum_max_and_for_min_product(
+        op, logic):
+    # Element i is true on rank r iff bit r of i is set.
+    tensor = torch.tensor([bool((i >> RANK) & 1) for i in range(8)])
+    result = hvd.allreduce(tensor, op=op)
+    bits = [[bool((i >> r) & 1) for r in range(SIZE)] for i in range(8)]
+    expected = [any(b) if logic == "or" else all(b) for b in bits]
+    assert result.dtype == torch.bool
+    assert result.tolist() == expected
+
+
+def test_allreduce_defaults_to_average():
+    result = hvd.allreduce(torch.full((4,), float(RANK)))
+    assert torch.allclose(result, torch.full((4,), (SIZE - 1) / 2))
+
+
+def test_allreduce_average_argument_still_accepted():
+    with pytest.warns(DeprecationWarning):
+        summed = hvd.allreduce(torch.ones(3), average=False)
+    assert torch.equal(summed, torch.full((3,), float(SIZE)))
+
+
+def test_allreduce_prescale_and_postscale_factors():
+    result = hvd.allreduce(torch.ones(5, dtype=torch.float64), op=hvd.Sum,
+                           prescale_factor=2.0, postscale_factor=0.5 / SIZE)
+    assert torch.allclose(result, torch.ones(5, dtype=torch.float64))
+    avg = hvd.allreduce(torch.full((5,), 3.0), op=hvd.Average,
+                        prescale_factor=2.0, postscale_factor=5.0)
+    assert torch.allclose(avg, torch.full((5,), 30.0))
+
+
+def test_allreduce_in_place_writes_into_the_tensor():
+    tensor = torch.full((6,), float(RANK))
+    returned = hvd.allreduce_(tensor, op=hvd.Sum)
+    assert returned is tensor
+    assert torch.equal(tensor, torch.full((6,), float(sum(range(SIZE)))))
+
+
+def test_allreduce_in_place_of_a_non_contiguous_view_writes_back():
+    base = torch.zeros(4, 6)
+    view = base.t()[::2]  # 3 x 4, not contiguous, shares base's memory
+    view.fill_(RANK + 1)
+    assert not view.is_contiguous()
+    hvd.allreduce_(view, op=hvd.Sum)
+    total = float(sum(r + 1 for r in range(SIZE)))
+    assert torch.equal(view, torch.full((3, 4), total))
+    assert torch.equal(base.t()[1::2], torch.zeros(3, 4))
+
+
+def test_allreduce_of_non_contiguous_input_returns_contiguous_result():
+    x = (torch.arange(12.0).reshape(3, 4) + RANK).t()
+    result = hvd.allreduce(x, op=hvd.Sum)
+    expected = sum((torch.arange(12.0).reshape(3, 4) + r).t()
+                   for r in range(SIZE))
+    assert torch.equal(result, expected)
+
+
+def test_allreduce_async_poll_and_synchronize():
+    tensor = torch.full((1000,), float(RANK))
+    handle = hvd.allreduce_async(tensor, op=hvd.Sum, name="async.sum")
+    deadline = time.monotonic() + 30
+    while not hvd.poll(handle):
+        assert time.monotonic() < deadline, "allreduce never completed"
+        time.sleep(0.001)
+    result = hvd.synchronize(handle)
+    assert torch.equal(result, torch.full((1000,), float(sum(range(SIZE)))))
+    assert torch.equal(tensor, torch.full((1000,), float(RANK)))
+
+
+def test_allreduce_async_in_place():
+    tensor = torch.full((10,), 2.0)
+    handle = hvd.allreduce_async_(tensor, op=hvd.Product)
+    assert hvd.synchronize(handle) is tensor
+    assert torch.equal(tensor, torch.full((10,), 2.0 ** SIZE))
+
+
+def test_synchronize_of_an_unknown_handle_returns_none():
+    assert hvd.synchronize(987654321) is None
+
+
+def test_named_allreduces_submitted_in_different_orders_on_each_rank():
+    names = ["order.%d" % i for i in range(6)]
+    order = list(enumerate(names))
+    if RANK % 2 == 1:
+        order.reverse()
+    handles = {name: hvd.allreduce_async(torch.full((3,), float(i + RANK)),
+                                         op=hvd.Sum, name=name)
+               for i, name in order}
+    for i, name in enumerate(names):
+        expected = float(sum(i + r for r in range(SIZE)))
+        assert torch.equal(hvd.synchronize(handles[name]),
+                           torch.full((3,), expected))
+
+
+def test_allreduce_of_many_small_tensors_at_once_is_fused_and_correct():
+    tensors = [torch.full((i + 1,), float(RANK * 100 + i)) for i in range(50)]
+    handles = [hvd.allreduce_async(t, op=hvd.Sum, name="many.%d" % i)
+               for i, t in enumerate(tensors)]
+    for i, h in enumerate(handles):
+        expected = float(sum(r * 100 + i for r in range(SIZE)))
+        assert torch.equal(hvd.synchronize(h), torch.full((i + 1,), expected))
+
+
+def test_allreduce_larger_than_the_fusion_buffer():
+    n = 5 * 1024 * 1024  # 20 MiB of float32
+    tensor = torch.full((n,), float(RANK + 1))
+    result = hvd.allreduce(tensor, op=hvd.Sum)
+    assert torch.equal(result, torch.full((n,), float(SIZE * (SIZE + 1) // 2)))
+
+
+def test_allreduce_of_empty_and_scalar_tensors():
+    assert hvd.allreduce(torch.zeros(0, 3), op=hvd.Sum).shape == (0, 3)
+    scalar = hvd.allreduce(torch.tensor(float(RANK)), op=hvd.Sum)
+    assert scalar.shape == () and scalar.item() == sum(range(SIZE))
+
+
+def test_allreduce_fp16_compression_restores_the_dtype():
+    tensor = torch.full((8,), 0.5 * (RANK + 1), dtype=torch.float32)
+    result = hvd.allreduce(tensor, op=hvd.Sum,
+                           compression=hvd.Compression.fp16)
+    assert result.dtype == torch.float32
+    assert torch.allclose(result, torch.full((8,), 0.5 * SIZE * (SIZE + 1) / 2))
+
+
+def test_grouped_allreduce_forms():
+    tensors = [torch.full((3,), float(RANK)), torch.full((2, 2), 2.0 * RANK)]
+    total = float(sum(range(SIZE)))
+    out = hvd.grouped_allreduce(tensors, op=hvd.Sum)
+    assert torch.equal(out[0], torch.full((3,), total))
+    assert torch.equal(out[1], torch.full((2, 2), 2 * total))
+    out = hvd.synchronize(hvd.grouped_allreduce_async(tensors, op=hvd.Max))
+    assert torch.equal(out[0], torch.full((3,), float(SIZE - 1)))
+    copies = [t.clone() for t in tensors]
+    returned = hvd.grouped_allreduce_(copies, op=hvd.Sum)
+    assert returned[0] is copies[0]
+    assert torch.equal(copies[0], torch.full((3,), total))
+    copies = [t.clone() for t in tensors]
+    hvd.synchronize(hvd.grouped_allreduce_async_(copies, op=hvd.Average))
+    assert torch.allclose(copies[1], torch.full((2, 2), 2 * total / SIZE))
+
+
+def test_grouped_allreduce_mixed_dtypes():
+    out = hvd.grouped_allreduce([torch.ones(2, dtype=torch.int32),
+                                 torch.ones(3, dtype=torch.float64)],
+                                op=hvd.Sum)
+    assert out[0].dtype == torch.int32 and out[0].tolist() == [SIZE] * 2
+    assert out[1].dtype == torch.float64 and out[1].tolist() == [SIZE] * 3
+
+
+# ------------------------------------------------------------ allgather --
+
+def rows_of(rank):
+    return rank + 2  # first dimensions differ between ranks
+
+
+def filled(shape, rank, dtype):
+    """A tensor whose value says which rank it came from (bool: parity)."""
+    if dtype == torch.bool:
+        return torch.full(shape, rank % 2 == 0)
+    return torch.full(shape, rank + 1).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_allgather_concatenates_variable_first_dimensions(dtype):
+    tensor = filled((rows_of(RANK), 3), RANK, dtype)
+    result = hvd.allgather(tensor)
+    expected = torch.cat([filled((rows_of(r), 3), r, dtype)
+                          for r in range(SIZE)])
+    assert result.dtype == dtype
+    assert torch.equal(result, expected)
+
+
+def test_allgather_async_and_grouped():
+    t = torch.full((2,), float(RANK))
+    gathered = hvd.synchronize(hvd.allgather_async(t))
+    assert gathered.tolist() == [float(r) for r in range(SIZE) for _ in "ab"]
+    a, b = hvd.grouped_allgather([t, torch.full((1, 2), RANK)])
+    assert torch.equal(a, gathered)
+    assert b.tolist() == [[r, r] for r in range(SIZE)]
+    a2, = hvd.synchronize(hvd.grouped_allgather_async([t]))
+    assert torch.equal(a2, gathered)
+
+
+def test_allgather_of_a_rank_with_zero_rows():
+    rows = 0 if RANK == 0 else 2
+    result = hvd.allgather(torch.full((rows, 2), RANK))
+    assert result.shape == (2 * (SIZE - 1), 2)
+
+
+# ------------------------------------------------------------ broadcast --
+
+@pytest.mark.parametrize("dtype,root", list(itertools.product(
+    ALL_DTYPES, range(3))))
+def test_broadcast_every_dtype_from_every_root(dtype, root):
+    if root >= SIZE:
+        pytest.skip("root beyond this job's size")
+    tensor = filled((4, 5), RANK, dtype)
+    result = hvd.broadcast(tensor, root_rank=root)
+    assert torch.equal(result, filled((4, 5), root, dtype))
+    assert torch.equal(tensor, filled((4, 5), RANK, dtype))
+
+
+def test_broadcast_in_place_and_async():
+    tensor = torch.full((3,), float(RANK))
+    assert hvd.broadcast_(tensor, root_rank=1) is tensor
+    assert torch.equal(tensor, torch.full((3,), 1.0))
+    tensor = torch.full((3,), float(RANK))
+    result = hvd.synchronize(hvd.broadcast_async(tensor, root_rank=0))
+    assert torch.equal(result, torch.zeros(3))
+    hvd.synchronize(hvd.broadcast_async_(tensor, root_rank=SIZE - 1))
+    assert torch.equal(tensor, torch.full((3,), float(SIZE - 1)))
+
+
+def test_broadcast_parameters_from_state_dict_and_named_parameters():
+    torch.manual_seed(RANK)
+    model = torch.nn.Linear(4, 3)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    gathered = hvd.allgather(model.weight.detach().reshape(1, -1))
+    assert all(torch.equal(gathered[0], g) for g in gathered)
+    torch.manual_seed(RANK + 10)
+    other = torch.nn.Linear(4, 3)
+    hvd.broadcast_parameters(list(other.named_parameters()), root_rank=1)
+    gathered = hvd.allgather(other.bias.detach().reshape(1, -1))
+    assert all(torch.equal(gathered[1], g) for g in gathered)
+
+
+def test_broadcast_and_allgather_objects():
+    obj = {"rank": RANK, "payload": list(range(RANK))} if RANK == 1 else None
+    assert hvd.broadcast_object(obj, root_rank=1) == {"rank": 1,
+                                                      "payload": [0]}
+    everyone = hvd.allgather_object(("r", RANK, "x" * RANK))
+    assert everyone == [("r", r, "x" * r) for r in range(SIZE)]
+
+
+# ------------------------------------------------------------- alltoall --
+
+def test_alltoall_even_split():
+    tensor = torch.arange(SIZE * 2).reshape(SIZE * 2, 1) + 100 * RANK
+    result = hvd.alltoall(tensor)
+    expected = torch.cat([torch.arange(2 * RANK, 2 * RANK + 2).reshape(2, 1)
+                          + 100 * r for r in range(SIZE)])
+    assert torch.equal(result, expected)
+
+
+def test_alltoall_with_splits_returns_received_splits():
+    # Rank r sends (r + j + 1) rows to rank j.
+    splits = [RANK + j + 1 for j in range(SIZE)]
+    tensor = torch.full((sum(splits), 2), float(RANK))
+    result, received = hvd.alltoall(tensor, splits=splits)
+    assert received.tolist() == [r + RANK + 1 for r in range(SIZE)]
+    expected = torch.cat([torch.full((r + RANK + 1, 2), float(r))
+                          for r in range(SIZE)])
+    assert torch.equal(result, expected)
+    out, rec = hvd.synchronize(hvd.alltoall_async(
+        tensor, splits=torch.tensor(splits, dtype=torch.int32)))
+    assert torch.equal(out, expected) and torch.equal(rec, received)
+
+
+def test_alltoall_bool():
+    tensor = torch.tensor([RANK % 2 == 0] * SIZE)
+    assert hvd.alltoall(tensor).tolist() == [r % 2 == 0 for r in range(SIZE)]
+
+
+# -------------------------------------------------------- reducescatter --
+
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float16,
+                                   torch.bfloat16, torch.float32,
+                                   torch.float64])
+def test_reducescatter_uneven_rows(op, dtype):
+    rows = 2 * SIZE + 1  # first rank gets one row more
+    tensor = (torch.arange(rows * 2).reshape(rows, 2) + RANK).to(dtype)
+    result = hvd.reducescatter(tensor, op=op)
+    full = reference_sum = sum(torch.arange(rows * 2).reshape(rows, 2) + r
+                               for r in range(SIZE)).double()
+    if op == hvd.Average:
+        full = reference_sum / SIZE
+        if not dtype.is_floating_point:
+            full = torch.floor(full)
+    counts = [rows // SIZE + (1 if r < rows % SIZE else 0)
+              for r in range(SIZE)]
+    start = sum(counts[:RANK])
+    assert result.shape == (counts[RANK], 2)
+    assert close(result, full[start:start + counts[RANK]], dtype)
+
+
+def test_reducescatter_defaults_to_average_and_takes_factors():
+    tensor = torch.full((SIZE, 3), float(RANK + 1))
+    mean = sum(r + 1 for r in range(SIZE)) / SIZE
+    assert torch.allclose(hvd.reducescatter(tensor),
+                          torch.full((1, 3), mean))
+    scaled = hvd.synchronize(hvd.reducescatter_async(
+        tensor, op=hvd.Sum, prescale_factor=2.0, postscale_factor=3.0))
+    assert torch.allclose(scaled, torch.full((1, 3), 6.0 * mean * SIZE))
+
+
+def test_grouped_reducescatter():
+    a = torch.full((SIZE, 2), 1.0)
+    b = torch.full((2 * SIZE,), 2.0)
+    out = hvd.grouped_reducescatter([a, b], op=hvd.Sum)
+    assert torch.equal(out[0], torch.full((1, 2), float(SIZE)))
+    assert torch.equal(out[1], torch.full((2,), 2.0 * SIZE))
+    out = hvd.synchronize(hvd.grouped_reducescatter_async([a, b]))
+    assert torch.equal(out[1], torch.full((2,), 2.0))
+
+
+# ------------------------------------------------------ barrier, join ---
+
+def test_barrier():
+    for _ in range(3):
+        hvd.barrier()
+
+
+def test_join_lets_the_last_rank_reduce_alone_and_reports_it():
+    last = SIZE - 1
+    if RANK != last:
+        assert hvd.join() == last
+    else:
+        # Every other rank has joined (or will): they contribute zeros.
+        result = hvd.allreduce(torch.ones(4), op=hvd.Sum, name="join.alone")
+        assert torch.equal(result, torch.ones(4))
+        assert hvd.join() == last
+
+
+# ---------------------------------------------------------- process sets --
+
+def test_process_sets_restrict_collectives_to_their_ranks():
+    evens = [r for r in range(SIZE) if r % 2 == 0]
+    odds = [r for r in range(SIZE) if r % 2 == 1]
+    even_set = hvd.add_process_set(evens)
+    odd_set = hvd.add_process_set(hvd.ProcessSet(odds))
+    try:
+        mine, ranks = (even_set, evens) if RANK % 2 == 0 else (odd_set, odds)
+        assert mine.included() and mine.size() == len(ranks)
+        assert mine.rank() == ranks.index(RANK)
+        other = odd_set if mine is even_set else even_set
+        assert not other.included()
+
+        total = hvd.allreduce(torch.tensor([float(RANK)]), op=hvd.Sum,
+                              process_set=mine)
+        assert total.item() == sum(ranks)
+        gathered = hvd.allgather(torch.tensor([RANK]), process_set=mine)
+        assert gathered.tolist() == ranks
+        root = ranks[-1]  # a global rank
+        got = hvd.broadcast(torch.tensor([RANK]), root_rank=root,
+                            process_set=mine)
+        assert got.tolist() == [root]
+        a2a = hvd.alltoall(torch.tensor([RANK] * len(ranks)),
+                           process_set=mine)
+        assert a2a.tolist() == ranks
+        rs = hvd.reducescatter(torch.ones(len(ranks), 2), op=hvd.Sum,
+                               process_set=mine)
+        assert torch.equal(rs, torch.full((1, 2), float(len(ranks))))
+        hvd.barrier(process_set=mine)
+
+        with pytest.raises(hvd.HvdInvalidArgumentError,
+                           match="not a member"):
+            hvd.allreduce(torch.ones(1), process_set=other)
+    finally:
+        assert hvd.remove_process_set(odd_set)
+        assert hvd.remove_process_set(even_set)
+    assert even_set.process_set_id is None
+    assert not hvd.remove_process_set(even_set)
+    with pytest.raises(ValueError, match="not registered"):
+        hvd.allreduce(torch.ones(1), process_set=even_set)
+
+
+def test_broadcast_root_outside_the_process_set_is_refused():
+    first = hvd.add_process_set([0, 1])
+    try:
+        if RANK in (0, 1) and SIZE > 2:
+            with pytest.raises(ValueError, match="not a member"):
+                hvd.broadcast(torch.ones(1), root_rank=2, process_set=first)
+    finally:
+        hvd.remove_process_set(first)
+
+
+# ---------------------------------------------------------------- errors --
+
+def test_mismatched_shapes_raise_on_every_rank():
+    with pytest.raises(hvd.HvdInternalError) as info:
+        hvd.allreduce(torch.ones(RANK + 1), name="mismatch.shape")
+    assert "mismatch.shape" in str(info.value)
+
+
+def test_mismatched_dtypes_raise_on_every_rank():
+    dtype = torch.float32 if RANK == 0 else torch.float64
+    with pytest.raises(hvd.HvdInternalError) as info:
+        hvd.allreduce(torch.ones(3, dtype=dtype), name="mismatch.dtype")
+    assert "mismatch.dtype" in str(info.value)
+
+
+def test_mismatched_broadcast_roots_raise_on_every_rank():
+    with pytest.raises(hvd.HvdInternalError):
+        hvd.broadcast(torch.ones(3), root_rank=RANK, name="mismatch.root")
+
+
+def test_adasum_raises_a_clear_not_supported_error():
+    with pytest.raises(hvd.HvdNotSupportedError, match="Adasum"):
+        hvd.allreduce(torch.ones(3), op=hvd.Adasum)
+
+
+def test_collectives_still_work_after_errors():
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [SIZE] * 2
+
+
+def test_bad_arguments_raise_before_reaching_other_ranks():
+    with pytest.raises(ValueError, match="not supported"):
+        hvd.allreduce(torch.ones(2, dtype=torch.complex64))
+    with pytest.raises(TypeError):
+        hvd.allreduce([1.0, 2.0])
+    with pytest.raises(hvd.HvdInvalidArgumentError, match="splits"):
+        hvd.alltoall(torch.ones(SIZE), splits=[1] * (SIZE + 1))
+    with pytest.raises(hvd.HvdInvalidArgumentError, match="root rank"):
+        hvd.broadcast(torch.ones(1), root_rank=SIZE + 3)
+    with pytest.raises(ValueError, match="poll"):
+        hvd.poll(123456789)
+
+
+def test_errors_carry_horovod_names():
+    from horovod.common.exceptions import HorovodInternalError
+    assert HorovodInternalError is hvd.HvdInternalError
+    assert issubclass(hvd.HvdInvalidArgumentError, HorovodInternalError)
+
+
+# -------------------------------------------------------------- autograd --
+
+def test_allreduce_gradient_is_the_allreduce_of_the_gradient():
+    x = torch.full((3,), float(RANK + 1), requires_grad=True)
+    y = hvd.allreduce(x, op=hvd.Sum)
+    (y * (RANK + 1)).sum().backward()
+    assert torch.allclose(x.grad, torch.full((3,), float(
+        sum(r + 1 for r in range(SIZE)))))
+    x.grad = None
+    hvd.allreduce(x, op=hvd.Average).sum().backward()
+    assert torch.allclose(x.grad, torch.ones(3))
+
+
+def test_allgather_gradient_is_this_ranks_slice_of_the_averaged_gradient():
+    x = torch.ones(rows_of(RANK), 2, requires_grad=True)
+    y = hvd.allgather(x)
+    weights = torch.arange(float(y.shape[0])).reshape(-1, 1) * (RANK + 1)
+    (y * weights).sum().backward()
+    offset = sum(rows_of(r) for r in range(RANK))
+    mean_factor = sum(r + 1 for r in range(SIZE)) / SIZE
+    expected = (torch.arange(float(offset), float(offset + rows_of(RANK)))
+                .reshape(-1, 1) * mean_factor).expand(-1, 2)
+    assert torch.allclose(x.grad, expected)
+
+
+def test_broadcast_gradient_goes_to_the_root_only():
+    x = torch.ones(4, requires_grad=True)
+    y = hvd.broadcast(x, root_rank=1)
+    (y * (RANK + 1)).sum().backward()
+    if RANK == 1:
+        mean = sum(r + 1 for r in range(SIZE)) / SIZE
+        assert torch.allclose(x.grad, torch.full((4,), mean))
+    else:
+        assert torch.equal(x.grad, torch.zeros(4))
+
+
+def test_alltoall_gradient_returns_along_the_received_splits():
+    splits = [j + 1 for j in range(SIZE)]
+    x = torch.ones(sum(splits), requires_grad=True)
+    y, received = hvd.alltoall(x, splits=splits)
+    (y * (RANK + 1)).sum().backward()
+    expected = torch.cat([torch.full((j + 1,), float(j + 1))
+                          for j in range(SIZE)])
+    assert torch.equal(x.grad, expected)
+    assert not received.requires_grad
+
+
+def test_reducescatter_gradient_is_the_allgather_of_the_gradient():
+    x = torch.ones(SIZE, 2, requires_grad=True)
+    y = hvd.reducescatter(x, op=hvd.Sum)
+    (y * (RANK + 1)).sum().backward()
+    expected = torch.cat([torch.full((1, 2), float(r + 1))
+                          for r in range(SIZE)])
+    assert torch.equal(x.grad, expected)
+    x.grad = None
+    hvd.reducescatter(x, op=hvd.Average).sum().backward()
+    assert torch.allclose(x.grad, torch.full((SIZE, 2), 1.0 / SIZE))
+
+
+def test_grouped_collectives_are_differentiable():
+    a = torch.ones(2, requires_grad=True)
+    b = torch.ones(SIZE, requires_grad=True)
+    ra, rb = hvd.grouped_allreduce([a, b], op=hvd.Sum)
+    ga, = hvd.grouped_allgather([a])
+    sa, = hvd.grouped_reducescatter([b], op=hvd.Sum)
+    (ra.sum() + rb.sum() + ga.sum() + sa.sum()).backward()
+    assert torch.allclose(a.grad, torch.full((2,), SIZE + 1.0))
+    assert torch.allclose(b.grad, torch.full((SIZE,), SIZE + 1.0))
