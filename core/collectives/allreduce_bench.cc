@@ -4,8 +4,9 @@
 //   allreduce_bench [--mib=64] [--iters=5] [--chunk_kib=1024] [--ranks=2,4]
 //
 // Prints per N the best and median time of one allreduce of S bytes and the bus
-// bandwidth S/t * 2(N-1)/N (what each link carries), then Reduce's GB/s for a
-// float32 Sum (bytes of the destination per second), in cache and out.
+// bandwidth S/t * 2(N-1)/N (what each link carries), after Reduce's GB/s for
+// a Sum (bytes of the destination per second): float32 out of cache, then
+// several dtypes on 1 MiB (in cache, like one pipeline chunk).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -128,18 +129,21 @@ void ReportAllreduce(int n, const Flags& flags) {
       median * 1e3, bytes / median * factor / 1e9);
 }
 
-void ReportReduce(size_t bytes, int reps) {
-  const size_t count = bytes / sizeof(float);
-  std::vector<float> dst(count, 1.0f), src(count, 2.0f);
-  Reduce(dst.data(), src.data(), count, DataType::kFloat32, ReduceOp::kSum);
+// Reduce's throughput for a Sum of `bytes` bytes of `dtype`, in bytes of the
+// destination per second.
+void ReportReduce(DataType dtype, size_t bytes, int reps) {
+  const size_t count = bytes / DataTypeSize(dtype);
+  std::vector<char> dst(bytes, 0), src(bytes, 0);
+  Reduce(dst.data(), src.data(), count, dtype, ReduceOp::kSum);
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     const auto start = Clock::now();
-    Reduce(dst.data(), src.data(), count, DataType::kFloat32, ReduceOp::kSum);
+    Reduce(dst.data(), src.data(), count, dtype, ReduceOp::kSum);
     best = std::min(best, Seconds(Clock::now() - start));
   }
-  std::printf("Reduce float32 Sum %zu KiB: %.2f GB/s (best of %d)\n",
-              bytes >> 10, static_cast<double>(bytes) / best / 1e9, reps);
+  std::printf("Reduce %s Sum %zu KiB: %.2f GB/s (best of %d)\n",
+              std::string(DataTypeName(dtype)).c_str(), bytes >> 10,
+              static_cast<double>(bytes) / best / 1e9, reps);
 }
 
 }  // namespace
@@ -154,8 +158,13 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  hvd::collectives::ReportReduce(size_t{1} << 20, 200);
-  hvd::collectives::ReportReduce(size_t{64} << 20, 10);
+  using hvd::DataType;
+  hvd::collectives::ReportReduce(DataType::kFloat32, size_t{64} << 20, 10);
+  for (DataType dtype :
+       {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+        DataType::kBFloat16, DataType::kInt32, DataType::kInt8}) {
+    hvd::collectives::ReportReduce(dtype, size_t{1} << 20, 200);
+  }
   for (int n : flags.ranks) hvd::collectives::ReportAllreduce(n, flags);
   return 0;
 }

@@ -126,6 +126,38 @@ bool HasF16c() {
       __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
   return has;
 }
+
+// bfloat16 converts with integer shifts, which the compiler vectorises by
+// itself; compiled for AVX2 it does 8 lanes at a time instead of 4.
+template <typename Op>
+__attribute__((target("avx2"))) void BFloat16LoopAvx2(void* dst_bytes,
+                                                      const void* src_bytes,
+                                                      size_t count) {
+  uint16_t* __restrict dst = static_cast<uint16_t*>(dst_bytes);
+  const uint16_t* __restrict src = static_cast<const uint16_t*>(src_bytes);
+  for (size_t i = 0; i < count; ++i) {
+    dst[i] = BFloat16::FromFloat(
+        Op::Apply(BFloat16::ToFloat(dst[i]), BFloat16::ToFloat(src[i])));
+  }
+}
+
+void ReduceBFloat16Avx2(void* dst, const void* src, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kProduct:
+      return BFloat16LoopAvx2<Product>(dst, src, count);
+    case ReduceOp::kMin:
+      return BFloat16LoopAvx2<Min>(dst, src, count);
+    case ReduceOp::kMax:
+      return BFloat16LoopAvx2<Max>(dst, src, count);
+    default:
+      return BFloat16LoopAvx2<Sum>(dst, src, count);
+  }
+}
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
 #endif  // HVD_HAVE_F16C_PATH
 
 }  // namespace
@@ -138,6 +170,9 @@ void ReduceFloat16(void* dst, const void* src, size_t count, ReduceOp op) {
 }
 
 void ReduceBFloat16(void* dst, const void* src, size_t count, ReduceOp op) {
+#ifdef HVD_HAVE_F16C_PATH
+  if (HasAvx2()) return ReduceBFloat16Avx2(dst, src, count, op);
+#endif
   ReduceScalar<BFloat16>(dst, src, count, op);
 }
 

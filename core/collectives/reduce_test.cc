@@ -112,10 +112,11 @@ TEST(Reduce, BFloat16ComputesInFloat) {
   EXPECT_EQ(BFloat16ToFloat(prod[1]), -6.0f);
 }
 
-// The vector path (F16C where the CPU has it) must give exactly what
-// converting each element with core/common/half.h gives, for every length
-// (vector body plus scalar tail) and op.
-TEST(Reduce, Float16MatchesScalarReferenceForAllLengthsAndOps) {
+// The vector paths (F16C / AVX2 where the CPU has them) must give exactly
+// what converting each element with core/common/half.h gives, for every
+// length (vector body plus scalar tail) and op.
+void ExpectMatchesScalarReference(DataType dtype, float (*to_float)(uint16_t),
+                                  uint16_t (*from_float)(float)) {
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin,
                           ReduceOp::kMax};
   for (ReduceOp op : ops) {
@@ -124,9 +125,9 @@ TEST(Reduce, Float16MatchesScalarReferenceForAllLengthsAndOps) {
       for (size_t i = 0; i < n; ++i) {
         const float x = (static_cast<float>(i) - 17.3f) * 0.37f;
         const float y = 1.0f + static_cast<float>(i % 7) * 0.011f;
-        a[i] = FloatToHalf(x);
-        b[i] = FloatToHalf(y);
-        const float fa = HalfToFloat(a[i]), fb = HalfToFloat(b[i]);
+        a[i] = from_float(x);
+        b[i] = from_float(y);
+        const float fa = to_float(a[i]), fb = to_float(b[i]);
         float r = 0;
         switch (op) {
           case ReduceOp::kSum:
@@ -142,11 +143,28 @@ TEST(Reduce, Float16MatchesScalarReferenceForAllLengthsAndOps) {
             r = fa < fb ? fb : fa;
             break;
         }
-        want[i] = FloatToHalf(r);
+        want[i] = from_float(r);
       }
-      EXPECT_EQ(ReduceOf(a, b, DataType::kFloat16, op), want)
-          << "n=" << n << " op=" << ReduceOpName(op);
+      EXPECT_EQ(ReduceOf(a, b, dtype, op), want)
+          << DataTypeName(dtype) << " n=" << n << " op=" << ReduceOpName(op);
     }
+  }
+}
+
+TEST(Reduce, Float16MatchesScalarReferenceForAllLengthsAndOps) {
+  ExpectMatchesScalarReference(DataType::kFloat16, HalfToFloat, FloatToHalf);
+}
+
+TEST(Reduce, BFloat16MatchesScalarReferenceForAllLengthsAndOps) {
+  ExpectMatchesScalarReference(DataType::kBFloat16, BFloat16ToFloat,
+                               FloatToBFloat16);
+}
+
+TEST(Reduce, BFloat16NaNStaysNaN) {
+  const uint16_t nan = 0x7fc0;
+  std::vector<uint16_t> a(9, nan), b(9, FloatToBFloat16(1.0f));
+  for (uint16_t x : ReduceOf(a, b, DataType::kBFloat16, ReduceOp::kSum)) {
+    EXPECT_TRUE(std::isnan(BFloat16ToFloat(x)));
   }
 }
 
