@@ -12,7 +12,9 @@
 // relies on gRPC's codegen interfaces (grpc::internal::MethodHandler) and on
 // reaching grpc::Service's private method table; both are pinned by Debian's
 // gRPC 1.51 and covered by rendezvous_server_test, which fails loudly if a
-// gRPC upgrade changes them.
+// gRPC upgrade changes them. Side effect: a server interceptor on such a
+// server would see the raw request bytes at POST_RECV_MESSAGE, not the parsed
+// message (the server installs none).
 //
 // Internal to //launcher:rendezvous_server.
 #ifndef HVD_LAUNCHER_RENDEZVOUS_AUTH_H_
