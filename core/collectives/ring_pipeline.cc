@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "core/collectives/reduce.h"
 
 namespace hvd::collectives::internal {
@@ -51,6 +52,12 @@ class RingRunner {
     while (done_ < plan_.recvs.size()) {
       absl::Status status = PostAhead();
       if (!status.ok()) return status;
+      if (recvs_[done_] == nullptr) {  // A plan whose dependencies loop.
+        return absl::InternalError(absl::StrCat(
+            "ring plan cannot post receive ", done_, " of ", plan_.recvs.size(),
+            ": it waits for send ", plan_.recvs[done_].wait_send, " of ",
+            sends_.size(), " posted"));
+      }
       status = Wait(*recvs_[done_], timeout_);
       if (!status.ok()) return status;
       Process(plan_.recvs[done_]);
