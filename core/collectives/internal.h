@@ -67,10 +67,10 @@ bool AllDone(const std::vector<RequestPtr>& requests);
 absl::Status Annotate(const absl::Status& status, absl::string_view collective,
                       const transport::Context& context, const Group& group);
 
-// Scratch memory that receives may write into. If a collective returns early
-// with receives still posted into it, the transport could write into it after
-// it was freed (until the runtime aborts the context); Abandon() then leaks it
-// on purpose instead.
+// Scratch memory that posted receives write into (and sends may read from).
+// If a collective returns early with requests still posted on it, the
+// transport could touch it after it was freed (until the runtime aborts the
+// context); AbandonIfPending() then leaks it on purpose instead.
 class Scratch {
  public:
   explicit Scratch(size_t bytes);
