@@ -36,7 +36,9 @@ constexpr char kUsage[] =
     "\n"
     "Orchestrator mode joins the job of `hvdrun --rendezvous-only` at ADDR\n"
     "(host:port) offering K slots; the job token comes from --token-file F\n"
-    "or the HVD_JOB_TOKEN variable (never a command-line argument). The\n"
+    "(the token alone, or the HVD_JOB_TOKEN= line of hvdrun's\n"
+    "--rendezvous-file) or the HVD_JOB_TOKEN variable (never a command-line\n"
+    "argument). The\n"
     "command, if given, is what the workers run (otherwise hvdrun's).\n"
     "Exit code: the job's (0 when every worker exited 0), 1 when the\n"
     "launcher is lost or refuses this agent, 2 for bad input.\n";
@@ -132,7 +134,13 @@ int ReadToken(const Args& a, std::string* token) {
     ss << in.rdbuf();
     if (!in) return BadInput(absl::StrCat("cannot read --token-file '",
                                           a.token_file, "'"));
+    // A bare token, or the file `hvdrun --rendezvous-file` writes.
     *token = std::string(absl::StripAsciiWhitespace(ss.str()));
+    for (absl::string_view line : absl::StrSplit(ss.str(), '\n')) {
+      if (absl::ConsumePrefix(&line, "HVD_JOB_TOKEN=")) {
+        *token = std::string(absl::StripAsciiWhitespace(line));
+      }
+    }
   } else if (const char* t = getenv("HVD_JOB_TOKEN")) {
     *token = t;
   } else if (const char* t = getenv("HOROVOD_JOB_TOKEN")) {

@@ -81,7 +81,7 @@ absl::Status AgentStarter::Start(int index, const std::string& host,
                                  bool local, const Bootstrap& bootstrap) {
   SpawnOptions o;
   o.argv = AgentCommand(options_, host, local);
-  o.env = CurrentEnvironment();
+  o.env = local ? options_.local_env : CurrentEnvironment();
   o.new_process_group = true;  // a terminal's Ctrl-C reaches hvdrun only
   o.parent_death_signal = SIGTERM;
   o.stdin_mode = Stdio::kPipe;

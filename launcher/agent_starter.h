@@ -26,6 +26,9 @@ namespace launcher {
 struct AgentStarterOptions {
   std::string local_agent;   // the agent binary here (absolute path)
   std::string remote_agent;  // what ssh runs on remote hosts
+  // The local agent's environment ("NAME=VALUE"); its workers start from it.
+  // Remote agents get their ssh session's.
+  std::vector<std::string> local_env;
   std::optional<int> ssh_port;
   std::string ssh_identity_file;
   std::string ssh_config_file;

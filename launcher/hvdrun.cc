@@ -270,6 +270,11 @@ int HvdrunMain(const std::vector<std::string>& args) {
     ao.local_agent = *agent;
   }
   ao.remote_agent = RemoteAgent(o);
+  // Local workers start from the same filtered environment as remote ones,
+  // not from this session's (SSH_CONNECTION, HOSTNAME, ... of this login).
+  for (const auto& [k, v] : ForwardedEnvironment(CurrentEnvironment(), {})) {
+    ao.local_env.push_back(absl::StrCat(k, "=", v));
+  }
   ao.ssh_port = o.ssh_port;
   ao.ssh_identity_file = o.ssh_identity_file;
   ao.ssh_config_file = o.ssh_config_file;

@@ -1,0 +1,106 @@
+#include "launcher/agent_starter.h"
+
+#include <fstream>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace hvd {
+namespace launcher {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(AgentCommand, LocalIsTheBinaryItself) {
+  AgentStarterOptions o;
+  o.local_agent = "/opt/hvd/hvd-agent";
+  EXPECT_THAT(AgentCommand(o, "localhost", true),
+              ElementsAre("/opt/hvd/hvd-agent", "--launcher-stdin"));
+}
+
+TEST(AgentCommand, RemoteGoesThroughBatchModeSsh) {
+  AgentStarterOptions o;
+  o.remote_agent = "/path with space/hvd-agent";
+  o.ssh_port = 2222;
+  o.ssh_identity_file = "/k/id";
+  o.ssh_config_file = "/k/cfg";
+  o.connect_timeout = absl::Seconds(7);
+  EXPECT_THAT(AgentCommand(o, "node2", false),
+              ElementsAre("ssh", "-F", "/k/cfg", "-o", "BatchMode=yes", "-o",
+                          "ConnectTimeout=7", "-T", "-x", "-a", "-p", "2222",
+                          "-i", "/k/id", "node2",
+                          "exec '/path with space/hvd-agent' --launcher-stdin"));
+}
+
+TEST(ShellQuote, QuotesOnlyWhatNeedsIt) {
+  EXPECT_EQ(ShellQuote("/usr/local/bin/hvd-agent"), "/usr/local/bin/hvd-agent");
+  EXPECT_EQ(ShellQuote("a b"), "'a b'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellQuote(""), "''");
+}
+
+// An "agent" that reads its bootstrap, complains on stderr and exits: the
+// report names how it ended and quotes the complaint; the token it was
+// given never shows.
+TEST(AgentStarter, ReportsExitWithStderrTail) {
+  std::string script = std::string(getenv("TEST_TMPDIR")) + "/fake-agent";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\nhead -c 21 >/dev/null\necho line one >&2\n"
+         "echo 'fatal: it broke' >&2\nexit 5\n";
+  }
+  chmod(script.c_str(), 0755);
+  AgentStarterOptions o;
+  o.local_agent = script;
+  absl::Notification done;
+  std::string why;
+  int host = -1;
+  AgentStarter starter(o, RealOs(),
+                       [&](int h, std::string w) {
+                         host = h;
+                         why = w;
+                         done.Notify();
+                       },
+                       nullptr);
+  Bootstrap b;
+  b.token = "secret-token-value";
+  b.rendezvous = {"127.0.0.1:1"};
+  ASSERT_TRUE(starter.Start(3, "localhost", true, b).ok());
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(host, 3);
+  EXPECT_THAT(why, HasSubstr("exited with code 5"));
+  EXPECT_THAT(why, HasSubstr("line one / fatal: it broke"));
+  EXPECT_THAT(why, ::testing::Not(HasSubstr("secret-token-value")));
+  starter.KillAll(absl::Seconds(1));
+}
+
+TEST(AgentStarter, KillAllEndsAHangingAgent) {
+  AgentStarterOptions o2;
+  o2.local_agent = std::string(getenv("TEST_TMPDIR")) + "/hang";
+  {
+    std::ofstream f(o2.local_agent);
+    f << "#!/bin/sh\nexec sleep 60\n";
+  }
+  chmod(o2.local_agent.c_str(), 0755);
+  absl::Notification done;
+  std::string why;
+  AgentStarter hanging(o2, RealOs(),
+                       [&](int, std::string w) {
+                         why = w;
+                         done.Notify();
+                       },
+                       nullptr);
+  Bootstrap b;
+  b.token = "t";
+  b.rendezvous = {"127.0.0.1:1"};
+  ASSERT_TRUE(hanging.Start(0, "localhost", true, b).ok());
+  hanging.KillAll(absl::Milliseconds(100));
+  EXPECT_TRUE(done.HasBeenNotified());
+  EXPECT_THAT(why, HasSubstr("killed by signal 15"));
+}
+
+}  // namespace
+}  // namespace launcher
+}  // namespace hvd
