@@ -1,7 +1,9 @@
 // The first bytes on every connection. The dialer sends a Hello (who it is,
 // and the job token proving it belongs to the job); the acceptor answers with
-// one HelloReply byte and, when it accepts, the connection carries data
-// messages from then on.
+// one HelloReply byte; on kAccepted the dialer sends kHelloConfirm, and the
+// connection carries data messages from then on. The confirmation lets the
+// acceptor drop connections whose dialer gave up (timed out) before the
+// reply arrived.
 //
 //   Hello: magic u32 | version u32 | rank u32 | size u32 | token_len u32 | token
 #ifndef HVD_CORE_TRANSPORT_TCP_HANDSHAKE_H_
@@ -20,6 +22,8 @@ inline constexpr uint32_t kHelloMagic = 0x54445648;  // "HVDT"
 inline constexpr uint32_t kHelloVersion = 1;
 inline constexpr size_t kHelloFixedBytes = 20;
 inline constexpr size_t kMaxTokenBytes = 4096;
+
+inline constexpr unsigned char kHelloConfirm = 0xC5;
 
 enum class HelloReply : uint8_t {
   kAccepted = 0,

@@ -20,9 +20,6 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using boost::system::error_code;
 
-// Connect plus handshake of one candidate; generous enough for a SYN
-// retransmit, short enough to move on from an unroutable address.
-constexpr absl::Duration kAttemptTimeout = absl::Seconds(2);
 constexpr absl::Duration kInitialBackoff = absl::Milliseconds(10);
 constexpr absl::Duration kMaxBackoff = absl::Milliseconds(500);
 
@@ -189,10 +186,19 @@ void MeshConnector::CheckHello(std::shared_ptr<Incoming> in) {
     return;
   }
   in->reply = static_cast<uint8_t>(HelloReply::kAccepted);
-  asio::async_write(
+  asio::async_write(in->socket, asio::buffer(&in->reply, 1),
+                    [this, in](const error_code& e, size_t) {
+                      if (!finished_ && !e) AwaitConfirm(in);
+                    });
+}
+
+void MeshConnector::AwaitConfirm(std::shared_ptr<Incoming> in) {
+  // A dialer whose attempt timed out before our reply has closed this
+  // connection and will retry: only a confirmed connection counts.
+  asio::async_read(
       in->socket, asio::buffer(&in->reply, 1),
       [this, in](const error_code& e, size_t) {
-        if (finished_ || e) return;  // the dialer will retry
+        if (finished_ || e || in->reply != kHelloConfirm) return;
         Connected(static_cast<int>(in->header.rank), std::move(in->socket),
                   in->address);
       });
@@ -220,12 +226,12 @@ void MeshConnector::Attempt(Dialer& d) {
   error_code ec;
   d.socket->open(tcp::v4(), ec);
   if (ec) {
-    RetryLater(d, attempt, absl::StrCat("socket: ", ec.message()));
+    RetryLater(d, absl::StrCat("socket: ", ec.message()));
     return;
   }
   SetBufferSizes(*d.socket);
   d.timer.expires_after(
-      ToChrono(std::min(kAttemptTimeout, config_.deadline - absl::Now())));
+      ToChrono(std::min(config_.attempt_timeout, config_.deadline - absl::Now())));
   d.timer.async_wait([this, &d, attempt](const error_code& e) {
     if (e || finished_ || attempt != d.attempt) return;
     d.timed_out = true;
@@ -236,7 +242,7 @@ void MeshConnector::Attempt(Dialer& d) {
       d.candidates[d.next], [this, &d, attempt](const error_code& e) {
         if (finished_ || attempt != d.attempt) return;
         if (e) {
-          RetryLater(d, attempt, d.timed_out ? "connect timed out" : e.message());
+          RetryLater(d, d.timed_out ? "connect timed out" : e.message());
           return;
         }
         SendHello(d, attempt);
@@ -245,35 +251,37 @@ void MeshConnector::Attempt(Dialer& d) {
 
 void MeshConnector::SendHello(Dialer& d, int attempt) {
   SetNoDelay(*d.socket);
-  asio::async_write(
-      *d.socket, asio::buffer(d.hello),
+  asio::async_write(*d.socket, asio::buffer(d.hello),
+                    [this, &d, attempt](const error_code& e, size_t) {
+                      if (finished_ || attempt != d.attempt) return;
+                      if (e) {
+                        RetryLater(d, d.timed_out ? "handshake timed out"
+                                                  : absl::StrCat("sending hello: ",
+                                                                 e.message()));
+                        return;
+                      }
+                      ReadReply(d, attempt);
+                    });
+}
+
+void MeshConnector::ReadReply(Dialer& d, int attempt) {
+  asio::async_read(
+      *d.socket, asio::buffer(&d.reply, 1),
       [this, &d, attempt](const error_code& e, size_t) {
         if (finished_ || attempt != d.attempt) return;
-        if (e) {
-          RetryLater(d, attempt,
-                     d.timed_out ? "handshake timed out"
-                                 : absl::StrCat("sending hello: ", e.message()));
-          return;
+        if (!e) {
+          OnReply(d);
+        } else if (d.timed_out) {
+          RetryLater(d, "handshake timed out");
+        } else if (e == asio::error::eof) {
+          RetryLater(d, "closed the connection during the handshake");
+        } else {
+          RetryLater(d, absl::StrCat("reading hello reply: ", e.message()));
         }
-        asio::async_read(*d.socket, asio::buffer(&d.reply, 1),
-                         [this, &d, attempt](const error_code& e2, size_t) {
-                           if (finished_ || attempt != d.attempt) return;
-                           if (e2) {
-                             RetryLater(
-                                 d, attempt,
-                                 d.timed_out ? "handshake timed out"
-                                 : e2 == asio::error::eof
-                                     ? "closed the connection during the handshake"
-                                     : absl::StrCat("reading hello reply: ",
-                                                    e2.message()));
-                             return;
-                           }
-                           OnReply(d, attempt);
-                         });
       });
 }
 
-void MeshConnector::OnReply(Dialer& d, int attempt) {
+void MeshConnector::OnReply(Dialer& d) {
   ++d.attempt;  // a timeout already queued must not close this socket
   d.timer.cancel();
   const std::string who =
@@ -281,8 +289,18 @@ void MeshConnector::OnReply(Dialer& d, int attempt) {
                    EndpointString(d.candidates[d.next]));
   switch (static_cast<HelloReply>(d.reply)) {
     case HelloReply::kAccepted:
-      d.done = true;
-      Connected(d.peer, std::move(*d.socket), EndpointString(d.candidates[d.next]));
+      asio::async_write(
+          *d.socket, asio::buffer(&kHelloConfirm, 1),
+          [this, &d, confirming = d.attempt](const error_code& e, size_t) {
+            if (finished_ || confirming != d.attempt) return;
+            if (e) {
+              RetryLater(d, absl::StrCat("confirming: ", e.message()));
+              return;
+            }
+            d.done = true;
+            Connected(d.peer, std::move(*d.socket),
+                      EndpointString(d.candidates[d.next]));
+          });
       return;
     case HelloReply::kBadToken:
       Finish(absl::UnauthenticatedError(
@@ -302,7 +320,7 @@ void MeshConnector::OnReply(Dialer& d, int attempt) {
       absl::StrCat(who, " sent unknown hello reply ", int{d.reply})));
 }
 
-void MeshConnector::RetryLater(Dialer& d, int attempt, absl::string_view why) {
+void MeshConnector::RetryLater(Dialer& d, absl::string_view why) {
   d.timer.cancel();
   d.last_error = absl::StrCat(EndpointString(d.candidates[d.next]), ": ", why);
   error_code ignored;
@@ -323,8 +341,8 @@ void MeshConnector::RetryLater(Dialer& d, int attempt, absl::string_view why) {
 void MeshConnector::Connected(int peer, tcp::socket socket,
                               std::string address) {
   std::optional<Connection>& slot = connections_[peer];
-  // A dialer that timed out waiting for our reply retries; its newest
-  // connection is the one it uses.
+  // Only confirmed connections get here, so a second one for a peer means
+  // the first was abandoned after its confirmation: keep the newest.
   if (!slot) ++connected_;
   slot.emplace(Connection{std::move(socket), std::move(address)});
   if (connected_ == config_.size - 1) Finish(absl::OkStatus());

@@ -41,6 +41,9 @@ class MeshConnector {
     std::string token;
     absl::Time deadline;
     absl::Duration timeout;  // what `deadline` was computed from, for messages
+    // Bound on one connect + handshake: room for a SYN retransmit (1 s),
+    // short enough to move on from an unroutable candidate.
+    absl::Duration attempt_timeout = absl::Seconds(2);
   };
 
   // `io` and `acceptor` (already listening) must outlive this object; `io`
@@ -66,11 +69,15 @@ class MeshConnector {
   void StartAccept();
   void ReadHelloToken(std::shared_ptr<Incoming> in);
   void CheckHello(std::shared_ptr<Incoming> in);
+  void AwaitConfirm(std::shared_ptr<Incoming> in);
   void Refuse(std::shared_ptr<Incoming> in, uint8_t reply, absl::string_view why);
   void Attempt(Dialer& d);
   void SendHello(Dialer& d, int attempt);
-  void OnReply(Dialer& d, int attempt);
-  void RetryLater(Dialer& d, int attempt, absl::string_view why);
+  void ReadReply(Dialer& d, int attempt);
+  void OnReply(Dialer& d);
+  // Closes the attempt and tries the next candidate, or the first again
+  // after a backoff.
+  void RetryLater(Dialer& d, absl::string_view why);
   void Connected(int peer, boost::asio::ip::tcp::socket socket,
                  std::string address);
   void Finish(absl::Status status);

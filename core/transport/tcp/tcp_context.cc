@@ -100,8 +100,13 @@ absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
   absl::StatusOr<std::vector<std::vector<Endpoint>>> candidates =
       ReadLowerPeers(rank, store, options, deadline);
   if (!candidates.ok()) return candidates.status();
-  tcp_internal::MeshConnector connector(
-      io, acceptor, {rank, size, options.token, deadline, options.connect_timeout});
+  tcp_internal::MeshConnector::Config config;
+  config.rank = rank;
+  config.size = size;
+  config.token = options.token;
+  config.deadline = deadline;
+  config.timeout = options.connect_timeout;
+  tcp_internal::MeshConnector connector(io, acceptor, std::move(config));
   return connector.Run(*std::move(candidates));
 }
 

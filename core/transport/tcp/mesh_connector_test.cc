@@ -1,0 +1,112 @@
+#include "core/transport/tcp/mesh_connector.h"
+
+#include <string>
+#include <thread>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "core/transport/tcp/handshake.h"
+
+namespace hvd::transport::tcp_internal {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using ::testing::HasSubstr;
+
+// One rank's side of a connector: its own io_context and listener.
+struct Rank {
+  asio::io_context io;
+  tcp::acceptor acceptor{io, tcp::endpoint(asio::ip::address_v4::loopback(), 0)};
+
+  Endpoint endpoint() const { return acceptor.local_endpoint(); }
+
+  MeshConnector::Config Config(int rank, int size) const {
+    MeshConnector::Config config;
+    config.rank = rank;
+    config.size = size;
+    config.token = "t";
+    config.timeout = absl::Seconds(10);
+    config.deadline = absl::Now() + config.timeout;
+    config.attempt_timeout = absl::Milliseconds(100);
+    return config;
+  }
+};
+
+TEST(MeshConnectorTest, DialerOutlastsAnAcceptorThatIsLateToAnswer) {
+  Rank r0, r1;
+  absl::StatusOr<std::vector<std::optional<Connection>>> c0, c1;
+  // Rank 0 listens but runs its connector only later (as when its store
+  // lookups are slow): rank 1's first attempts time out and sit, closed, in
+  // rank 0's accept queue, and must not be taken for the real connection.
+  std::thread t0([&] {
+    absl::SleepFor(absl::Milliseconds(350));
+    MeshConnector connector(r0.io, r0.acceptor, r0.Config(0, 2));
+    c0 = connector.Run({});
+  });
+  MeshConnector connector(r1.io, r1.acceptor, r1.Config(1, 2));
+  c1 = connector.Run({{r0.endpoint()}});
+  t0.join();
+  ASSERT_TRUE(c0.ok()) << c0.status();
+  ASSERT_TRUE(c1.ok()) << c1.status();
+  tcp::socket& s0 = (*c0)[1]->socket;
+  tcp::socket& s1 = (*c1)[0]->socket;
+  asio::write(s1, asio::buffer("ping", 4));
+  char got[4];
+  asio::read(s0, asio::buffer(got, 4));
+  EXPECT_EQ(std::string(got, 4), "ping");
+  EXPECT_EQ((*c1)[0]->address, EndpointString(r0.endpoint()));
+}
+
+TEST(MeshConnectorTest, AcceptorIgnoresStrangersAndKeepsListening) {
+  Rank r0, r1;
+  absl::StatusOr<std::vector<std::optional<Connection>>> c0;
+  std::thread t0([&] {
+    MeshConnector connector(r0.io, r0.acceptor, r0.Config(0, 2));
+    c0 = connector.Run({});
+  });
+  {
+    // Someone else's client: sends junk, gets refused, is disconnected.
+    asio::io_context io;
+    tcp::socket stranger(io);
+    stranger.connect(r0.endpoint());
+    asio::write(stranger, asio::buffer(std::string(kHelloFixedBytes, 'x')));
+    unsigned char reply = 0;
+    asio::read(stranger, asio::buffer(&reply, 1));
+    EXPECT_EQ(reply, static_cast<unsigned char>(HelloReply::kBadProtocol));
+  }
+  MeshConnector connector(r1.io, r1.acceptor, r1.Config(1, 2));
+  auto c1 = connector.Run({{r0.endpoint()}});
+  t0.join();
+  EXPECT_TRUE(c0.ok()) << c0.status();
+  EXPECT_TRUE(c1.ok()) << c1.status();
+}
+
+TEST(MeshConnectorTest, RankOutsideTheAcceptedRangeIsRefused) {
+  Rank r0, r2;
+  absl::StatusOr<std::vector<std::optional<Connection>>> c0;
+  std::thread t0([&] {
+    MeshConnector::Config config = r0.Config(0, 2);
+    config.deadline = absl::Now() + absl::Milliseconds(300);
+    MeshConnector connector(r0.io, r0.acceptor, config);
+    c0 = connector.Run({});
+  });
+  // Rank 2 of a size-3 job dialing rank 0 of a size-2 job.
+  MeshConnector connector(r2.io, r2.acceptor, r2.Config(2, 3));
+  auto c2 = connector.Run({{r0.endpoint()}, {r0.endpoint()}});
+  t0.join();
+  EXPECT_EQ(c2.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(c2.status().message()),
+              HasSubstr(absl::StrCat("rank 2: peer rank 0 at ",
+                                     EndpointString(r0.endpoint()),
+                                     " refused the hello")));
+  EXPECT_EQ(c0.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+}  // namespace
+}  // namespace hvd::transport::tcp_internal
