@@ -104,6 +104,19 @@ def capsule_pointer(capsule):
     return _capsule_get_pointer(capsule, _DLTENSOR_NAME)
 
 
+def compact_pointer(capsule):
+    """capsule_pointer() of a capsule exported from a C-contiguous tensor,
+    with its strides cleared (NULL: compact row-major, in DLPack's terms).
+
+    Frameworks write strides of their own choosing for dimensions of size 0
+    and 1 (torch 1.13 writes 1), which a strict compactness check misreads.
+    The strides array belongs to the producer and no deleter reads the
+    pointer, so clearing it is safe."""
+    ptr = capsule_pointer(capsule)
+    _lib.DLTensor.from_address(ptr).strides = None
+    return ptr
+
+
 def managed_tensor(managed_ptr):
     return _lib.DLManagedTensor.from_address(managed_ptr)
 

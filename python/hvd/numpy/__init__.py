@@ -82,7 +82,7 @@ class _NumpyAdapter(_engine.Adapter):
             view = src.view(np.uint8)
             dtype = _lib.DTYPE_BOOL
         capsule = view.__dlpack__()
-        return _engine.Prepared(_engine.capsule_pointer(capsule),
+        return _engine.Prepared(_engine.compact_pointer(capsule),
                                 (view, capsule), dtype, src, copied)
 
     def empty_like(self, prepared):

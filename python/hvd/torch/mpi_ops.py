@@ -48,7 +48,7 @@ class _TorchAdapter(_engine.Adapter):
         stream = None
         if src.is_cuda:
             stream = torch.cuda.current_stream(src.device).cuda_stream
-        return _engine.Prepared(_engine.capsule_pointer(capsule),
+        return _engine.Prepared(_engine.compact_pointer(capsule),
                                 (view, capsule), dtype, src, copied, stream)
 
     def empty_like(self, prepared):
