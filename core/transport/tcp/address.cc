@@ -27,7 +27,8 @@ std::vector<Interface> UpInterfaces() {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return result;
   for (ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
-    if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != AF_INET) continue;
+    if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != AF_INET)
+      continue;
     if ((ifa->ifa_flags & IFF_UP) == 0) continue;
     const auto* sin = reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr);
     result.push_back({ifa->ifa_name, Ipv4(ntohl(sin->sin_addr.s_addr))});
@@ -38,9 +39,10 @@ std::vector<Interface> UpInterfaces() {
 
 std::string DescribeInterfaces(const std::vector<Interface>& interfaces) {
   if (interfaces.empty()) return "none";
-  return absl::StrJoin(interfaces, ", ", [](std::string* out, const Interface& i) {
-    absl::StrAppend(out, i.name, "=", i.address.to_string());
-  });
+  return absl::StrJoin(
+      interfaces, ", ", [](std::string* out, const Interface& i) {
+        absl::StrAppend(out, i.name, "=", i.address.to_string());
+      });
 }
 
 absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
@@ -49,13 +51,15 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
   if (colon == absl::string_view::npos ||
       !absl::SimpleAtoi(text.substr(colon + 1), &port) || port == 0 ||
       port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("bad endpoint '", text, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad endpoint '", text, "'"));
   }
   boost::system::error_code ec;
   const Ipv4 ip =
       boost::asio::ip::make_address_v4(std::string(text.substr(0, colon)), ec);
   if (ec) {
-    return absl::InvalidArgumentError(absl::StrCat("bad endpoint '", text, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad endpoint '", text, "'"));
   }
   return Endpoint(ip, static_cast<unsigned short>(port));
 }
@@ -93,9 +97,10 @@ std::string EndpointString(const Endpoint& endpoint) {
 }
 
 std::string EndpointListString(const std::vector<Endpoint>& endpoints) {
-  return absl::StrJoin(endpoints, ", ", [](std::string* out, const Endpoint& e) {
-    out->append(EndpointString(e));
-  });
+  return absl::StrJoin(endpoints, ", ",
+                       [](std::string* out, const Endpoint& e) {
+                         out->append(EndpointString(e));
+                       });
 }
 
 std::string EncodePeerRecord(const PeerRecord& record) {
@@ -115,7 +120,8 @@ absl::StatusOr<PeerRecord> DecodePeerRecord(absl::string_view text) {
   if (lines.size() != 3 || lines[0] != kRecordVersion) return bad("format");
   PeerRecord record;
   record.hostname = std::string(lines[1]);
-  for (absl::string_view item : absl::StrSplit(lines[2], ',', absl::SkipEmpty())) {
+  for (absl::string_view item :
+       absl::StrSplit(lines[2], ',', absl::SkipEmpty())) {
     absl::StatusOr<Endpoint> endpoint = ParseEndpoint(item);
     if (!endpoint.ok()) return bad(endpoint.status().message());
     record.endpoints.push_back(*endpoint);

@@ -6,12 +6,11 @@
 #ifndef HVD_CORE_TRANSPORT_TCP_ADDRESS_H_
 #define HVD_CORE_TRANSPORT_TCP_ADDRESS_H_
 
+#include <boost/asio/ip/address_v4.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/ip/address_v4.hpp>
-#include <boost/asio/ip/tcp.hpp>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"

@@ -66,9 +66,11 @@ TEST(PeerRecordTest, RejectsGarbageQuotingIt) {
 }
 
 TEST(DialCandidatesTest, SameHostTriesLoopbackFirst) {
-  PeerRecord peer{"h", {Ep("10.0.0.1", 1), Ep("10.0.0.2", 1), Ep("127.0.0.1", 1)}};
-  EXPECT_THAT(DialCandidates(peer, "h"),
-              ElementsAre(Ep("127.0.0.1", 1), Ep("10.0.0.1", 1), Ep("10.0.0.2", 1)));
+  PeerRecord peer{"h",
+                  {Ep("10.0.0.1", 1), Ep("10.0.0.2", 1), Ep("127.0.0.1", 1)}};
+  EXPECT_THAT(
+      DialCandidates(peer, "h"),
+      ElementsAre(Ep("127.0.0.1", 1), Ep("10.0.0.1", 1), Ep("10.0.0.2", 1)));
 }
 
 TEST(DialCandidatesTest, OtherHostSkipsLoopback) {

@@ -16,8 +16,8 @@ constexpr int64_t kDefaultLazyRecvBytes = 64 << 10;
 int64_t ConfigOr(absl::string_view name, int64_t fallback) {
   absl::StatusOr<int64_t> value = GetConfigInt(name, fallback);
   if (!value.ok() || *value < 0) {
-    HVD_LOG(WARNING) << "HVD_" << name << " is not a non-negative integer; using "
-                     << fallback;
+    HVD_LOG(WARNING) << "HVD_" << name
+                     << " is not a non-negative integer; using " << fallback;
     return fallback;
   }
   return *value;
@@ -28,8 +28,8 @@ int64_t ConfigOr(absl::string_view name, int64_t fallback) {
 Tuning TuningFromEnv() {
   Tuning tuning;
   tuning.spin = absl::Microseconds(ConfigOr("TCP_SPIN_US", kDefaultSpinUs));
-  tuning.lazy_recv_bytes =
-      static_cast<size_t>(ConfigOr("TCP_LAZY_RECV_BYTES", kDefaultLazyRecvBytes));
+  tuning.lazy_recv_bytes = static_cast<size_t>(
+      ConfigOr("TCP_LAZY_RECV_BYTES", kDefaultLazyRecvBytes));
   return tuning;
 }
 
@@ -66,9 +66,11 @@ void Core::Shutdown() {
   }
   for (auto& pair : pairs_) {
     if (pair == nullptr) continue;
-    pair->Close(absl::CancelledError(absl::StrCat(
-        "rank ", rank_, ": TCP transport context destroyed while a request "
-        "to or from rank ", pair->peer(), " was pending")));
+    pair->Close(absl::CancelledError(
+        absl::StrCat("rank ", rank_,
+                     ": TCP transport context destroyed while a request "
+                     "to or from rank ",
+                     pair->peer(), " was pending")));
   }
 }
 

@@ -6,13 +6,12 @@
 #define HVD_CORE_TRANSPORT_TCP_CONTEXT_CORE_H_
 
 #include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -72,8 +71,8 @@ class Core final : public PairObserver {
   const Tuning tuning_;
   // Declared first: the pairs' sockets must go before their io_context.
   std::unique_ptr<boost::asio::io_context> io_;
-  std::optional<boost::asio::executor_work_guard<
-      boost::asio::io_context::executor_type>>
+  std::optional<
+      boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
       work_;
   std::vector<std::unique_ptr<Pair>> pairs_;  // by peer rank; fixed after Start
   std::thread io_thread_;

@@ -30,8 +30,9 @@ absl::StatusOr<HelloHeader> DecodeHelloHeader(const unsigned char* bytes) {
   header.size = LoadLE32(bytes + 12);
   header.token_bytes = LoadLE32(bytes + 16);
   if (header.token_bytes > kMaxTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hello token of ", header.token_bytes, " bytes exceeds ", kMaxTokenBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hello token of ", header.token_bytes, " bytes exceeds ",
+                     kMaxTokenBytes));
   }
   return header;
 }

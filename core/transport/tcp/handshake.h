@@ -5,7 +5,8 @@
 // acceptor drop connections whose dialer gave up (timed out) before the
 // reply arrived.
 //
-//   Hello: magic u32 | version u32 | rank u32 | size u32 | token_len u32 | token
+//   Hello: magic u32 | version u32 | rank u32 | size u32 | token_len u32 |
+//   token
 #ifndef HVD_CORE_TRANSPORT_TCP_HANDSHAKE_H_
 #define HVD_CORE_TRANSPORT_TCP_HANDSHAKE_H_
 

@@ -1,11 +1,10 @@
 #include "core/transport/tcp/mesh_connector.h"
 
 #include <algorithm>
-#include <chrono>
-#include <utility>
-
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -45,8 +44,8 @@ struct MeshConnector::Dialer {
 
   const int peer;
   const std::vector<Endpoint> candidates;
-  size_t next = 0;   // index of the candidate being tried
-  int attempt = 0;   // bumped to make handlers of earlier attempts stale
+  size_t next = 0;  // index of the candidate being tried
+  int attempt = 0;  // bumped to make handlers of earlier attempts stale
   bool timed_out = false;
   bool done = false;
   std::optional<tcp::socket> socket;
@@ -181,8 +180,8 @@ void MeshConnector::CheckHello(std::shared_ptr<Incoming> in) {
   if (h.rank <= static_cast<uint32_t>(config_.rank) ||
       h.rank >= static_cast<uint32_t>(config_.size)) {
     Refuse(in, static_cast<uint8_t>(HelloReply::kBadRank),
-           absl::StrCat("this rank accepts only ranks ", config_.rank + 1,
-                        "..", config_.size - 1));
+           absl::StrCat("this rank accepts only ranks ", config_.rank + 1, "..",
+                        config_.size - 1));
     return;
   }
   in->reply = static_cast<uint8_t>(HelloReply::kAccepted);
@@ -195,13 +194,12 @@ void MeshConnector::CheckHello(std::shared_ptr<Incoming> in) {
 void MeshConnector::AwaitConfirm(std::shared_ptr<Incoming> in) {
   // A dialer whose attempt timed out before our reply has closed this
   // connection and will retry: only a confirmed connection counts.
-  asio::async_read(
-      in->socket, asio::buffer(&in->reply, 1),
-      [this, in](const error_code& e, size_t) {
-        if (finished_ || e || in->reply != kHelloConfirm) return;
-        Connected(static_cast<int>(in->header.rank), std::move(in->socket),
-                  in->address);
-      });
+  asio::async_read(in->socket, asio::buffer(&in->reply, 1),
+                   [this, in](const error_code& e, size_t) {
+                     if (finished_ || e || in->reply != kHelloConfirm) return;
+                     Connected(static_cast<int>(in->header.rank),
+                               std::move(in->socket), in->address);
+                   });
 }
 
 void MeshConnector::Refuse(std::shared_ptr<Incoming> in, uint8_t reply,
@@ -230,8 +228,8 @@ void MeshConnector::Attempt(Dialer& d) {
     return;
   }
   SetBufferSizes(*d.socket);
-  d.timer.expires_after(
-      ToChrono(std::min(config_.attempt_timeout, config_.deadline - absl::Now())));
+  d.timer.expires_after(ToChrono(
+      std::min(config_.attempt_timeout, config_.deadline - absl::Now())));
   d.timer.async_wait([this, &d, attempt](const error_code& e) {
     if (e || finished_ || attempt != d.attempt) return;
     d.timed_out = true;
@@ -251,17 +249,18 @@ void MeshConnector::Attempt(Dialer& d) {
 
 void MeshConnector::SendHello(Dialer& d, int attempt) {
   SetNoDelay(*d.socket);
-  asio::async_write(*d.socket, asio::buffer(d.hello),
-                    [this, &d, attempt](const error_code& e, size_t) {
-                      if (finished_ || attempt != d.attempt) return;
-                      if (e) {
-                        RetryLater(d, d.timed_out ? "handshake timed out"
-                                                  : absl::StrCat("sending hello: ",
-                                                                 e.message()));
-                        return;
-                      }
-                      ReadReply(d, attempt);
-                    });
+  asio::async_write(
+      *d.socket, asio::buffer(d.hello),
+      [this, &d, attempt](const error_code& e, size_t) {
+        if (finished_ || attempt != d.attempt) return;
+        if (e) {
+          RetryLater(d, d.timed_out
+                            ? "handshake timed out"
+                            : absl::StrCat("sending hello: ", e.message()));
+          return;
+        }
+        ReadReply(d, attempt);
+      });
 }
 
 void MeshConnector::ReadReply(Dialer& d, int attempt) {
@@ -311,9 +310,9 @@ void MeshConnector::OnReply(Dialer& d) {
           who, " refused this rank (is it a process of another job?)")));
       return;
     case HelloReply::kBadProtocol:
-      Finish(absl::FailedPreconditionError(absl::StrCat(
-          who, " refused the hello: different job size ", config_.size,
-          " or hvd version")));
+      Finish(absl::FailedPreconditionError(
+          absl::StrCat(who, " refused the hello: different job size ",
+                       config_.size, " or hvd version")));
       return;
   }
   Finish(absl::FailedPreconditionError(
@@ -352,25 +351,25 @@ absl::Status MeshConnector::TimeoutError() const {
   std::vector<std::string> parts;
   for (const auto& d : dialers_) {
     if (d->done) continue;
-    parts.push_back(absl::StrCat(
-        "could not connect to rank ", d->peer, " at ",
-        EndpointListString(d->candidates),
-        d->last_error.empty() ? "" : absl::StrCat(" (last error: ", d->last_error, ")")));
+    parts.push_back(
+        absl::StrCat("could not connect to rank ", d->peer, " at ",
+                     EndpointListString(d->candidates),
+                     d->last_error.empty()
+                         ? ""
+                         : absl::StrCat(" (last error: ", d->last_error, ")")));
   }
   std::vector<int> silent;
   for (int peer = config_.rank + 1; peer < config_.size; ++peer) {
     if (!connections_[peer]) silent.push_back(peer);
   }
   if (!silent.empty()) {
-    parts.push_back(absl::StrCat(silent.size() == 1 ? "rank " : "ranks ",
-                                 absl::StrJoin(silent, ", "),
-                                 " did not connect to this rank's listener at ",
-                                 listen_address_));
+    parts.push_back(absl::StrCat(
+        silent.size() == 1 ? "rank " : "ranks ", absl::StrJoin(silent, ", "),
+        " did not connect to this rank's listener at ", listen_address_));
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat("rank ", config_.rank, ": TCP mesh not connected within ",
-                   absl::FormatDuration(config_.timeout), ": ",
-                   absl::StrJoin(parts, "; ")));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rank ", config_.rank, ": TCP mesh not connected within ",
+      absl::FormatDuration(config_.timeout), ": ", absl::StrJoin(parts, "; ")));
 }
 
 }  // namespace hvd::transport::tcp_internal

@@ -12,14 +12,13 @@
 #ifndef HVD_CORE_TRANSPORT_TCP_MESH_CONNECTOR_H_
 #define HVD_CORE_TRANSPORT_TCP_MESH_CONNECTOR_H_
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -70,7 +69,8 @@ class MeshConnector {
   void ReadHelloToken(std::shared_ptr<Incoming> in);
   void CheckHello(std::shared_ptr<Incoming> in);
   void AwaitConfirm(std::shared_ptr<Incoming> in);
-  void Refuse(std::shared_ptr<Incoming> in, uint8_t reply, absl::string_view why);
+  void Refuse(std::shared_ptr<Incoming> in, uint8_t reply,
+              absl::string_view why);
   void Attempt(Dialer& d);
   void SendHello(Dialer& d, int attempt);
   void ReadReply(Dialer& d, int attempt);

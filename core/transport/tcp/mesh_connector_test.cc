@@ -1,16 +1,15 @@
 #include "core/transport/tcp/mesh_connector.h"
 
-#include <string>
-#include <thread>
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/transport/tcp/handshake.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "core/transport/tcp/handshake.h"
 
 namespace hvd::transport::tcp_internal {
 namespace {
@@ -22,7 +21,8 @@ using ::testing::HasSubstr;
 // One rank's side of a connector: its own io_context and listener.
 struct Rank {
   asio::io_context io;
-  tcp::acceptor acceptor{io, tcp::endpoint(asio::ip::address_v4::loopback(), 0)};
+  tcp::acceptor acceptor{io,
+                         tcp::endpoint(asio::ip::address_v4::loopback(), 0)};
 
   Endpoint endpoint() const { return acceptor.local_endpoint(); }
 

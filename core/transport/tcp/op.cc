@@ -5,7 +5,10 @@
 namespace hvd::transport::tcp_internal {
 
 Op::Op(Kind kind, int peer, void* data, size_t len, std::string* out)
-    : kind_(kind), peer_(peer), data_(static_cast<char*>(data)), len_(len),
+    : kind_(kind),
+      peer_(peer),
+      data_(static_cast<char*>(data)),
+      len_(len),
       out_(out) {
   if (kind_ == Kind::kSend) StoreLE64(len_, header);
 }

@@ -44,7 +44,9 @@ class Op {
   absl::Status status() const;
 
   // Payload bytes moved so far and expected in total (for messages).
-  size_t bytes_done() const { return bytes_done_.load(std::memory_order_relaxed); }
+  size_t bytes_done() const {
+    return bytes_done_.load(std::memory_order_relaxed);
+  }
   size_t len() const { return len_; }
 
   // ---- transfer state: owner Pair's direction lock held -------------------

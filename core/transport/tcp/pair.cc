@@ -145,7 +145,8 @@ void Pair::PostRecv(std::shared_ptr<Op> op, bool watch) {
       return;
     }
     recv_.queue.push_back(std::move(op));
-    if (recv_.queue.size() == 1) failure = DoRecv();
+    // Data may already be waiting; a lazy receive is read by its waiter.
+    if (watch && recv_.queue.size() == 1) failure = DoRecv();
     if (failure.ok()) {
       if (watch) {
         WatchRecv();

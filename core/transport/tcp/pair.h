@@ -4,8 +4,8 @@
 // the caller's buffer).
 //
 // Who moves the bytes: whichever thread gets there first. Posting a send
-// writes inline until the socket would block; posting a receive reads
-// whatever has already arrived. After that, ops make progress when
+// writes inline until the socket would block; posting a watched receive
+// reads whatever has already arrived. After that, ops make progress when
 //   - a waiting thread polls them (Poll, from Request::Wait's spin), or
 //   - the io thread is watching the direction (an async_wait on the socket,
 //     re-armed while the queue is non-empty).
@@ -24,11 +24,10 @@
 #define HVD_CORE_TRANSPORT_TCP_PAIR_H_
 
 #include <atomic>
+#include <boost/asio/ip/tcp.hpp>
 #include <deque>
 #include <memory>
 #include <string>
-
-#include <boost/asio/ip/tcp.hpp>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"

@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "core/rendezvous/store.h"
 #include "core/transport/tcp/tcp_context.h"
 
@@ -105,17 +105,20 @@ void PingPong(Context& c, size_t len, int iters) {
       Check(c.Send(peer, buf.data(), len)->Wait(Deadline()));
     }
     if (i >= warmup) {
-      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      us.push_back(
+          std::chrono::duration<double, std::micro>(Clock::now() - start)
+              .count());
     }
   }
   if (c.rank() != 0) return;
   std::sort(us.begin(), us.end());
   double sum = 0;
   for (double u : us) sum += u;
-  std::printf("ping-pong %8zu B: round trip median %7.1f us  p90 %7.1f us  "
-              "p99 %7.1f us  mean %7.1f us\n",
-              len, us[us.size() / 2], us[us.size() * 9 / 10],
-              us[us.size() * 99 / 100], sum / us.size());
+  std::printf(
+      "ping-pong %8zu B: round trip median %7.1f us  p90 %7.1f us  "
+      "p99 %7.1f us  mean %7.1f us\n",
+      len, us[us.size() / 2], us[us.size() * 9 / 10], us[us.size() * 99 / 100],
+      sum / us.size());
 }
 
 // Each rank sends `len` bytes to the other while receiving as many.
@@ -129,14 +132,16 @@ void Bidirectional(Context& c, size_t len, int reps) {
     auto send = c.Send(peer, out.data(), len);
     Check(recv->Wait(Deadline()));
     Check(send->Wait(Deadline()));
-    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(Clock::now() - start).count();
     if (i > 0) gbps.push_back(len / s / 1e9);  // the first one warms up
   }
   if (c.rank() != 0) return;
   std::sort(gbps.begin(), gbps.end());
-  std::printf("bidirectional %zu MiB: per direction median %.2f GB/s  "
-              "(min %.2f, max %.2f) over %d reps\n",
-              len >> 20, gbps[gbps.size() / 2], gbps.front(), gbps.back(), reps);
+  std::printf(
+      "bidirectional %zu MiB: per direction median %.2f GB/s  "
+      "(min %.2f, max %.2f) over %d reps\n",
+      len >> 20, gbps[gbps.size() / 2], gbps.front(), gbps.back(), reps);
 }
 
 void RunRank(int rank, Store* store, const Flags& flags) {
@@ -174,7 +179,8 @@ Flags ParseFlags(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
-  std::printf("tcp_bench: 2 %s, %u cores\n", flags.threads ? "threads" : "processes",
+  std::printf("tcp_bench: 2 %s, %u cores\n",
+              flags.threads ? "threads" : "processes",
               std::thread::hardware_concurrency());
   std::fflush(stdout);
   if (flags.threads) {

@@ -1,11 +1,10 @@
 #include "core/transport/tcp/tcp_context.h"
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <optional>
 #include <utility>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "core/transport/tcp/address.h"
@@ -43,9 +42,9 @@ absl::Status Listen(int rank, const std::optional<tcp_internal::Ipv4>& bind,
   return absl::OkStatus();
 }
 
-tcp_internal::PeerRecord OwnRecord(const std::optional<tcp_internal::Ipv4>& bind,
-                                   unsigned short port,
-                                   const TcpOptions& options) {
+tcp_internal::PeerRecord OwnRecord(
+    const std::optional<tcp_internal::Ipv4>& bind, unsigned short port,
+    const TcpOptions& options) {
   tcp_internal::PeerRecord record;
   record.hostname = options.hostname;
   if (bind) {
@@ -86,7 +85,8 @@ absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
   const absl::Time deadline = absl::Now() + options.connect_timeout;
   absl::StatusOr<std::optional<tcp_internal::Ipv4>> bind =
       tcp_internal::ResolveInterface(options.iface);
-  if (!bind.ok()) return Annotate(bind.status(), absl::StrCat("rank ", rank, ": "));
+  if (!bind.ok())
+    return Annotate(bind.status(), absl::StrCat("rank ", rank, ": "));
   tcp::acceptor acceptor(io);
   if (absl::Status s = Listen(rank, *bind, acceptor); !s.ok()) return s;
   const tcp_internal::PeerRecord own =
@@ -94,8 +94,8 @@ absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
   if (absl::Status s = store->Set(absl::StrCat("tcp/", rank),
                                   tcp_internal::EncodePeerRecord(own));
       !s.ok()) {
-    return Annotate(s, absl::StrCat("rank ", rank,
-                                    ": publishing the TCP address: "));
+    return Annotate(
+        s, absl::StrCat("rank ", rank, ": publishing the TCP address: "));
   }
   absl::StatusOr<std::vector<std::vector<Endpoint>>> candidates =
       ReadLowerPeers(rank, store, options, deadline);
@@ -129,8 +129,8 @@ absl::StatusOr<std::unique_ptr<Context>> CreateTcpContext(
     if (!mesh.ok()) return mesh.status();
     connections = *std::move(mesh);
   }
-  auto core = std::make_shared<tcp_internal::Core>(rank, size, std::move(io),
-                                                   tcp_internal::TuningFromEnv());
+  auto core = std::make_shared<tcp_internal::Core>(
+      rank, size, std::move(io), tcp_internal::TuningFromEnv());
   for (int peer = 0; peer < size; ++peer) {
     if (!connections[peer]) continue;
     tcp_internal::SetNoDelay(connections[peer]->socket);

@@ -18,9 +18,12 @@ inline void CpuRelax() {
 
 const char* KindName(Op::Kind kind) {
   switch (kind) {
-    case Op::Kind::kSend: return "Send";
-    case Op::Kind::kRecv: return "Recv";
-    case Op::Kind::kRecvAny: return "RecvAny";
+    case Op::Kind::kSend:
+      return "Send";
+    case Op::Kind::kRecv:
+      return "Recv";
+    case Op::Kind::kRecvAny:
+      return "RecvAny";
   }
   return "?";
 }
@@ -38,10 +41,11 @@ absl::Status TcpRequest::Wait(absl::Time deadline) {
     // when both sides sleep (see tcp_context.h).
     const absl::Time spin_end =
         std::min(deadline, absl::Now() + core_->tuning().spin);
-    while (!op_->done() && absl::Now() < spin_end) {
+    do {  // at least once, so a past deadline still takes what has arrived
       pair_->Poll(*op_);
+      if (op_->done()) break;
       CpuRelax();
-    }
+    } while (absl::Now() < spin_end);
     if (!op_->done()) {
       core_->WatchAll();
       op_->AwaitDone(deadline);

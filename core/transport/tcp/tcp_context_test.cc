@@ -1,13 +1,12 @@
 #include "core/transport/tcp/tcp_context.h"
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -33,7 +32,8 @@ TcpOptions TestOptions() {
 
 std::string Pattern(size_t len, int seed) {
   std::string s(len, '\0');
-  for (size_t i = 0; i < len; ++i) s[i] = static_cast<char>((i * 131 + seed) >> 3);
+  for (size_t i = 0; i < len; ++i)
+    s[i] = static_cast<char>((i * 131 + seed) >> 3);
   return s;
 }
 
@@ -110,7 +110,8 @@ TEST_F(TcpContextTest, RecvAndRecvAnyInterleaveInOrder) {
     for (int i = 0; i < 100; ++i) {
       const std::string message = Pattern(i * 37, i);
       if (c.rank() == 0) {
-        ASSERT_TRUE(c.Send(1, message.data(), message.size())->Wait(Deadline()).ok());
+        ASSERT_TRUE(
+            c.Send(1, message.data(), message.size())->Wait(Deadline()).ok());
       } else if (i % 2 == 0) {
         std::string got(message.size(), 'x');
         ASSERT_TRUE(c.Recv(0, got.data(), got.size())->Wait(Deadline()).ok());
@@ -241,8 +242,7 @@ TEST_F(TcpContextTest, WaitPastDeadlineNamesPeerAndByteCount) {
   const std::string address = contexts[1]->PeerAddress(0);
   char data[64];
   auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  const absl::Status status =
-      recv->Wait(absl::Now() + absl::Milliseconds(30));
+  const absl::Status status = recv->Wait(absl::Now() + absl::Milliseconds(30));
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(status.message(),
             absl::StrCat("rank 1: Recv from rank 0 (", address,
@@ -263,6 +263,31 @@ TEST_F(TcpContextTest, DestroyingContextCancelsItsPendingRequests) {
             "from rank 0 was pending");
 }
 
+TEST_F(TcpContextTest, DestroyingContextWakesAThreadBlockedInWait) {
+  auto contexts = Connect(2);
+  char data[8];
+  auto recv = contexts[1]->Recv(0, data, sizeof(data));
+  absl::Status waited;
+  std::thread waiter([&] { waited = recv->Wait(Deadline()); });
+  absl::SleepFor(absl::Milliseconds(20));
+  contexts[1].reset();
+  waiter.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kCancelled);
+}
+
+TEST_F(TcpContextTest, PollingDoneCompletesASmallReceive) {
+  auto contexts = Connect(2);
+  char data[3];
+  auto recv = contexts[1]->Recv(0, data, sizeof(data));
+  ASSERT_TRUE(contexts[0]->Send(1, "abc", 3)->Wait(Deadline()).ok());
+  for (int i = 0; i < 5000 && !recv->Done(); ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_TRUE(recv->Done());
+  EXPECT_TRUE(recv->Wait(absl::InfinitePast()).ok());
+  EXPECT_EQ(std::string(data, 3), "abc");
+}
+
 TEST_F(TcpContextTest, LargeReceiveCompletesWithoutAWaiter) {
   constexpr size_t kLen = size_t{64} << 20;  // far beyond the socket buffers
   auto contexts = Connect(2);
@@ -270,7 +295,8 @@ TEST_F(TcpContextTest, LargeReceiveCompletesWithoutAWaiter) {
   std::string in(kLen, '\0');
   auto recv = contexts[1]->Recv(0, in.data(), in.size());
   // Only the io thread of rank 1 can drain the socket while rank 0 waits.
-  ASSERT_TRUE(contexts[0]->Send(1, out.data(), out.size())->Wait(Deadline()).ok());
+  ASSERT_TRUE(
+      contexts[0]->Send(1, out.data(), out.size())->Wait(Deadline()).ok());
   ASSERT_TRUE(recv->Wait(Deadline()).ok());
   EXPECT_TRUE(in == out);
 }
@@ -281,7 +307,8 @@ TEST_F(TcpContextTest, BlockedWaiterKeepsItsOtherReceivesMoving) {
   const std::string big = Pattern(kLen, 5);
   absl::Notification big_sent;
   std::thread rank0([&] {
-    EXPECT_TRUE(contexts[0]->Send(1, big.data(), big.size())->Wait(Deadline()).ok());
+    EXPECT_TRUE(
+        contexts[0]->Send(1, big.data(), big.size())->Wait(Deadline()).ok());
     big_sent.Notify();
   });
   std::thread rank2([&] {
@@ -375,18 +402,22 @@ TEST_F(TcpContextTest, UnreachablePeerTimesOutNamingRankAndAddress) {
   // A port nobody listens on: bind, then close.
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor probe(
-      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0));
+      io, boost::asio::ip::tcp::endpoint(
+              boost::asio::ip::address_v4::loopback(), 0));
   const int port = probe.local_endpoint().port();
   probe.close();
-  ASSERT_TRUE(store_->Set("tcp/0", absl::StrCat("hvd-tcp-1\ntesthost\n127.0.0.1:", port)).ok());
+  ASSERT_TRUE(
+      store_
+          ->Set("tcp/0", absl::StrCat("hvd-tcp-1\ntesthost\n127.0.0.1:", port))
+          .ok());
   TcpOptions options = TestOptions();
   options.connect_timeout = absl::Milliseconds(300);
   auto context = CreateTcpContext(1, 2, store_.get(), options);
   EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(context.status().message(),
             absl::StrCat("rank 1: TCP mesh not connected within 300ms: could "
-                         "not connect to rank 0 at 127.0.0.1:", port,
-                         " (last error: 127.0.0.1:", port,
+                         "not connect to rank 0 at 127.0.0.1:",
+                         port, " (last error: 127.0.0.1:", port,
                          ": Connection refused)"));
 }
 
@@ -395,8 +426,9 @@ TEST_F(TcpContextTest, MissingPeerAddressTimesOutNamingTheKey) {
   options.connect_timeout = absl::Milliseconds(100);
   auto context = CreateTcpContext(1, 2, store_.get(), options);
   EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(std::string(context.status().message()),
-              StartsWith("rank 1: reading rank 0's TCP address from the store: "));
+  EXPECT_THAT(
+      std::string(context.status().message()),
+      StartsWith("rank 1: reading rank 0's TCP address from the store: "));
 }
 
 }  // namespace
