@@ -3,7 +3,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <future>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -116,23 +115,23 @@ void Agent::ReadLoop() {
 void Agent::Probe(const launcher::ProbeRequest& request) {
   absl::Duration timeout = absl::Milliseconds(
       request.timeout_ms() > 0 ? request.timeout_ms() : 2000);
-  std::vector<std::future<absl::Status>> results;
+  // Each result goes back as soon as it is known: the launcher can decide
+  // on a preferred address before a dead one's probe times out.
+  std::vector<std::thread> probes;
   for (const launcher::ProbeTarget& t : request.targets()) {
-    results.push_back(std::async(std::launch::async, [t, timeout] {
-      return launcher::ProbeAddress(t.address(), t.port(), t.nonce(), timeout);
-    }));
+    probes.emplace_back([this, t, timeout] {
+      absl::Status s =
+          launcher::ProbeAddress(t.address(), t.port(), t.nonce(), timeout);
+      AgentMessage reply;
+      auto* e = reply.mutable_probe_result()->add_entries();
+      e->set_host_index(t.host_index());
+      e->set_address(t.address());
+      e->set_reachable(s.ok());
+      if (!s.ok()) e->set_error(std::string(s.message()));
+      Send(reply);
+    });
   }
-  AgentMessage reply;
-  launcher::ProbeResult* result = reply.mutable_probe_result();
-  for (int i = 0; i < request.targets_size(); ++i) {
-    absl::Status s = results[i].get();
-    auto* e = result->add_entries();
-    e->set_host_index(request.targets(i).host_index());
-    e->set_address(request.targets(i).address());
-    e->set_reachable(s.ok());
-    if (!s.ok()) e->set_error(std::string(s.message()));
-  }
-  Send(reply);
+  for (std::thread& p : probes) p.join();
 }
 
 void Agent::Launch(const launcher::LaunchSpec& spec) {

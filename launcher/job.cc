@@ -34,8 +34,9 @@ struct Job::Host {
   Hello hello;
   std::string peer_ip;  // as the server saw the agent's connection
   std::vector<std::string> candidates;
-  bool probe_done = false;
-  std::map<int, std::set<std::string>> reached;
+  int probes_sent = 0;  // targets in its ProbeRequest
+  int probes_answered = 0;
+  std::map<int, std::map<std::string, bool>> reached;  // to -> address -> ok
   std::string data_plane;
   int started = 0;
   std::set<int> exited;
@@ -232,14 +233,13 @@ void Job::OnMessage(Conn* conn, const AgentMessage& m) {
   switch (m.kind_case()) {
     case AgentMessage::kProbeResult:
       for (const ProbeResult::Entry& e : m.probe_result().entries()) {
-        if (e.reachable()) {
-          host.reached[e.host_index()].insert(e.address());
-        } else if (config_.verbose) {
+        host.reached[e.host_index()][e.address()] = e.reachable();
+        ++host.probes_answered;
+        if (!e.reachable() && config_.verbose) {
           Say(absl::StrCat("hvdrun: host ", host.name, " cannot reach ",
                            HostName(e.host_index()), " at ", e.error()));
         }
       }
-      host.probe_done = true;
       break;
     case AgentMessage::kStarted:
       ++host.started;
@@ -491,42 +491,48 @@ void Job::ChooseAddresses() {
         t->set_nonce(hosts_[to].hello.probe_nonce());
       }
     }
+    hosts_[from].probes_sent = req->targets_size();
+    hosts_[from].probes_answered = 0;
     Send(from, std::move(m));
   }
   phase_ = Phase::kProbing;
 }
 
-void Job::FinishProbing() {
+bool Job::FinishProbing(bool final) {
   std::vector<int> in_job = InJob();
   std::map<int, int> dense;
   for (size_t i = 0; i < in_job.size(); ++i) dense[in_job[i]] = static_cast<int>(i);
   std::vector<std::string> names;
   std::vector<std::vector<std::string>> candidates;
-  std::vector<std::map<int, std::set<std::string>>> reached;
+  std::vector<std::map<int, std::map<std::string, bool>>> reached;
   for (int h : in_job) {
     names.push_back(hosts_[h].name);
     candidates.push_back(hosts_[h].candidates);
-    std::map<int, std::set<std::string>> r;
+    std::map<int, std::map<std::string, bool>> r;
     for (const auto& [to, addrs] : hosts_[h].reached) {
       if (dense.count(to)) r[dense[to]] = addrs;
     }
     reached.push_back(std::move(r));
   }
-  absl::StatusOr<std::vector<std::string>> chosen =
-      SelectDataPlaneAddresses(names, candidates, reached);
+  absl::StatusOr<std::optional<std::vector<std::string>>> chosen =
+      SelectDataPlaneAddresses(names, candidates, reached, final);
   if (!chosen.ok()) {
     Fail(1, absl::StrCat("hvdrun: ", chosen.status().message()));
-    return;
+    return true;
   }
+  if (!chosen->has_value()) return false;
   std::vector<std::string> said;
   for (size_t i = 0; i < in_job.size(); ++i) {
-    hosts_[in_job[i]].data_plane = (*chosen)[i];
-    said.push_back(absl::StrCat(names[i], " ", (*chosen)[i]));
+    hosts_[in_job[i]].data_plane = (**chosen)[i];
+    said.push_back(absl::StrCat(names[i], " ", (**chosen)[i]));
   }
   if (config_.verbose) {
-    Say(absl::StrCat("hvdrun: data-plane addresses: ", absl::StrJoin(said, ", ")));
+    Say(absl::StrCat("hvdrun: data-plane addresses after ",
+                     Seconds(absl::Now() - created_), ": ",
+                     absl::StrJoin(said, ", ")));
   }
   Launch();
+  return true;
 }
 
 void Job::Launch() {
@@ -568,10 +574,12 @@ void Job::Step(absl::Time now) {
       StepWaiting(now);
       break;
     case Phase::kProbing: {
-      bool done = true;
-      for (int h : InJob()) done = done && hosts_[h].probe_done;
-      if (done) {
-        FinishProbing();
+      bool all_in = true;
+      for (int h : InJob()) {
+        all_in = all_in && hosts_[h].probes_answered >= hosts_[h].probes_sent;
+      }
+      if (FinishProbing(/*final=*/all_in)) {
+        break;
       } else if (now >= start_deadline_) {
         Fail(1, absl::StrCat("hvdrun: agents did not finish probing each "
                              "other within ", Seconds(config_.start_timeout)));

@@ -98,7 +98,9 @@ class Job final : public AgentService::Service {
   void StepWaiting(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FormOrchestratedJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ChooseAddresses() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FinishProbing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Picks data-plane addresses if the probe results so far decide them
+  // (all of them, when `final`) and launches; false while undecided.
+  bool FinishProbing(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Launch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Heartbeats(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HostLost(int host, const std::string& why)

@@ -12,12 +12,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <future>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 
 namespace hvd {
 namespace launcher {
@@ -186,56 +187,95 @@ absl::Status ProbeAddress(const std::string& address, int port,
 
 absl::StatusOr<std::string> FirstReachable(
     const std::vector<std::string>& candidates, absl::Duration timeout) {
-  std::vector<std::future<absl::Status>> results;
-  for (const std::string& c : candidates) {
-    results.push_back(std::async(std::launch::async, [c, timeout] {
+  // Probes run on detached threads sharing this state, so an early answer
+  // does not wait for a slow candidate's timeout.
+  struct State {
+    absl::Mutex mu;
+    std::vector<std::optional<absl::Status>> results;
+    int done = 0;
+  };
+  auto state = std::make_shared<State>();
+  state->results.resize(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::thread([state, i, c = candidates[i], timeout] {
       std::string host;
       int port;
-      if (!SplitHostPort(c, &host, &port)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("bad address '", c, "'"));
-      }
-      return ProbeAddress(host, port, "", timeout);
-    }));
+      absl::Status s =
+          SplitHostPort(c, &host, &port)
+              ? ProbeAddress(host, port, "", timeout)
+              : absl::InvalidArgumentError(absl::StrCat("bad address '", c, "'"));
+      absl::MutexLock lock(&state->mu);
+      state->results[i] = s;
+      ++state->done;
+    }).detach();
   }
   // In preference order: an earlier candidate that answers wins even if a
   // later one answered first.
-  std::vector<std::string> errors;
-  for (size_t i = 0; i < results.size(); ++i) {
-    absl::Status s = results[i].get();
-    if (s.ok()) return candidates[i];
-    errors.emplace_back(s.message());
+  absl::MutexLock lock(&state->mu);
+  while (true) {
+    std::vector<std::string> errors;
+    bool waiting = false;
+    for (size_t i = 0; i < candidates.size() && !waiting; ++i) {
+      if (!state->results[i].has_value()) {
+        waiting = true;
+      } else if (state->results[i]->ok()) {
+        return candidates[i];
+      } else {
+        errors.emplace_back(state->results[i]->message());
+      }
+    }
+    if (!waiting) {
+      return absl::UnavailableError(absl::StrCat(
+          "none of the rendezvous addresses is reachable: ",
+          errors.empty() ? "none given" : absl::StrJoin(errors, "; ")));
+    }
+    const int seen = state->done;
+    auto more = [&state, seen]() { return state->done > seen; };
+    state->mu.Await(absl::Condition(&more));
   }
-  return absl::UnavailableError(
-      absl::StrCat("none of the rendezvous addresses is reachable: ",
-                   errors.empty() ? "none given" : absl::StrJoin(errors, "; ")));
 }
 
-absl::StatusOr<std::vector<std::string>> SelectDataPlaneAddresses(
+absl::StatusOr<std::optional<std::vector<std::string>>>
+SelectDataPlaneAddresses(
     const std::vector<std::string>& host_names,
     const std::vector<std::vector<std::string>>& candidates,
-    const std::vector<std::map<int, std::set<std::string>>>& reached) {
+    const std::vector<std::map<int, std::map<std::string, bool>>>& results,
+    bool final) {
   const int n = static_cast<int>(candidates.size());
   std::vector<std::string> chosen(n);
+  bool undecided = false;
   for (int to = 0; to < n; ++to) {
     std::vector<std::string> why;
     for (const std::string& addr : candidates[to]) {
-      std::vector<std::string> missing;
+      std::vector<std::string> failed;
+      bool unknown = false;
       for (int from = 0; from < n; ++from) {
         if (from == to) continue;
-        auto it = reached[from].find(to);
-        if (it == reached[from].end() || !it->second.count(addr)) {
-          missing.push_back(host_names[from]);
+        std::optional<bool> r;
+        auto it = results[from].find(to);
+        if (it != results[from].end()) {
+          auto jt = it->second.find(addr);
+          if (jt != it->second.end()) r = jt->second;
+        }
+        if (!r.has_value() && !final) {
+          unknown = true;
+        } else if (!r.value_or(false)) {
+          failed.push_back(host_names[from]);
         }
       }
-      if (missing.empty()) {
-        chosen[to] = addr;
-        break;
+      if (!failed.empty()) {
+        why.push_back(absl::StrCat(addr, " (not from ",
+                                   absl::StrJoin(failed, ", "), ")"));
+        continue;
       }
-      why.push_back(absl::StrCat(addr, " (not from ",
-                                 absl::StrJoin(missing, ", "), ")"));
+      if (unknown) {
+        undecided = true;
+      } else {
+        chosen[to] = addr;
+      }
+      break;
     }
-    if (chosen[to].empty()) {
+    if (chosen[to].empty() && !undecided) {
       return absl::FailedPreconditionError(absl::StrCat(
           "host ", host_names[to],
           ": no address every other host can reach; tried ",
@@ -243,6 +283,7 @@ absl::StatusOr<std::vector<std::string>> SelectDataPlaneAddresses(
                       : absl::StrJoin(why, ", ")));
     }
   }
+  if (undecided) return std::nullopt;
   return chosen;
 }
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -74,14 +75,20 @@ absl::StatusOr<std::string> FirstReachable(
     const std::vector<std::string>& candidates, absl::Duration timeout);
 
 // Choosing data-plane addresses. candidates[h]: host h's addresses, most
-// preferred first. reached[from][to]: the addresses of host `to` that host
-// `from` could connect to. For each host, the first candidate every other
-// host reached; FailedPrecondition naming the host, its candidates and who
-// could not reach them when there is none.
-absl::StatusOr<std::vector<std::string>> SelectDataPlaneAddresses(
+// preferred first. results[from][to][address]: whether host `from` could
+// connect to that address of host `to`; a missing entry is not known yet.
+//
+// For each host, the first candidate every other host reached, skipping
+// candidates some host could not reach. Decided as soon as the results known
+// allow it: nullopt while a choice still depends on a missing result (with
+// `final`, missing results count as failures). FailedPrecondition naming the
+// host, its candidates and who could not reach them when no candidate is left.
+absl::StatusOr<std::optional<std::vector<std::string>>>
+SelectDataPlaneAddresses(
     const std::vector<std::string>& host_names,
     const std::vector<std::vector<std::string>>& candidates,
-    const std::vector<std::map<int, std::set<std::string>>>& reached);
+    const std::vector<std::map<int, std::map<std::string, bool>>>& results,
+    bool final);
 
 }  // namespace launcher
 }  // namespace hvd
