@@ -121,6 +121,30 @@ void PingPong(Context& c, size_t len, int iters) {
       sum / us.size());
 }
 
+// Both ranks send `len` bytes to each other at once and wait for both: the
+// data step of a 2-rank allreduce.
+void Exchange(Context& c, size_t len, int iters) {
+  std::string out(len, 'o'), in(len, 'i');
+  const int peer = 1 - c.rank();
+  std::vector<double> us;
+  const int warmup = std::max(iters / 10, 100);
+  for (int i = 0; i < warmup + iters; ++i) {
+    const auto start = Clock::now();
+    auto recv = c.Recv(peer, in.data(), len);
+    Check(c.Send(peer, out.data(), len)->Wait(Deadline()));
+    Check(recv->Wait(Deadline()));
+    if (i >= warmup) {
+      us.push_back(
+          std::chrono::duration<double, std::micro>(Clock::now() - start)
+              .count());
+    }
+  }
+  if (c.rank() != 0) return;
+  std::sort(us.begin(), us.end());
+  std::printf("exchange  %8zu B: both ways     median %7.1f us  p90 %7.1f us\n",
+              len, us[us.size() / 2], us[us.size() * 9 / 10]);
+}
+
 // Each rank sends `len` bytes to the other while receiving as many.
 void Bidirectional(Context& c, size_t len, int reps) {
   std::string out(len, 'o'), in(len, 'i');
@@ -154,6 +178,7 @@ void RunRank(int rank, Store* store, const Flags& flags) {
   for (size_t len : {size_t{8}, size_t{4096}, size_t{65536}}) {
     PingPong(c, len, len > 4096 ? flags.iters / 10 : flags.iters);
   }
+  Exchange(c, 4096, flags.iters);
   Bidirectional(c, flags.mib << 20, flags.reps);
 }
 
