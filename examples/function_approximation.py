@@ -86,9 +86,13 @@ def my_slice(points):
 
 
 def grid_errors(model, grid):
+    """(max, rms) error on `grid`, and rms error on this rank's slice."""
     with torch.no_grad():
         err = model(grid) - target(grid)
-    return err.abs().max().item(), err.pow(2).mean().sqrt().item()
+    lo = -1.0 + 2.0 * hvd.rank() / hvd.size()
+    mine = (grid >= lo) & (grid <= lo + 2.0 / hvd.size())
+    return (err.abs().max().item(), err.pow(2).mean().sqrt().item(),
+            err[mine].pow(2).mean().sqrt().item())
 
 
 def main():
@@ -138,19 +142,20 @@ def main():
                   flush=True)
 
     grid = torch.linspace(-1.0, 1.0, 101).unsqueeze(1)
-    max_err, rms = grid_errors(model, grid)
+    max_err, rms, own_rms = grid_errors(model, grid)
     if ensemble:
-        errors = hvd.allgather_object((max_err, rms))
+        errors = hvd.allgather_object((max_err, rms, own_rms))
         with torch.no_grad():
             mean_pred = hvd.allreduce(model(grid), op=hvd.Average,
                                       name="ensemble_mean")
         ens_err = (mean_pred - target(grid)).abs()
         if rank0:
             print("final error on a 101-point grid over [-1, 1]:")
-            for r, (m, s) in enumerate(errors):
+            for r, (m, s, own) in enumerate(errors):
                 lo = -1.0 + 2.0 * r / hvd.size()
                 print("  member %d (trained on [%.2f, %.2f]): max %.4f  "
-                      "rms %.4f" % (r, lo, lo + 2.0 / hvd.size(), m, s))
+                      "rms %.4f  (rms on its own slice %.4f)"
+                      % (r, lo, lo + 2.0 / hvd.size(), m, s, own))
             print("  ensemble mean: max %.4f  rms %.4f"
                   % (ens_err.max().item(), ens_err.pow(2).mean().sqrt().item()))
     elif rank0:
