@@ -92,13 +92,17 @@ absl::Status Pair::DoSend() {
       }
     }
     error_code ec;
-    size_t wrote = socket_.write_some(std::span(bufs.data(), n), ec);
+    const std::span<asio::const_buffer> iov(bufs.data(), n);
+    size_t wrote = socket_.write_some(iov, ec);
     if (WouldBlock(ec)) return absl::OkStatus();
     if (ec) {
       absl::Status failure = IoError("sending to", ec);
       FailLocked(send_, failure);
       return failure;
     }
+    // A short write means the socket buffer is full: stop after accounting
+    // instead of paying for a write that would block.
+    const bool full = wrote < asio::buffer_size(iov);
     while (!send_.queue.empty()) {
       Op& op = *send_.queue.front();
       const size_t h = std::min(wrote, kHeaderBytes - op.header_done);
@@ -111,6 +115,7 @@ absl::Status Pair::DoSend() {
       op.Complete(absl::OkStatus());
       send_.queue.pop_front();
     }
+    if (full) break;
   }
   return absl::OkStatus();
 }
@@ -196,8 +201,11 @@ absl::Status Pair::DoRecv() {
                                op.len() - op.payload_done());
     }
     error_code ec;
-    size_t got = socket_.read_some(std::span(bufs.data(), n), ec);
+    const std::span<asio::mutable_buffer> iov(bufs.data(), n);
+    size_t got = socket_.read_some(iov, ec);
     if (WouldBlock(ec)) return absl::OkStatus();
+    // A short read means the socket is drained (for now).
+    const bool drained = got < asio::buffer_size(iov);
     absl::Status failure;
     if (ec) failure = IoError("receiving from", ec);
     if (failure.ok() && header_pending) {
@@ -215,6 +223,7 @@ absl::Status Pair::DoRecv() {
       op.Complete(absl::OkStatus());
       recv_.queue.pop_front();
     }
+    if (drained) break;
   }
   return absl::OkStatus();
 }
