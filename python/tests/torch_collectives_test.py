@@ -341,23 +341,28 @@ def test_alltoall_with_splits_returns_received_splits():
     assert torch.equal(out, expected) and torch.equal(rec, received)
 
 
-def test_alltoall_bool():
-    tensor = torch.tensor([RANK % 2 == 0] * SIZE)
-    assert hvd.alltoall(tensor).tolist() == [r % 2 == 0 for r in range(SIZE)]
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_alltoall_every_dtype(dtype):
+    # Rank r sends j + 1 rows of its value to rank j.
+    splits = [j + 1 for j in range(SIZE)]
+    tensor = filled((sum(splits), 2), RANK, dtype)
+    result, received = hvd.alltoall(tensor, splits=splits)
+    assert result.dtype == dtype
+    assert torch.equal(result, torch.cat([filled((RANK + 1, 2), r, dtype)
+                                          for r in range(SIZE)]))
+    assert received.tolist() == [RANK + 1] * SIZE
 
 
 # -------------------------------------------------------- reducescatter --
 
 @pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
-@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float16,
-                                   torch.bfloat16, torch.float32,
-                                   torch.float64])
+@pytest.mark.parametrize("dtype", NUMERIC)
 def test_reducescatter_uneven_rows(op, dtype):
     rows = 2 * SIZE + 1  # first rank gets one row more
-    tensor = (torch.arange(rows * 2).reshape(rows, 2) + RANK).to(dtype)
+    base = torch.arange(rows * 2).reshape(rows, 2) % 7  # sums fit in int8
+    tensor = (base + RANK).to(dtype)
     result = hvd.reducescatter(tensor, op=op)
-    full = reference_sum = sum(torch.arange(rows * 2).reshape(rows, 2) + r
-                               for r in range(SIZE)).double()
+    full = reference_sum = sum(base + r for r in range(SIZE)).double()
     if op == hvd.Average:
         full = reference_sum / SIZE
         if not dtype.is_floating_point:
@@ -437,6 +442,19 @@ def test_process_sets_restrict_collectives_to_their_ranks():
                                process_set=mine)
         assert torch.equal(rs, torch.full((1, 2), float(len(ranks))))
         hvd.barrier(process_set=mine)
+        grouped = hvd.grouped_allreduce([torch.ones(2), torch.ones(3)],
+                                        op=hvd.Sum, process_set=mine)
+        assert [g.tolist() for g in grouped] == [[len(ranks)] * 2,
+                                                 [len(ranks)] * 3]
+        ga, = hvd.grouped_allgather([torch.tensor([RANK])], process_set=mine)
+        assert ga.tolist() == ranks
+        gr, = hvd.grouped_reducescatter([torch.ones(len(ranks))],
+                                        op=hvd.Sum, process_set=mine)
+        assert gr.tolist() == [len(ranks)]
+        obj = hvd.broadcast_object(RANK, root_rank=ranks[0],
+                                   process_set=mine)
+        assert obj == ranks[0]
+        assert hvd.allgather_object(RANK, process_set=mine) == ranks
 
         with pytest.raises(hvd.HvdInvalidArgumentError,
                            match="not a member"):

@@ -221,6 +221,25 @@ def test_unused_parameters_get_zero_gradients_and_do_not_hang():
     assert torch.equal(unused.weight.grad, torch.zeros(1, 3))
 
 
+@pytest.mark.parametrize("sparse_as_dense", [True, False])
+def test_sparse_gradients_are_averaged(sparse_as_dense):
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 3, sparse=True)
+    reference = emb.weight.detach().clone()
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(emb.parameters(), lr=1.0),
+        named_parameters=emb.named_parameters(),
+        sparse_as_dense=sparse_as_dense)
+    # Rank r looks up rows r and 9: row 9's gradient is averaged over all.
+    emb(torch.tensor([RANK, 9])).sum().backward()
+    opt.step()
+    expected = reference.clone()
+    for r in range(SIZE):
+        expected[r] -= 1.0 / SIZE
+    expected[9] -= 1.0
+    assert torch.allclose(emb.weight.detach(), expected, atol=1e-6)
+
+
 def test_named_parameters_must_be_unique_and_complete():
     model = make_model()
     named = list(model.named_parameters())
