@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/api_state.h"
 #include "core/dlpack_tensor.h"
+#include "core/gpu/backend_factory.h"
 #include "core/gpu/gpu_info.h"
 
 namespace hvd::api {
@@ -70,7 +71,8 @@ int hvd_init(void) {
   if (hvd::api::g_runtime) return HVD_OK;
   auto config = hvd::runtime::ConfigFromEnv();
   if (!config.ok()) return hvd::api::SetLastError(config.status());
-  auto rt = hvd::runtime::Runtime::Start(*config, &Handles());
+  auto rt = hvd::runtime::Runtime::Start(*config, &Handles(),
+                                         hvd::gpu::BackendFactory());
   if (!rt.ok()) return hvd::api::SetLastError(rt.status());
   hvd::api::g_runtime = std::move(*rt);
   return HVD_OK;

@@ -1,6 +1,7 @@
 // Enqueueing collectives through the C ABI: argument checks that need no
 // other rank, then one TensorEntry per tensor into the runtime.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -49,20 +50,38 @@ absl::StatusOr<std::vector<int>> Members(runtime::Runtime& rt, int set) {
   return *ranks;
 }
 
-absl::Status CheckDevice(const TensorView& view) {
-  if (view.device == DeviceType::kCpu) return absl::OkStatus();
+absl::Status CheckDevice(runtime::Runtime& rt, const TensorView& view) {
+  if (view.device == DeviceType::kCpu || rt.device_ops() != nullptr) {
+    return absl::OkStatus();
+  }
   return absl::UnimplementedError(absl::StrCat(
       "tensor is on CUDA device ", view.device_id,
-      ": this hvd build has no GPU data path yet (the NCCL backend is not "
-      "implemented); move the tensor to the CPU"));
+      ": this hvd build has no GPU backend (built without CUDA and NCCL); "
+      "move the tensor to the CPU or use a build made where CUDA is "
+      "installed"));
+}
+
+// GPU tensors: the producer stream's work so far, which the op waits for.
+// `cache` keeps one event per device for the tensors of one call.
+absl::Status MarkReady(runtime::Runtime& rt, TensorEntry& entry, void* stream,
+                       std::map<int, std::shared_ptr<runtime::ReadyEvent>>& cache) {
+  if (entry.device != DeviceType::kGpu) return absl::OkStatus();
+  auto& ready = cache[entry.device_id];
+  if (!ready) {
+    auto marked = rt.device_ops()->MarkReady(entry.device_id, stream);
+    if (!marked.ok()) return marked.status();
+    ready = std::move(*marked);
+  }
+  entry.ready = ready;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(
-    OpType type, const std::string& name, DLTensor* input, DLTensor* output,
-    const hvd_options& o) {
+    runtime::Runtime& rt, OpType type, const std::string& name,
+    DLTensor* input, DLTensor* output, const hvd_options& o) {
   auto in = ViewOf(input, o.dtype);
   if (!in.ok()) return in.status();
-  if (absl::Status s = CheckDevice(*in); !s.ok()) return s;
+  if (absl::Status s = CheckDevice(rt, *in); !s.ok()) return s;
   auto entry = std::make_unique<TensorEntry>();
   runtime::Request& r = entry->request;
   r.set_type(type);
@@ -78,6 +97,7 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(
   entry->input = in->data;
   entry->output = in->data;
   entry->device = in->device;
+  entry->device_id = in->device_id;
   entry->stream = o.stream;
   if (output != nullptr && output != input) {
     auto out = ViewOf(output, o.dtype);
@@ -85,6 +105,12 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(
     if (out->dtype != in->dtype || out->shape != in->shape) {
       return absl::InvalidArgumentError(
           "output tensor must have the input's dtype and shape");
+    }
+    if (out->device != in->device || out->device_id != in->device_id) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output tensor must be on the input's device (input on ",
+          DeviceTypeName(in->device), " ", in->device_id, ", output on ",
+          DeviceTypeName(out->device), " ", out->device_id, ")"));
     }
     entry->output = out->data;
   }
@@ -159,13 +185,15 @@ hvd_handle Enqueue(OpType type, const char* op_name, int32_t count,
   if (!members.ok()) return Fail(members.status());
   const std::string base = NameOf(o, op_name);
   Entries entries;
+  std::map<int, std::shared_ptr<runtime::ReadyEvent>> ready;
   for (int32_t i = 0; i < count; ++i) {
     const std::string name = count == 1 ? base : absl::StrCat(base, ".", i);
-    auto entry = MakeEntry(type, name, inputs[i],
+    auto entry = MakeEntry(*rt, type, name, inputs[i],
                            outputs ? outputs[i] : nullptr, o);
     absl::Status s = entry.ok() ? CheckRootAndSplits(**entry, o,
                                                      static_cast<int>(members->size()))
                                 : entry.status();
+    if (s.ok()) s = MarkReady(*rt, **entry, o.stream, ready);
     if (!s.ok()) {
       return Fail(absl::Status(s.code(), absl::StrCat(op_name, " of tensor '",
                                                       name, "': ", s.message())));

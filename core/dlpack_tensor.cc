@@ -130,8 +130,12 @@ DLManagedTensor* ExportOutput(runtime::OpResult result) {
   auto* exported = new Exported();
   exported->result = std::move(result);
   DLTensor& t = exported->managed.dl_tensor;
-  t.data = exported->result.output->data();
-  t.device = {kDLCPU, 0};
+  runtime::Buffer& output = *exported->result.output;
+  t.data = output.data();
+  // GPU outputs hvd allocated on the device stay there (kDLCUDA).
+  t.device = output.device() == DeviceType::kGpu
+                 ? DLDevice{kDLCUDA, output.device_id()}
+                 : DLDevice{kDLCPU, 0};
   t.ndim = static_cast<int>(exported->result.shape.size());
   t.dtype = ToDLDataType(exported->result.dtype);
   t.shape = exported->result.shape.data();

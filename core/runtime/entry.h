@@ -15,16 +15,26 @@
 
 namespace hvd::runtime {
 
-// Memory hvd allocates for an output (allgather, alltoall, reducescatter).
-// 64-byte aligned, uninitialised.
-class HostBuffer {
+// Memory hvd allocates for an output (allgather, alltoall, reducescatter):
+// on the host (HostBuffer) or on a GPU (core/gpu). Freed with the object.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual void* data() = 0;
+  virtual size_t size() const = 0;
+  virtual DeviceType device() const { return DeviceType::kCpu; }
+  virtual int device_id() const { return 0; }  // CUDA ordinal when kGpu
+};
+
+// Host memory, 64-byte aligned, uninitialised.
+class HostBuffer : public Buffer {
  public:
   explicit HostBuffer(size_t bytes);
-  ~HostBuffer();
+  ~HostBuffer() override;
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
-  void* data() { return data_; }
-  size_t size() const { return size_; }
+  void* data() override { return data_; }
+  size_t size() const override { return size_; }
 
  private:
   void* data_;
@@ -33,7 +43,7 @@ class HostBuffer {
 
 // What an op hands back besides its status.
 struct OpResult {
-  std::shared_ptr<HostBuffer> output;  // hvd-allocated output, if any
+  std::shared_ptr<Buffer> output;  // hvd-allocated output, if any
   std::vector<int64_t> shape;          // of `output`
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> received_splits;  // alltoall
@@ -42,15 +52,26 @@ struct OpResult {
 
 using DoneCallback = std::function<void(const absl::Status&, OpResult)>;
 
+// GPU tensors: the producer stream's work at enqueue (a CUDA event), made by
+// the device backend (device_ops.h); opaque here.
+class ReadyEvent {
+ public:
+  virtual ~ReadyEvent() = default;
+};
+
 struct TensorEntry {
   Request request;  // what is negotiated; request.rank() is this rank
   void* input = nullptr;   // nullptr for control ops
   void* output = nullptr;  // == input when in place; nullptr when allocated
   DeviceType device = DeviceType::kCpu;
+  int device_id = 0;       // CUDA ordinal of a GPU tensor
   void* stream = nullptr;  // GPU tensors: the producer's stream
+  std::shared_ptr<ReadyEvent> ready;  // GPU tensors: see ReadyEvent
   absl::Time enqueued;
   int cache_slot = -1;     // >= 0: negotiated by response-cache bit
-  DoneCallback done;       // called exactly once, on the background thread
+  // Called exactly once: on the background thread, or for GPU tensors on the
+  // device backend's completion thread.
+  DoneCallback done;
 
   int64_t NumElements() const;
   size_t Bytes() const;

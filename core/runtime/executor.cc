@@ -30,6 +30,24 @@ int64_t SplitRows(int64_t rows, int n, int index) {
   return rows / n + (index < rows % n ? 1 : 0);
 }
 
+// Data ops on GPU tensors go to the device backend; control ops never carry
+// a device.
+bool OnDevice(const Response& response) {
+  if (response.device() != static_cast<int32_t>(DeviceType::kGpu)) {
+    return false;
+  }
+  switch (response.type()) {
+    case ALLREDUCE:
+    case ALLGATHER:
+    case BROADCAST:
+    case ALLTOALL:
+    case REDUCESCATTER:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::vector<int64_t> OutputShape(const TensorEntry& entry, int64_t rows) {
   std::vector<int64_t> shape(entry.request.shape().begin(),
                              entry.request.shape().end());
@@ -49,13 +67,15 @@ void FailEntries(std::vector<std::unique_ptr<TensorEntry>>& entries,
 
 Executor::Executor(int rank, transport::Context* context,
                    ProcessSetTable* sets, ResponseCache* cache,
-                   Timeline* timeline, collectives::CollectiveOptions options)
+                   Timeline* timeline, collectives::CollectiveOptions options,
+                   DeviceOps* device)
     : rank_(rank),
       context_(context),
       sets_(sets),
       cache_(cache),
       timeline_(timeline),
-      options_(options) {}
+      options_(options),
+      device_(device) {}
 
 Executor::Entries Executor::Take(const Response& response,
                                  PendingTable& pending) {
@@ -131,7 +151,9 @@ absl::Status Executor::Execute(const Response& response,
                                        response.set_ranks().end()});
   } else if (response.type() == REMOVE_PROCESS_SET) {
     for (auto& entry : entries) {
-      if (entry) sets_->Remove(entry->request.root());
+      if (!entry) continue;
+      sets_->Remove(entry->request.root());
+      if (device_ != nullptr) device_->RemoveProcessSet(entry->request.root());
     }
   }
   UpdateCache(response);
@@ -142,6 +164,7 @@ absl::Status Executor::Execute(const Response& response,
     group.index = sets_->IndexOf(response.process_set(), rank_);
   }
   if (group.index < 0 || !members) return absl::OkStatus();  // Not a member.
+  if (OnDevice(response)) return RunOnDevice(response, entries, group);
   absl::Status status = RunData(response, entries, group);
   if (!status.ok()) {
     FailEntries(entries, status);
@@ -189,6 +212,34 @@ absl::Status Executor::RunData(const Response& response, Entries& entries,
     if (!status.ok()) return WithTensor(status, response, entry->request.name());
   }
   return absl::OkStatus();
+}
+
+absl::Status Executor::RunOnDevice(const Response& response, Entries& entries,
+                                   const collectives::Group& group) {
+  if (device_ == nullptr) {
+    FailEntries(entries,
+                absl::FailedPreconditionError(absl::StrCat(
+                    OpTypeName(response.type()), " of GPU tensor '",
+                    response.names(0),
+                    "': this hvd build has no GPU backend (built without "
+                    "CUDA and NCCL)")));
+    return absl::OkStatus();
+  }
+  const std::string activity =
+      absl::AsciiStrToUpper(absl::StrCat("gpu_", OpTypeName(response.type())));
+  for (auto& entry : entries) {
+    if (!entry) continue;
+    // The span ends when the backend completes the entry, on its thread
+    // (the timeline is thread-safe and outlives the backend).
+    timeline_->ActivityStart(entry->request.name(), activity);
+    entry->done = [timeline = timeline_, name = entry->request.name(),
+                   done = std::move(entry->done)](const absl::Status& status,
+                                                  OpResult result) {
+      timeline->ActivityEnd(name);
+      if (done) done(status, std::move(result));
+    };
+  }
+  return device_->Execute(response, entries, group);
 }
 
 void* Executor::FusionBuffer(size_t bytes) {

@@ -1,7 +1,8 @@
 // Runs the coordinator's responses on this rank: finds the local entries a
 // response names, moves their data through the fusion buffer and the CPU
-// collectives, completes them, and keeps the response cache and the process
-// set table in step with every other rank.
+// collectives (or hands GPU tensors to the device backend), completes them,
+// and keeps the response cache and the process set table in step with every
+// other rank.
 #ifndef HVD_CORE_RUNTIME_EXECUTOR_H_
 #define HVD_CORE_RUNTIME_EXECUTOR_H_
 
@@ -14,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "core/collectives/collectives.h"
+#include "core/runtime/device_ops.h"
 #include "core/runtime/entry.h"
 #include "core/runtime/messages.pb.h"
 #include "core/runtime/process_sets.h"
@@ -34,11 +36,14 @@ using PendingTable =
 inline constexpr char kJoinName[] = "join";
 
 // Not thread-safe: the background thread owns it. Pointers are not owned.
+// `device` may be null (no GPU backend in this build): a response on GPU
+// tensors then fails its entries with FailedPrecondition.
 class Executor {
  public:
   Executor(int rank, transport::Context* context, ProcessSetTable* sets,
            ResponseCache* cache, Timeline* timeline,
-           collectives::CollectiveOptions options);
+           collectives::CollectiveOptions options,
+           DeviceOps* device = nullptr);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -64,6 +69,8 @@ class Executor {
                              const collectives::Group& group);
   absl::Status RunData(const Response& response, Entries& entries,
                        const collectives::Group& group);
+  absl::Status RunOnDevice(const Response& response, Entries& entries,
+                           const collectives::Group& group);
   void* FusionBuffer(size_t bytes);
 
   int rank_;
@@ -72,6 +79,7 @@ class Executor {
   ResponseCache* cache_;
   Timeline* timeline_;
   collectives::CollectiveOptions options_;
+  DeviceOps* device_;
   std::unique_ptr<HostBuffer> fusion_;  // persistent, grown on demand
 };
 

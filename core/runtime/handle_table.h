@@ -16,8 +16,8 @@
 
 namespace hvd::runtime {
 
-// Thread-safe: Complete() runs on the background thread, the rest on
-// framework threads.
+// Thread-safe: Complete() runs on the background thread (or the GPU
+// backend's completion thread), the rest on framework threads.
 class HandleTable {
  public:
   enum WaitResult { kDone, kTimeout, kInvalid };

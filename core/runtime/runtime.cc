@@ -37,8 +37,9 @@ Runtime::Runtime(const Config& config, HandleTable* handles)
       sets_(config.size),
       cache_(static_cast<int>(config.cache_capacity)) {}
 
-absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const Config& config,
-                                                        HandleTable* handles) {
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
+    const Config& config, HandleTable* handles,
+    DeviceOpsFactory device_factory) {
   SetLogRank(config.rank);
   std::unique_ptr<Runtime> runtime(new Runtime(config, handles));
   if (absl::Status s = runtime->Connect(); !s.ok()) return s;
@@ -60,9 +61,14 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const Config& config,
   }
   collectives::CollectiveOptions options;
   options.timeout = config.timeout;
+  if (device_factory) {
+    auto device = device_factory(runtime->DeviceEnvironment(options));
+    if (!device.ok()) return device.status();
+    runtime->device_ops_ = std::move(*device);
+  }
   runtime->executor_ = std::make_unique<Executor>(
       config.rank, runtime->context_.get(), &runtime->sets_, &runtime->cache_,
-      &runtime->timeline_, options);
+      &runtime->timeline_, options, runtime->device_ops_.get());
   runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
   HVD_LOG(INFO) << "initialized: rank " << config.rank << " of "
                 << config.size << " on " << config.hostname;
@@ -99,6 +105,23 @@ absl::Status Runtime::Connect() {
   return absl::OkStatus();
 }
 
+DeviceEnv Runtime::DeviceEnvironment(
+    const collectives::CollectiveOptions& options) {
+  DeviceEnv env;
+  env.config = config_;
+  env.store = scoped_store_.get();
+  transport::TcpOptions tcp;
+  tcp.iface = config_.iface;
+  tcp.hostname = config_.hostname;
+  tcp.token = config_.token;
+  tcp.connect_timeout = config_.start_timeout;
+  env.make_context = [tcp](int rank, int size, Store* store) {
+    return transport::CreateTcpContext(rank, size, store, tcp);
+  };
+  env.collective_options = options;
+  return env;
+}
+
 Runtime::~Runtime() { Shutdown(); }
 
 int64_t Runtime::Submit(std::vector<std::unique_ptr<TensorEntry>> entries) {
@@ -132,6 +155,8 @@ void Runtime::Shutdown() {
     stop_requested_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  // GPU ops already started finish (every rank executed the same responses).
+  if (device_ops_) device_ops_->Shutdown();
   if (coordinator_) {
     const Coordinator::Stats& s = coordinator_->stats();
     HVD_LOG(INFO) << "negotiation: " << s.cycles << " cycles, "
@@ -281,6 +306,9 @@ void Runtime::FailAll(const absl::Status& status) {
     doomed.swap(queue_);
   }
   if (context_ && !absl::IsFailedPrecondition(status)) context_->Abort(status);
+  if (device_ops_ && !absl::IsFailedPrecondition(status)) {
+    device_ops_->Abort(status);
+  }
   for (auto& [key, entries] : pending_) {
     for (auto& entry : entries) doomed.push_back(std::move(entry));
   }

@@ -17,6 +17,7 @@
 #include "core/rendezvous/store.h"
 #include "core/runtime/config.h"
 #include "core/runtime/coordinator.h"
+#include "core/runtime/device_ops.h"
 #include "core/runtime/entry.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/handle_table.h"
@@ -34,8 +35,10 @@ class Runtime {
   // thread. Errors name what failed (rendezvous address, peer rank).
   // `handles` (not owned) outlives the runtime: the C ABI keeps one table
   // for the process so handles stay valid across shutdown and re-init.
-  static absl::StatusOr<std::unique_ptr<Runtime>> Start(const Config& config,
-                                                        HandleTable* handles);
+  // `device_factory` makes the GPU backend (none: GPU tensors are refused).
+  static absl::StatusOr<std::unique_ptr<Runtime>> Start(
+      const Config& config, HandleTable* handles,
+      DeviceOpsFactory device_factory = nullptr);
   ~Runtime();  // Shuts down if still running.
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -43,6 +46,9 @@ class Runtime {
   const Config& config() const { return config_; }
   ProcessSetTable& process_sets() { return sets_; }
   Timeline& timeline() { return timeline_; }
+  // The GPU backend, or nullptr when this build has none. Set before the
+  // background thread starts and kept until the runtime is destroyed.
+  DeviceOps* device_ops() { return device_ops_.get(); }
 
   // Queues `entries` as one handle (a group when several). Entries get
   // request.rank and done set here.
@@ -53,6 +59,7 @@ class Runtime {
  private:
   Runtime(const Config& config, HandleTable* handles);
   absl::Status Connect();
+  DeviceEnv DeviceEnvironment(const collectives::CollectiveOptions& options);
   void Loop();
   bool WaitForWork(absl::Time cycle_start);
   RequestList BuildRequests();
@@ -69,6 +76,7 @@ class Runtime {
   ResponseCache cache_;  // background thread only
   Timeline timeline_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::unique_ptr<DeviceOps> device_ops_;
   std::unique_ptr<Executor> executor_;
   PendingTable pending_;  // background thread only
 
