@@ -44,15 +44,18 @@ def init(comm=None, process_sets=None):
 
 
 def shutdown():
-    """Stops hvd's background thread and leaves the job."""
+    """Stops hvd's background thread and leaves the job. Operations still
+    pending fail (their handles complete with an error)."""
     from hvd import _engine
-    _engine.forget_pending()
     lib = _lib.lib()
-    if lib.hvd_shutdown() != _lib.HVD_OK:
-        raise HvdInternalError("hvd.shutdown() failed: %s"
-                               % _lib.decode(lib.hvd_last_error()))
+    rc = lib.hvd_shutdown()
+    # Only now, with the background thread gone, may pending inputs go.
+    _engine.forget_pending()
     from hvd import process_sets as _ps
     _ps._on_shutdown()
+    if rc != _lib.HVD_OK:
+        raise HvdInternalError("hvd.shutdown() failed: %s"
+                               % _lib.decode(lib.hvd_last_error()))
 
 
 def _shutdown_at_exit():
