@@ -1,0 +1,205 @@
+#include "core/gpu/finalizer.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace hvd::gpu {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// An event the test fires by hand.
+class ManualEvent : public Event {
+ public:
+  explicit ManualEvent(std::shared_ptr<std::atomic<bool>> fired)
+      : fired_(std::move(fired)) {}
+  absl::StatusOr<bool> Done() override { return fired_->load(); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> fired_;
+};
+
+// A communicator whose health the test sets; it runs no collectives.
+class HealthOnlyComm : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  absl::string_view kind() const override { return "test"; }
+  bool CanReduce(DataType, ReduceOp) const override { return true; }
+  absl::Status Allreduce(const void*, void*, size_t, DataType, ReduceOp,
+                         double) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status Allgather(const void*, void*,
+                         const std::vector<size_t>&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status Broadcast(void*, size_t, int) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status Alltoall(const void*, const std::vector<size_t>&, void*,
+                        const std::vector<size_t>&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status ReduceScatter(const void*, void*, const std::vector<size_t>&,
+                             DataType, ReduceOp, double) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status Health() override {
+    absl::MutexLock lock(&mu_);
+    return health_;
+  }
+  void Abort(const absl::Status& reason) override {
+    absl::MutexLock lock(&mu_);
+    if (health_.ok()) health_ = reason;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Status health_ ABSL_GUARDED_BY(mu_);
+};
+
+class FinalizerTest : public ::testing::Test {
+ protected:
+  FinalizerTest()
+      : finalizer_([this](const absl::Status& s) {
+          absl::MutexLock lock(&mu_);
+          failures_.push_back(std::string(s.message()));
+        }) {}
+
+  // An item of one entry named `name` whose event the returned flag fires.
+  std::shared_ptr<std::atomic<bool>> Add(const std::string& name,
+                                         absl::Duration timeout =
+                                             absl::Seconds(30),
+                                         std::shared_ptr<Comm> comm = nullptr) {
+    auto fired = std::make_shared<std::atomic<bool>>(false);
+    Finalizer::Item item;
+    item.event = std::make_unique<ManualEvent>(fired);
+    item.entries.push_back(Entry(name));
+    runtime::OpResult result;
+    result.value = 7;
+    item.results.push_back(result);
+    item.deadline = absl::Now() + timeout;
+    item.what = "rank 0: allreduce of '" + name + "'";
+    if (comm) item.comms.push_back(comm);
+    finalizer_.Add(std::move(item));
+    return fired;
+  }
+
+  std::unique_ptr<runtime::TensorEntry> Entry(const std::string& name) {
+    auto entry = std::make_unique<runtime::TensorEntry>();
+    entry->done = [this, name](const absl::Status& s, runtime::OpResult r) {
+      absl::MutexLock lock(&mu_);
+      order_.push_back(name);
+      statuses_[name] = s;
+      values_[name] = r.value;
+    };
+    return entry;
+  }
+
+  std::vector<std::string> Completed() {
+    absl::MutexLock lock(&mu_);
+    return order_;
+  }
+  absl::Status StatusOf(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    return statuses_[name];
+  }
+
+  absl::Mutex mu_;
+  std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Status> statuses_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> values_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
+  Finalizer finalizer_;
+};
+
+TEST_F(FinalizerTest, CompletesInQueueOrderOnceEachEventFired) {
+  auto first = Add("a");
+  auto second = Add("b");
+  second->store(true);
+  // "b" has fired but waits behind "a".
+  EXPECT_FALSE(finalizer_.Drain(absl::Now() + absl::Milliseconds(50)));
+  EXPECT_TRUE(Completed().empty());
+  first->store(true);
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  EXPECT_THAT(Completed(), ElementsAre("a", "b"));
+  EXPECT_TRUE(StatusOf("a").ok());
+  absl::MutexLock lock(&mu_);
+  EXPECT_EQ(values_["a"], 7);  // the result reaches the callback
+}
+
+TEST_F(FinalizerTest, AnItemFailedWhileQueuedFailsAfterTheOnesBeforeIt) {
+  auto first = Add("a");
+  Finalizer::Item failed;
+  failed.status = absl::InternalError("ncclAllReduce: invalid usage");
+  failed.entries.push_back(Entry("b"));
+  finalizer_.Add(std::move(failed));
+  EXPECT_FALSE(finalizer_.Drain(absl::Now() + absl::Milliseconds(30)));
+  first->store(true);
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  EXPECT_THAT(Completed(), ElementsAre("a", "b"));
+  EXPECT_THAT(StatusOf("b").message(), HasSubstr("invalid usage"));
+}
+
+TEST_F(FinalizerTest, AnEventThatNeverFiresTimesOutNamingTheOp) {
+  Add("stuck", absl::Milliseconds(50));
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  const absl::Status s = StatusOf("stuck");
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(s.message(), HasSubstr("rank 0: allreduce of 'stuck' did not "
+                                     "finish on the GPU within the timeout"));
+  absl::MutexLock lock(&mu_);
+  ASSERT_EQ(failures_.size(), 1u);  // the backend hears of it
+}
+
+TEST_F(FinalizerTest, AFailedCommunicatorEndsTheWaitWithItsError) {
+  auto comm = std::make_shared<HealthOnlyComm>();
+  Add("w", absl::Seconds(30), comm);
+  comm->Abort(absl::UnavailableError("rank 1 (member 1 of 2): peer lost"));
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  EXPECT_EQ(StatusOf("w").code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(StatusOf("w").message(), HasSubstr("peer lost"));
+}
+
+TEST_F(FinalizerTest, AbortFailsTheWaitingAndQueuedItemsWithoutTheirEvents) {
+  Add("a");
+  Add("b");
+  finalizer_.Abort(absl::UnavailableError("negotiation with rank 0 failed"));
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  EXPECT_THAT(Completed(), ElementsAre("a", "b"));
+  EXPECT_THAT(StatusOf("b").message(), HasSubstr("negotiation with rank 0"));
+  Add("later");
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  EXPECT_EQ(StatusOf("later").code(), absl::StatusCode::kUnavailable);
+  absl::MutexLock lock(&mu_);
+  EXPECT_TRUE(failures_.empty());  // an abort is not reported back
+}
+
+TEST(Finalizer, DestroyingItCancelsWhatIsLeft) {
+  absl::Status status;
+  {
+    Finalizer finalizer(nullptr);
+    Finalizer::Item item;
+    item.event = std::make_unique<ManualEvent>(
+        std::make_shared<std::atomic<bool>>(false));
+    auto entry = std::make_unique<runtime::TensorEntry>();
+    entry->done = [&](const absl::Status& s, runtime::OpResult) {
+      status = s;
+    };
+    item.entries.push_back(std::move(entry));
+    finalizer.Add(std::move(item));
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace hvd::gpu
