@@ -45,6 +45,8 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.1,
                    help="per-rank learning rate (scaled by the size)")
     p.add_argument("--points", type=int, default=1500, help="per class")
+    p.add_argument("--min-accuracy", type=float, default=None,
+                   help="exit with code 1 below this final accuracy (tests)")
     return p.parse_args()
 
 
@@ -111,6 +113,9 @@ def main():
                   % (epoch, args.epochs, train_loss, accuracy), flush=True)
     if hvd.rank() == 0:
         print("final validation accuracy: %.3f" % accuracy)
+    if args.min_accuracy is not None and accuracy < args.min_accuracy:
+        sys.exit("accuracy %.3f below --min-accuracy %.3f"
+                 % (accuracy, args.min_accuracy))
 
 
 if __name__ == "__main__":

@@ -74,6 +74,9 @@ def parse_args():
     p.add_argument("--width", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save-plot", metavar="PNG", default=None)
+    p.add_argument("--max-rms", type=float, default=None,
+                   help="exit with code 1 if the final rms error on the grid "
+                        "exceeds this (data-parallel; for tests)")
     return p.parse_args()
 
 
@@ -161,6 +164,7 @@ def main():
     elif rank0:
         print("final error on a 101-point grid over [-1, 1]: max %.4f  "
               "rms %.4f" % (max_err, rms))
+    failed = not ensemble and args.max_rms is not None and rms > args.max_rms
 
     if args.save_plot:
         with torch.no_grad():
@@ -168,6 +172,8 @@ def main():
         if rank0:
             save_plot(args.save_plot, grid, preds, ensemble)
     hvd.shutdown()
+    if failed:
+        sys.exit("rms error %.4f above --max-rms %.4f" % (rms, args.max_rms))
 
 
 def save_plot(path, grid, preds, ensemble):
