@@ -1,5 +1,7 @@
 #include "agent/agent.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -49,8 +51,25 @@ Agent::Agent(AgentOptions options, launcher::Os* os, Reaper* reaper)
 }
 
 Agent::~Agent() {
+  stopping_ = true;
+  if (fd_watcher_.joinable()) fd_watcher_.join();
   if (reader_.joinable()) CloseStream(/*cancel=*/true).IgnoreError();
   for (std::thread& t : helpers_) t.join();
+}
+
+void Agent::WatchLauncherFd() {
+  char buf[256];
+  while (!stopping_) {
+    struct pollfd p = {options_.launcher_fd, POLLIN, 0};
+    int r = poll(&p, 1, 200);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) continue;
+    ssize_t n = r > 0 ? read(options_.launcher_fd, buf, sizeof(buf)) : -1;
+    if (n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN))) continue;
+    absl::MutexLock lock(&mu_);
+    launcher_fd_closed_ = true;
+    return;
+  }
 }
 
 void Agent::Signal(int sig) {
@@ -66,6 +85,10 @@ absl::Status Agent::Connect() {
   while (true) {
     addr = launcher::FirstReachable(candidates, absl::Seconds(2));
     if (addr.ok() || absl::Now() >= deadline) break;
+    {
+      absl::MutexLock lock(&mu_);
+      if (launcher_fd_closed_ || signal_ != 0) break;
+    }
     absl::SleepFor(absl::Milliseconds(250));
   }
   if (!addr.ok()) return addr.status();
@@ -253,6 +276,9 @@ void Agent::Handle(const LauncherMessage& m) {
 }
 
 int Agent::Run() {
+  if (options_.launcher_fd >= 0) {
+    fd_watcher_ = std::thread([this] { WatchLauncherFd(); });
+  }
   absl::Status s = Connect();
   if (!s.ok()) {
     HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": " << s.message();
@@ -290,19 +316,20 @@ int Agent::Run() {
   while (true) {
     std::deque<LauncherMessage> inbox;
     std::vector<launcher::WorkerExit> exits;
-    bool ended;
+    bool ended, fd_closed;
     int sig;
     absl::Time last_heard;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !inbox_.empty() || !exits_.empty() || stream_ended_ ||
-               signal_ != 0;
+               signal_ != 0 || launcher_fd_closed_;
       };
       mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100));
       inbox.swap(inbox_);
       exits.swap(exits_);
       ended = stream_ended_;
+      fd_closed = launcher_fd_closed_;
       sig = signal_;
       last_heard = last_heard_;
     }
@@ -326,6 +353,14 @@ int Agent::Run() {
       CloseStream(/*cancel=*/true).IgnoreError();
       EndWorkers();
       return 128 + sig;
+    }
+    if (fd_closed && !ended) {
+      HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": hvdrun's end of "
+                     << "stdin closed (hvdrun or its ssh is gone); ending "
+                     << workers_.size() << " workers";
+      CloseStream(/*cancel=*/true).IgnoreError();
+      EndWorkers();
+      return 1;
     }
     if (ended) {
       grpc::Status st = CloseStream(/*cancel=*/false);

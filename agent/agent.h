@@ -36,6 +36,10 @@ struct AgentOptions {
   std::vector<std::string> command;  // orchestrated: the workers' command
   // How long to keep trying to reach the rendezvous server.
   absl::Duration connect_timeout = absl::Seconds(10);
+  // If >= 0, a descriptor whose end (EOF, hang-up) means the launcher is
+  // gone: hvdrun keeps the agent's stdin open for the whole job, over ssh
+  // too, so even an agent that never reached the rendezvous notices.
+  int launcher_fd = -1;
 };
 
 // Run() on the main thread; Signal() from any thread.
@@ -58,6 +62,7 @@ class Agent {
                                           launcher::LauncherMessage>;
   absl::Status Connect();
   void ReadLoop();
+  void WatchLauncherFd();
   bool Send(const launcher::AgentMessage& message);
   void Handle(const launcher::LauncherMessage& message);
   void Probe(const launcher::ProbeRequest& request);
@@ -80,6 +85,8 @@ class Agent {
   absl::Mutex write_mu_;  // one Write at a time on stream_
   bool closed_ ABSL_GUARDED_BY(write_mu_) = false;
   std::thread reader_;
+  std::thread fd_watcher_;
+  std::atomic<bool> stopping_{false};
   std::vector<std::thread> helpers_;  // probes; joined at the end
 
   absl::Duration heartbeat_interval_ = absl::Seconds(1);
@@ -91,6 +98,7 @@ class Agent {
   bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_heard_ ABSL_GUARDED_BY(mu_);
   int signal_ ABSL_GUARDED_BY(mu_) = 0;
+  bool launcher_fd_closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<launcher::WorkerExit> exits_ ABSL_GUARDED_BY(mu_);
 
   // Main thread only.

@@ -30,12 +30,12 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: hvd-agent --launcher-stdin          (started by hvdrun)\n"
-    "       hvd-agent --rendezvous ADDR --slots K [--token-file F]\n"
+    "       hvd-agent --rendezvous ADDR[,ADDR...] --slots K [--token-file F]\n"
     "                 [--hostname NAME] [--connect-timeout S] [--verbose]\n"
     "                 [command args...]\n"
     "\n"
     "Orchestrator mode joins the job of `hvdrun --rendezvous-only` at ADDR\n"
-    "(host:port) offering K slots; the job token comes from --token-file F\n"
+    "(host:port; of a list, the first that answers) offering K slots; the job token comes from --token-file F\n"
     "(the token alone, or the HVD_JOB_TOKEN= line of hvdrun's\n"
     "--rendezvous-file) or the HVD_JOB_TOKEN variable (never a command-line\n"
     "argument). The\n"
@@ -175,10 +175,12 @@ int main(int argc, char** argv) {
     options.host_index = b->host_index;
     options.hostname = b->host_name;
     options.connect_timeout = absl::Seconds(10);
+    options.launcher_fd = 0;  // its end means hvdrun (or its ssh) is gone
     args.verbose = args.verbose || b->verbose;
   } else {
     if (int rc = ReadToken(args, &options.token); rc >= 0) return rc;
-    options.rendezvous = {args.rendezvous};
+    // A list is tried in order (hvdrun prints all its addresses).
+    options.rendezvous = absl::StrSplit(args.rendezvous, ',', absl::SkipEmpty());
     options.slots = args.slots;
     options.hostname = args.hostname;
     options.command = args.command;

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/common/env.h"
 #include "core/common/logging.h"
 #include "launcher/agent_starter.h"
 #include "launcher/bootstrap.h"
@@ -132,6 +133,14 @@ void WatchSignals(sigset_t set, Job* job) {
 
 JobConfig BaseConfig(const Options& o, int np) {
   JobConfig c;
+  // Not a flag (rarely worth changing); tests shorten it. The interval is a
+  // quarter of the timeout, at most a second.
+  absl::StatusOr<int64_t> timeout_ms = GetConfigInt("HEARTBEAT_TIMEOUT_MS", 10000);
+  if (timeout_ms.ok() && *timeout_ms >= 100) {
+    c.heartbeat_timeout = absl::Milliseconds(*timeout_ms);
+    c.heartbeat_interval =
+        std::min(absl::Seconds(1), c.heartbeat_timeout / 4);
+  }
   c.np = np;
   c.command = o.command;
   c.network_interfaces = o.network_interfaces;
@@ -184,9 +193,12 @@ int RendezvousOnly(const Options& o) {
   so.on_register = RegistrationCounter(&sink, *o.num_proc, o.verbose);
   RendezvousServer server(so);
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
+  // Every address of this machine (or of --network-interfaces): which one a
+  // node can reach is for the node to find out; hvd-agent takes a list.
   std::vector<std::string> addrs = LauncherAddresses(o);
-  std::string addr = absl::StrCat(addrs.empty() ? "127.0.0.1" : addrs[0], ":",
-                                  server.port());
+  if (addrs.empty()) addrs = {"127.0.0.1"};
+  for (std::string& a : addrs) a = absl::StrCat(a, ":", server.port());
+  std::string addr = absl::StrJoin(addrs, ",");
   if (!o.rendezvous_file.empty()) {
     int fd = open(o.rendezvous_file.c_str(),
                   O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);

@@ -610,8 +610,15 @@ void Job::Step(absl::Time now) {
       if (AllWorkersExited() || now >= phase_deadline_) BeginShutdown(exit_code_);
       break;
     case Phase::kShutdown: {
+      // Agents that joined were told to shut down: wait for them to go.
+      // Those that never joined are ended by whoever started them.
       bool gone = true;
-      for (const Host& h : hosts_) gone = gone && h.conn == nullptr && !h.process_running;
+      // A lost one is not waited for either: it may be cut off for good.
+      for (const Host& h : hosts_) {
+        if (h.joined && !h.lost) {
+          gone = gone && h.conn == nullptr && !h.process_running;
+        }
+      }
       if (gone || now >= phase_deadline_) phase_ = Phase::kDone;
       break;
     }
