@@ -14,10 +14,14 @@ bazel-bin/ of the source tree (for runs by hand).
 """
 
 import argparse
+import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.dirname(HERE)
@@ -72,6 +76,31 @@ def run(np, command, timeout, env=None):
         return None, out + "\n*** hvdrun_driver: job killed after %ds\n" % timeout
 
 
+def failures(path):
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError):
+        return -1
+    return sum(int(s.get("failures", 0)) + int(s.get("errors", 0))
+               for s in ([root] if root.tag == "testsuite"
+                         else root.iter("testsuite")))
+
+
+def pick_report(xml_dir, xml_output, job_failed):
+    """The per-case report bazel keeps: the rank report with the most
+    failures. If the job failed but no report shows it (a rank died, the
+    job timed out), none is kept and bazel records the target as failed."""
+    reports = [(failures(p), p) for p in glob.glob(os.path.join(
+        xml_dir, "rank*.xml"))]
+    reports = [r for r in reports if r[0] >= 0]
+    if not reports:
+        return
+    worst, path = max(reports)
+    if job_failed and worst == 0:
+        return
+    shutil.copyfile(path, xml_output)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--np", type=int, required=True)
@@ -80,13 +109,24 @@ def main():
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     test_file = os.path.join(HERE, args.test_file)
+    xml_output = os.environ.get("XML_OUTPUT_FILE")  # set by bazel test
+    xml_dir = None
     if args.test_file.endswith("_test.py"):
         command = [PYTHON, "-m", "pytest", "-x", "-q", "-p",
                    "no:cacheprovider", test_file] + args.pytest_args
+        if xml_output:
+            # Each rank writes its own report: rank<R>.xml.
+            xml_dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+            command = ["/bin/sh", "-c",
+                       'exec "$@" --junitxml="%s/rank${HVD_RANK:-0}.xml"'
+                       % xml_dir, "sh"] + command
     else:  # a plain script: its exit code says
         command = [PYTHON, test_file] + args.pytest_args
     code, out = run(args.np, command, args.timeout)
     sys.stdout.write(out)
+    if xml_dir:
+        pick_report(xml_dir, xml_output, job_failed=code != 0)
+        shutil.rmtree(xml_dir, ignore_errors=True)
     if code != 0:
         print("*** %s under hvdrun -np %d failed (exit code %s)"
               % (args.test_file, args.np, code))
