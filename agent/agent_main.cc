@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
     options.token = b->token;
     options.host_index = b->host_index;
     options.hostname = b->host_name;
-    options.connect_timeout = absl::Seconds(10);
+    options.connect_timeout = b->connect_timeout;
     options.launcher_fd = 0;  // its end means hvdrun (or its ssh) is gone
     args.verbose = args.verbose || b->verbose;
   } else {

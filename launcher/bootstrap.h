@@ -21,6 +21,9 @@ struct Bootstrap {
   // agent takes the first it can connect to.
   std::vector<std::string> rendezvous;
   bool verbose = false;
+  // How long the agent keeps trying to reach the rendezvous (hvdrun's
+  // --start-timeout).
+  absl::Duration connect_timeout = absl::Seconds(30);
 };
 
 // Text lines "key value", ending with "end".

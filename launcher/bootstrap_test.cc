@@ -19,6 +19,7 @@ TEST(Bootstrap, RoundTripsThroughAPipe) {
   b.host_name = "node3";
   b.rendezvous = {"10.0.0.1:5000", "192.168.1.1:5000"};
   b.verbose = true;
+  b.connect_timeout = absl::Milliseconds(2500);
   int p[2];
   ASSERT_EQ(pipe(p), 0);
   std::string text = SerializeBootstrap(b);
@@ -33,6 +34,7 @@ TEST(Bootstrap, RoundTripsThroughAPipe) {
   EXPECT_EQ(got->host_name, "node3");
   EXPECT_THAT(got->rendezvous, ElementsAre("10.0.0.1:5000", "192.168.1.1:5000"));
   EXPECT_TRUE(got->verbose);
+  EXPECT_EQ(got->connect_timeout, absl::Milliseconds(2500));
 }
 
 TEST(Bootstrap, NothingArrivesTimesOut) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,6 +50,17 @@ std::string SelfDir() {
   if (n <= 0) return "";
   std::string path(buf, static_cast<size_t>(n));
   return path.substr(0, path.rfind('/'));
+}
+
+// mkdir -p.
+bool MakeDirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i < path.size() && path[i] != '/') continue;
+    std::string prefix = path.substr(0, i);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 bool Executable(const std::string& path) {
@@ -262,10 +274,9 @@ int HvdrunMain(const std::vector<std::string>& args) {
   const int np = o.num_proc.value_or(slots);
   absl::StatusOr<std::vector<HostAssignment>> assignment = AssignRanks(hosts, np);
   if (!assignment.ok()) return BadInput(assignment.status().message());
-  if (!o.output_filename.empty() && mkdir(o.output_filename.c_str(), 0755) != 0 &&
-      errno != EEXIST) {
+  if (!o.output_filename.empty() && !MakeDirs(o.output_filename)) {
     return BadInput(absl::StrCat("cannot create --output-filename directory ",
-                                 o.output_filename));
+                                 o.output_filename, ": ", strerror(errno)));
   }
 
   std::vector<bool> local;
@@ -338,6 +349,7 @@ int HvdrunMain(const std::vector<std::string>& args) {
     b.host_index = static_cast<int>(i);
     b.host_name = (*assignment)[i].name;
     b.verbose = o.verbose;
+    b.connect_timeout = o.start_timeout;
     if (local[i]) {
       b.rendezvous = {absl::StrCat("127.0.0.1:", server.port())};
     } else {

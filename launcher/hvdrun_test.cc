@@ -114,7 +114,7 @@ TEST_F(HvdrunTest, OutputOfADyingWorkerIsKeptIncludingPartialLine) {
 }
 
 TEST_F(HvdrunTest, OutputFilenameKeepsRawPerRankFiles) {
-  std::string dir = tmp_ + "/outdir";
+  std::string dir = tmp_ + "/out/dir";  // created, parents too
   CommandResult r = Run({"--output-filename", dir, "-np", "2", "sh", "-c",
                          "echo out$HVD_RANK; echo err$HVD_RANK >&2"});
   ASSERT_TRUE(r.status.ok()) << r.err;
