@@ -1,0 +1,160 @@
+// One direction between two processes of a host: a byte ring in shared
+// memory with its FIFO of posted operations on this side.
+//
+// Framing: each message is a kSlot-byte header (the payload length, 8 bytes
+// little-endian) followed by the payload, padded to a multiple of kSlot.
+// Both cursors therefore rest on kSlot boundaries, and a header never wraps.
+// Payloads move in pieces of at most `piece_bytes`, each published at once,
+// so the reader copies out while the writer is still copying in.
+//
+// Threading: thread-safe. Progress never blocks: a thread that finds the
+// channel busy skips it. Ops complete under the channel lock, exactly once.
+#ifndef HVD_CORE_TRANSPORT_SHM_CHANNEL_H_
+#define HVD_CORE_TRANSPORT_SHM_CHANNEL_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "core/transport/shm/layout.h"
+
+namespace hvd::transport::shm_internal {
+
+// One posted send or receive.
+class Op {
+ public:
+  enum class Kind { kSend, kRecv, kRecvAny };
+
+  // kSend: `data`/`len` is the payload; kRecv: `data` receives exactly `len`
+  // bytes; kRecvAny: `out` is resized to the message.
+  Op(Kind kind, int peer, char* data, size_t len, std::string* out)
+      : kind_(kind), peer_(peer), data_(data), len_(len), out_(out) {}
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+
+  Kind kind() const { return kind_; }
+  int peer() const { return peer_; }
+  bool is_send() const { return kind_ == Kind::kSend; }
+  size_t len() const { return len_; }
+  size_t payload_done() const {
+    return payload_done_.load(std::memory_order_relaxed);
+  }
+
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // Only meaningful once done().
+  const absl::Status& status() const { return status_; }
+  // Once, by whoever holds the owning channel's lock (or before the op was
+  // ever queued).
+  void Complete(absl::Status status) {
+    status_ = std::move(status);
+    done_.store(true, std::memory_order_release);
+  }
+
+ private:
+  friend class SendChannel;
+  friend class RecvChannel;
+
+  const Kind kind_;
+  const int peer_;
+  char* data_;
+  size_t len_;
+  std::string* const out_;
+  // Transfer state, under the channel lock (payload_done_ is also read by a
+  // deadline message, hence atomic).
+  bool header_done_ = false;
+  std::atomic<size_t> payload_done_{0};
+  absl::Status status_;
+  std::atomic<bool> done_{false};
+};
+
+struct Ring {
+  RingHeader* header;
+  char* data;
+  size_t bytes;  // capacity, a multiple of kSlot
+};
+
+// What a Progress call did.
+enum Progressed : int {
+  kNothing = 0,
+  kMoved = 1,      // bytes went into or out of the ring
+  kCompleted = 2,  // at least one op completed
+  kBusy = 4,       // another thread held a channel with pending ops
+};
+
+// Tells the process that owns `bell` that something changed (wakes it only
+// if one of its threads sleeps). Orders the caller's earlier stores before
+// the check of `sleepers`.
+void RingBell(Doorbell* bell);
+
+// This process writes `ring` (which lives in the peer's segment).
+class SendChannel {
+ public:
+  SendChannel(Ring ring, Doorbell* peer_bell, size_t piece_bytes);
+  SendChannel(const SendChannel&) = delete;
+  SendChannel& operator=(const SendChannel&) = delete;
+
+  // Queues `op` and writes what fits at once.
+  int Post(std::shared_ptr<Op> op);
+  // Writes what fits, unless another thread is at it.
+  int Progress();
+  bool pending() const { return pending_.load(std::memory_order_relaxed) > 0; }
+  // Fails queued and future ops with `status` (the first one sticks).
+  void Fail(const absl::Status& status);
+
+ private:
+  int ProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Ring ring_;
+  Doorbell* const peer_bell_;
+  const size_t piece_bytes_;
+  absl::Mutex mu_;
+  std::deque<std::shared_ptr<Op>> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t head_ ABSL_GUARDED_BY(mu_);  // our copy of ring_.header->head
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> pending_{0};
+};
+
+// This process reads `ring` (which lives in its own segment).
+class RecvChannel {
+ public:
+  // `self`/`peer` name the ends in error messages.
+  RecvChannel(Ring ring, Doorbell* peer_bell, size_t piece_bytes, int self,
+              int peer);
+  RecvChannel(const RecvChannel&) = delete;
+  RecvChannel& operator=(const RecvChannel&) = delete;
+
+  // Queues `op` and reads what has arrived. A message whose length differs
+  // from a kRecv's fails it and sets *failure (the caller fails the
+  // context).
+  int Post(std::shared_ptr<Op> op, absl::Status* failure);
+  int Progress(absl::Status* failure);
+  bool pending() const { return pending_.load(std::memory_order_relaxed) > 0; }
+  // Whether unread bytes wait in the ring.
+  bool has_data() const;
+  void Fail(const absl::Status& status);
+
+ private:
+  int ProgressLocked(absl::Status* failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Ring ring_;
+  Doorbell* const peer_bell_;
+  const size_t piece_bytes_;
+  const int self_;
+  const int peer_;
+  absl::Mutex mu_;
+  std::deque<std::shared_ptr<Op>> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t tail_ ABSL_GUARDED_BY(mu_);  // our copy of ring_.header->tail
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> pending_{0};
+};
+
+}  // namespace hvd::transport::shm_internal
+
+#endif  // HVD_CORE_TRANSPORT_SHM_CHANNEL_H_

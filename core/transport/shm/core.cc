@@ -1,0 +1,279 @@
+#include "core/transport/shm/core.h"
+
+#include <sched.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/env.h"
+#include "core/common/logging.h"
+#include "core/transport/shm/futex.h"
+
+namespace hvd::transport::shm_internal {
+namespace {
+
+// Measured with shm_bench on the 2-core VM: see shm_context.h.
+constexpr int64_t kDefaultSpinUs = 50;
+constexpr int64_t kDefaultPieceBytes = 64 << 10;
+constexpr int64_t kDefaultRingBytes = 1 << 20;
+constexpr int64_t kDefaultLivenessMs = 100;
+
+int64_t ConfigOr(absl::string_view name, int64_t fallback, int64_t min) {
+  absl::StatusOr<int64_t> value = GetConfigInt(name, fallback);
+  if (!value.ok() || *value < min) {
+    HVD_LOG(WARNING) << "HVD_" << name << " is not an integer >= " << min
+                     << "; using " << fallback;
+    return fallback;
+  }
+  return *value;
+}
+
+bool ProcessGone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+Tuning TuningFromEnv() {
+  Tuning t;
+  t.spin = absl::Microseconds(ConfigOr("SHM_SPIN_US", kDefaultSpinUs, 0));
+  t.piece_bytes = RoundUp(
+      static_cast<size_t>(ConfigOr("SHM_PIECE_BYTES", kDefaultPieceBytes, 1)),
+      kSlot);
+  t.ring_bytes = RoundUp(
+      static_cast<size_t>(ConfigOr("SHM_RING_BYTES", kDefaultRingBytes, 1)),
+      kSlot);
+  t.ring_bytes = std::max(t.ring_bytes, 2 * kSlot);
+  t.liveness_interval = absl::Milliseconds(kDefaultLivenessMs);
+  return t;
+}
+
+Core::Core(int rank, int size, Tuning tuning, std::unique_ptr<Segment> own)
+    : rank_(rank),
+      size_(size),
+      tuning_(tuning),
+      own_(std::move(own)),
+      header_(reinterpret_cast<SegmentHeader*>(own_->data())),
+      by_rank_(size) {}
+
+Core::~Core() { Close(); }
+
+void Core::AddPeer(int peer, std::unique_ptr<Segment> segment,
+                   uint32_t index_there, uint32_t index_here) {
+  auto p = std::make_unique<Peer>();
+  p->rank = peer;
+  p->header = reinterpret_cast<SegmentHeader*>(segment->data());
+  auto ring_in = [](char* base, uint32_t index) {
+    const auto* h = reinterpret_cast<const SegmentHeader*>(base);
+    Ring ring;
+    ring.header = reinterpret_cast<RingHeader*>(
+        base + kRingHeadersOffset + index * sizeof(RingHeader));
+    ring.data = base + RingDataOffset(h->num_rings, h->ring_bytes, index);
+    ring.bytes = h->ring_bytes;
+    return ring;
+  };
+  p->send = std::make_unique<SendChannel>(
+      ring_in(segment->data(), index_there), &p->header->bell,
+      tuning_.piece_bytes);
+  p->recv = std::make_unique<RecvChannel>(ring_in(own_->data(), index_here),
+                                          &p->header->bell,
+                                          tuning_.piece_bytes, rank_, peer);
+  p->segment = std::move(segment);
+  peers_.push_back(p.get());
+  by_rank_[peer] = std::move(p);
+}
+
+bool Core::connected(int peer) const {
+  return peer >= 0 && peer < size_ && by_rank_[peer] != nullptr;
+}
+
+int Core::peer_pid(int peer) const {
+  return connected(peer) ? by_rank_[peer]->header->pid : -1;
+}
+
+void Core::Post(const std::shared_ptr<Op>& op) {
+  if (!connected(op->peer())) {
+    op->Complete(absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, ": ", op->is_send() ? "Send to" : "Receive from",
+        " rank ", op->peer(),
+        ", which is not connected to this rank through shared memory (size-",
+        size_, " context)")));
+    return;
+  }
+  Peer& peer = *by_rank_[op->peer()];
+  int result;
+  if (op->is_send()) {
+    result = peer.send->Post(op);
+  } else {
+    absl::Status failure;
+    result = peer.recv->Post(op, &failure);
+    if (!failure.ok()) Detected(failure);
+  }
+  if (result & kCompleted) RingBell(&header_->bell);
+}
+
+int Core::ProgressAll() {
+  int result = kNothing;
+  for (Peer* p : peers_) {
+    result |= p->send->Progress();
+    absl::Status failure;
+    result |= p->recv->Progress(&failure);
+    if (!failure.ok()) Detected(failure);
+  }
+  // Another thread of ours may sleep on an op we completed.
+  if (result & kCompleted) RingBell(&header_->bell);
+  return result;
+}
+
+bool Core::Poll(const Op& op) {
+  if (op.done()) return true;
+  ProgressAll();
+  CheckPeers(false);
+  return op.done();
+}
+
+bool Core::Wait(const Op& op, absl::Time deadline) {
+  if (op.done()) return true;
+  absl::Time now = absl::Now();
+  absl::Time spin_end = now + tuning_.spin;
+  for (unsigned iteration = 1;; ++iteration) {
+    const int progressed = ProgressAll();
+    if (op.done()) return true;
+    if (iteration % 64 == 0) CheckPeers(false);
+    now = absl::Now();
+    if (now >= deadline) return op.done();
+    if (progressed & kMoved) {
+      spin_end = now + tuning_.spin;
+      continue;
+    }
+    if (now < spin_end) {
+      CpuRelax();
+      continue;
+    }
+    if (progressed & kBusy) {  // Whoever holds it may miss our bytes.
+      sched_yield();
+      continue;
+    }
+    // Sleep until somebody rings our bell. Count ourselves first, then look
+    // once more: a waker either sees us counted or we see its change.
+    Doorbell& bell = header_->bell;
+    bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const uint32_t seq = bell.seq.load(std::memory_order_seq_cst);
+    const int again = ProgressAll();
+    CheckPeers(false);
+    bool quiet = false;
+    if (!op.done() && again == kNothing) {
+      const absl::Duration slice =
+          std::min(deadline - now, tuning_.liveness_interval);
+      FutexWait(&bell.seq, seq, slice);
+      quiet = bell.seq.load(std::memory_order_relaxed) == seq;
+    }
+    bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (quiet) CheckPeers(true);  // Nobody rang for a while: still alive?
+    spin_end = absl::Now() + tuning_.spin;
+  }
+}
+
+void Core::CheckPeers(bool liveness) {
+  for (Peer* p : peers_) {
+    const auto state =
+        static_cast<PeerState>(p->header->state.load(std::memory_order_acquire));
+    if (state == PeerState::kAborted) {
+      const std::string reason(
+          p->header->reason,
+          strnlen(p->header->reason, sizeof(p->header->reason)));
+      Detected(absl::Status(static_cast<absl::StatusCode>(p->header->reason_code),
+                        absl::StrCat("rank ", rank_, ": rank ", p->rank,
+                                     " on this host failed: ", reason)));
+      return;
+    }
+    const bool waiting_on_peer =
+        p->send->pending() || (p->recv->pending() && !p->recv->has_data());
+    if (state == PeerState::kClosed && waiting_on_peer) {
+      Detected(absl::UnavailableError(absl::StrCat(
+          "rank ", rank_, ": connection to rank ", p->rank,
+          " (shared memory, pid ", p->header->pid,
+          ") closed by peer with requests pending")));
+      return;
+    }
+    if (liveness && state == PeerState::kRunning &&
+        ProcessGone(p->header->pid)) {
+      Detected(absl::UnavailableError(
+          absl::StrCat("rank ", rank_, ": rank ", p->rank, " (pid ",
+                       p->header->pid, " on this host) exited while ",
+                       "connected through shared memory")));
+      return;
+    }
+  }
+}
+
+void Core::Publish(PeerState state, const absl::Status& reason) {
+  uint32_t expected = static_cast<uint32_t>(PeerState::kRunning);
+  // Only the first change is published; reason is written before state.
+  if (header_->state.load(std::memory_order_relaxed) != expected) return;
+  const std::string text(reason.message());
+  const size_t n = std::min(text.size(), kReasonBytes - 1);
+  std::memcpy(header_->reason, text.data(), n);
+  header_->reason[n] = '\0';
+  header_->reason_code = static_cast<int32_t>(reason.code());
+  header_->state.store(static_cast<uint32_t>(state),
+                       std::memory_order_release);
+  for (Peer* p : peers_) RingBell(&p->header->bell);
+}
+
+void Core::FailChannels(const absl::Status& status) {
+  for (Peer* p : peers_) {
+    p->send->Fail(status);
+    p->recv->Fail(status);
+  }
+  RingBell(&header_->bell);
+}
+
+void Core::Fail(absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!status_.ok()) return;
+    status_ = status;
+  }
+  failed_.store(true);
+  Publish(PeerState::kAborted, status);
+  FailChannels(status);
+}
+
+void Core::Detected(absl::Status status) {
+  if (this->status().ok()) HVD_LOG(WARNING) << status.message();
+  Fail(std::move(status));
+}
+
+absl::Status Core::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+void Core::Close() {
+  if (closed_.exchange(true)) return;
+  bool first;
+  {
+    absl::MutexLock lock(&mu_);
+    first = status_.ok();
+    if (first) {
+      status_ = absl::CancelledError(absl::StrCat(
+          "rank ", rank_, ": shared-memory transport context destroyed"));
+    }
+  }
+  if (first) Publish(PeerState::kClosed, absl::OkStatus());
+  for (Peer* p : peers_) {
+    const absl::Status cancelled = absl::CancelledError(absl::StrCat(
+        "rank ", rank_,
+        ": shared-memory transport context destroyed while a request to or "
+        "from rank ",
+        p->rank, " was pending"));
+    p->send->Fail(cancelled);
+    p->recv->Fail(cancelled);
+  }
+  RingBell(&header_->bell);
+}
+
+}  // namespace hvd::transport::shm_internal

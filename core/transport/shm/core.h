@@ -1,0 +1,108 @@
+// The state a ShmContext shares with its Requests: this rank's segment, the
+// mapped segments of its local peers, the channels, the first failure, and
+// the wait loop. Requests hold it by shared_ptr, so waiting on a request
+// after its context is destroyed is safe (the request has then failed with
+// Cancelled).
+#ifndef HVD_CORE_TRANSPORT_SHM_CORE_H_
+#define HVD_CORE_TRANSPORT_SHM_CORE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/transport/shm/channel.h"
+#include "core/transport/shm/layout.h"
+#include "core/transport/shm/segment.h"
+
+namespace hvd::transport::shm_internal {
+
+// Knobs read from the environment when a context is created.
+struct Tuning {
+  // How long a waiter polls without progress before it sleeps
+  // (HVD_SHM_SPIN_US).
+  absl::Duration spin;
+  // Largest copy between publications of a ring cursor
+  // (HVD_SHM_PIECE_BYTES, rounded to kSlot).
+  size_t piece_bytes;
+  // Data capacity of each ring (HVD_SHM_RING_BYTES, rounded to kSlot).
+  size_t ring_bytes;
+  // A sleeping waiter wakes this often to check that its peers still live.
+  absl::Duration liveness_interval;
+};
+Tuning TuningFromEnv();
+
+// Thread-safe once every peer is added.
+class Core {
+ public:
+  Core(int rank, int size, Tuning tuning, std::unique_ptr<Segment> own);
+  ~Core();
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  // Before use: `segment` is `peer`'s (checked by the caller); our ring in
+  // it is number `index_there`, its ring in ours number `index_here`.
+  void AddPeer(int peer, std::unique_ptr<Segment> segment,
+               uint32_t index_there, uint32_t index_here);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool connected(int peer) const;
+  int peer_pid(int peer) const;
+
+  // Posts `op` on its peer's channel (moving what it can at once), or fails
+  // it when the peer is not connected.
+  void Post(const std::shared_ptr<Op>& op);
+  // Blocks until `op` completes or `deadline` passes (false then).
+  bool Wait(const Op& op, absl::Time deadline);
+  // One non-blocking round of progress; whether `op` is done after it.
+  bool Poll(const Op& op);
+
+  // Records the first failure, fails every pending and future op, publishes
+  // it in our segment so local peers fail too, and wakes everybody.
+  void Fail(absl::Status status);
+  absl::Status status() const;
+  // The context is going away: pending ops fail with Cancelled and peers see
+  // this rank as closed. Idempotent.
+  void Close();
+
+ private:
+  struct Peer {
+    int rank = -1;
+    std::unique_ptr<Segment> segment;
+    SegmentHeader* header = nullptr;
+    std::unique_ptr<SendChannel> send;
+    std::unique_ptr<RecvChannel> recv;
+  };
+
+  // Moves bytes on every channel with pending ops; Progressed flags.
+  int ProgressAll();
+  // Fails the context if a peer aborted, closed while ops with it wait on
+  // it, or (with `liveness`) its process is gone.
+  void CheckPeers(bool liveness);
+  // Fail() for a failure found here (not an Abort): logged once.
+  void Detected(absl::Status status);
+  void Publish(PeerState state, const absl::Status& reason);
+  void FailChannels(const absl::Status& status);
+
+  const int rank_;
+  const int size_;
+  const Tuning tuning_;
+  const std::unique_ptr<Segment> own_;
+  SegmentHeader* const header_;  // in own_
+  std::vector<std::unique_ptr<Peer>> by_rank_;  // null: not connected
+  std::vector<Peer*> peers_;                    // the connected ones
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> closed_{false};
+
+  mutable absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hvd::transport::shm_internal
+
+#endif  // HVD_CORE_TRANSPORT_SHM_CORE_H_

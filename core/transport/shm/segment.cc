@@ -1,0 +1,90 @@
+#include "core/transport/shm/segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace hvd::transport::shm_internal {
+namespace {
+
+absl::Status Errno(absl::string_view what, const std::string& name, int err) {
+  const std::string message =
+      absl::StrCat(what, " shared memory ", name, ": ", std::strerror(err));
+  if (err == EEXIST) return absl::AlreadyExistsError(message);
+  if (err == ENOENT) return absl::NotFoundError(message);
+  return absl::UnavailableError(message);
+}
+
+}  // namespace
+
+Segment::Segment(std::string name, char* data, size_t size, bool owner)
+    : name_(std::move(name)), data_(data), size_(size), linked_(owner) {}
+
+absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(
+    const std::string& name, size_t bytes) {
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return Errno("cannot create", name, errno);
+  absl::Status failure;
+  // posix_fallocate reserves the pages now, so a full /dev/shm fails here
+  // with ENOSPC instead of a SIGBUS on first touch.
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    failure = Errno(absl::StrCat("cannot size (", bytes, " bytes)"), name,
+                    errno);
+  } else if (int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+             err != 0) {
+    failure = Errno(absl::StrCat("cannot allocate ", bytes, " bytes of"), name,
+                    err);
+  }
+  void* data = MAP_FAILED;
+  if (failure.ok()) {
+    data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (data == MAP_FAILED) failure = Errno("cannot map", name, errno);
+  }
+  close(fd);
+  if (!failure.ok()) {
+    shm_unlink(name.c_str());
+    return failure;
+  }
+  return std::unique_ptr<Segment>(
+      new Segment(name, static_cast<char*>(data), bytes, /*owner=*/true));
+}
+
+absl::StatusOr<std::unique_ptr<Segment>> Segment::Open(
+    const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) return Errno("cannot open", name, errno);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return Errno("cannot stat", name, err);
+  }
+  const size_t bytes = static_cast<size_t>(st.st_size);
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_POPULATE, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (data == MAP_FAILED) return Errno("cannot map", name, err);
+  return std::unique_ptr<Segment>(
+      new Segment(name, static_cast<char*>(data), bytes, /*owner=*/false));
+}
+
+Segment::~Segment() {
+  Unlink();
+  munmap(data_, size_);
+}
+
+void Segment::Unlink() {
+  if (!linked_) return;
+  linked_ = false;
+  shm_unlink(name_.c_str());
+}
+
+}  // namespace hvd::transport::shm_internal

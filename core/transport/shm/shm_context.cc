@@ -1,0 +1,233 @@
+#include "core/transport/shm/shm_context.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/common/logging.h"
+#include "core/transport/shm/core.h"
+#include "core/transport/shm/layout.h"
+#include "core/transport/shm/segment.h"
+#include "core/transport/shm/shm_context_impl.h"
+
+namespace hvd::transport {
+namespace {
+
+using shm_internal::Segment;
+using shm_internal::SegmentHeader;
+
+absl::Status Annotate(const absl::Status& status, absl::string_view context) {
+  return absl::Status(status.code(), absl::StrCat(context, status.message()));
+}
+
+uint64_t RandomU64() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+// Which PID namespace we are in: a peer in another one cannot be watched
+// with kill(pid, 0), so such a pair is not connected.
+std::string PidNamespace() {
+  char buf[64];
+  const ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof(buf));
+  return n > 0 ? std::string(buf, n) : "unknown";
+}
+
+// What a rank publishes about its segment: "name cookie pid pid-namespace".
+struct Record {
+  std::string name;
+  uint64_t cookie = 0;
+  int pid = 0;
+  std::string pid_ns;
+};
+
+std::string Encode(const Record& r) {
+  return absl::StrCat(r.name, " ", r.cookie, " ", r.pid, " ", r.pid_ns);
+}
+
+bool Decode(absl::string_view text, Record* r) {
+  std::vector<std::string> parts = absl::StrSplit(text, ' ');
+  return parts.size() == 4 && (r->name = parts[0], true) &&
+         absl::SimpleAtoi(parts[1], &r->cookie) &&
+         absl::SimpleAtoi(parts[2], &r->pid) && (r->pid_ns = parts[3], true);
+}
+
+// Maps `peer`'s segment and checks it is what was published; the reason
+// otherwise.
+absl::StatusOr<std::unique_ptr<Segment>> Attach(int peer, const Record& record,
+                                                uint32_t num_rings,
+                                                const std::string& pid_ns) {
+  if (record.pid_ns != pid_ns) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("it runs in PID namespace ", record.pid_ns, ", not ",
+                     pid_ns));
+  }
+  auto segment = Segment::Open(record.name);
+  if (!segment.ok()) return segment.status();
+  if ((*segment)->size() < sizeof(SegmentHeader)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(record.name, " is only ", (*segment)->size(), " bytes"));
+  }
+  const auto* h = reinterpret_cast<const SegmentHeader*>((*segment)->data());
+  if (h->magic != shm_internal::kMagic || h->cookie != record.cookie ||
+      h->rank != peer || h->pid != record.pid || h->num_rings != num_rings ||
+      h->ring_bytes % shm_internal::kSlot != 0 ||
+      (*segment)->size() < shm_internal::SegmentBytes(num_rings,
+                                                      h->ring_bytes)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        record.name, " does not hold the segment rank ", peer,
+        " published (another job's, or another layout version)"));
+  }
+  return segment;
+}
+
+absl::Status CheckArguments(int rank, int size,
+                            const std::vector<int>& local_ranks, Store* store) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CreateShmContext: rank ", rank, " is not in a job of size ", size));
+  }
+  std::set<int> seen;
+  for (int r : local_ranks) {
+    if (r < 0 || r >= size || !seen.insert(r).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CreateShmContext: local ranks [", absl::StrJoin(local_ranks, ","),
+          "] repeat a rank or leave the job of size ", size));
+    }
+  }
+  if (seen.count(rank) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CreateShmContext: local ranks [",
+                     absl::StrJoin(local_ranks, ","), "] lack rank ", rank));
+  }
+  if (store == nullptr && local_ranks.size() > 1) {
+    return absl::InvalidArgumentError("CreateShmContext: no store");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
+                                         const std::vector<int>& local_ranks,
+                                         Store* store,
+                                         const ShmOptions& options) {
+  if (absl::Status s = CheckArguments(rank, size, local_ranks, store);
+      !s.ok()) {
+    return s;
+  }
+  const shm_internal::Tuning tuning = shm_internal::TuningFromEnv();
+  const auto num_rings = static_cast<uint32_t>(local_ranks.size());
+  auto index_of = [&](int r) {
+    return static_cast<uint32_t>(
+        std::find(local_ranks.begin(), local_ranks.end(), r) -
+        local_ranks.begin());
+  };
+
+  Record own;
+  own.cookie = RandomU64();
+  own.pid = getpid();
+  own.pid_ns = PidNamespace();
+  own.name = absl::StrCat("/hvd-", own.pid, "-", rank, "-",
+                          absl::Hex(RandomU64(), absl::kZeroPad16));
+  auto segment = Segment::Create(
+      own.name, shm_internal::SegmentBytes(num_rings, tuning.ring_bytes));
+  if (!segment.ok()) {
+    return Annotate(segment.status(),
+                    absl::StrCat("rank ", rank, ": shared-memory transport: "));
+  }
+  auto* header = reinterpret_cast<SegmentHeader*>((*segment)->data());
+  header->cookie = own.cookie;
+  header->pid = own.pid;
+  header->rank = rank;
+  header->num_rings = num_rings;
+  header->ring_bytes = tuning.ring_bytes;
+  header->magic = shm_internal::kMagic;
+
+  // Peers attach between our publication and the end of the agreement
+  // round; the name goes as soon as both are done (or when `segment` is
+  // destroyed on an error path).
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  std::vector<std::unique_ptr<Segment>> attached(size);
+  std::vector<int> attached_ranks;
+  if (num_rings > 1) {
+    if (absl::Status s = store->Set(absl::StrCat("shm/", rank), Encode(own));
+        !s.ok()) {
+      return Annotate(s, absl::StrCat("rank ", rank,
+                                      ": publishing the shared-memory "
+                                      "segment name: "));
+    }
+    for (int peer : local_ranks) {
+      if (peer == rank) continue;
+      auto value = store->Get(absl::StrCat("shm/", peer), deadline - absl::Now());
+      if (!value.ok()) {
+        return Annotate(value.status(),
+                        absl::StrCat("rank ", rank, ": reading rank ", peer,
+                                     "'s shared-memory segment name: "));
+      }
+      Record record;
+      absl::StatusOr<std::unique_ptr<Segment>> mapped =
+          Decode(*value, &record)
+              ? Attach(peer, record, num_rings, own.pid_ns)
+              : absl::InvalidArgumentError(
+                    absl::StrCat("unreadable record '", *value, "'"));
+      if (!mapped.ok()) {
+        HVD_LOG(WARNING) << "rank " << rank << ": cannot share memory with "
+                         << "rank " << peer << " on this host ("
+                         << mapped.status().message()
+                         << "); that pair uses the network transport";
+        continue;
+      }
+      attached[peer] = *std::move(mapped);
+      attached_ranks.push_back(peer);
+    }
+    if (absl::Status s = store->Set(absl::StrCat("shm/", rank, "/attached"),
+                                    absl::StrJoin(attached_ranks, ","));
+        !s.ok()) {
+      return Annotate(s, absl::StrCat("rank ", rank,
+                                      ": publishing shared-memory peers: "));
+    }
+  }
+  ShmMesh mesh;
+  std::vector<bool> mutual(size, false);
+  for (int peer : attached_ranks) {
+    auto value = store->Get(absl::StrCat("shm/", peer, "/attached"),
+                            deadline - absl::Now());
+    if (!value.ok()) {
+      return Annotate(value.status(),
+                      absl::StrCat("rank ", rank, ": reading rank ", peer,
+                                   "'s shared-memory peers: "));
+    }
+    for (absl::string_view r : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
+      int other = -1;
+      if (absl::SimpleAtoi(r, &other) && other == rank) mutual[peer] = true;
+    }
+    if (!mutual[peer]) {
+      HVD_LOG(WARNING) << "rank " << rank << ": rank " << peer
+                       << " cannot map this rank's shared memory; that pair "
+                       << "uses the network transport";
+    }
+  }
+  // Every peer that meant to attach has now said it is done.
+  (*segment)->Unlink();
+  auto core = std::make_shared<shm_internal::Core>(rank, size, tuning,
+                                                   *std::move(segment));
+  for (int peer : attached_ranks) {
+    if (!mutual[peer]) continue;
+    core->AddPeer(peer, std::move(attached[peer]), index_of(rank),
+                  index_of(peer));
+    mesh.peers.push_back(peer);
+  }
+  std::sort(mesh.peers.begin(), mesh.peers.end());
+  mesh.context = std::make_unique<shm_internal::ShmContext>(std::move(core));
+  return mesh;
+}
+
+}  // namespace hvd::transport

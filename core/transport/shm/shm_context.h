@@ -1,0 +1,77 @@
+// The shared-memory data-plane transport: a transport::Context connecting
+// the ranks of one host through POSIX shared memory.
+//
+// Design
+// - Segments (layout.h): each rank creates one segment ("/hvd-<pid>-...",
+//   mode 0600, unlinked again as soon as every local peer has mapped it, so
+//   nothing outlives the job in /dev/shm) holding a doorbell, its failure
+//   state, and one inbound byte ring per local peer. A rank writes into the
+//   rings it owns in its peers' segments and reads the rings in its own.
+// - Messages (channel.h): a 64-byte header and the payload, copied into the
+//   ring by the sender and out of it by the receiver in pieces of
+//   HVD_SHM_PIECE_BYTES (64 KiB), each published at once, so a large message
+//   streams through a ring of HVD_SHM_RING_BYTES (1 MiB; small enough to stay
+//   in cache) with both sides copying at the same time. A send completes
+//   once its bytes are in the ring.
+// - Progress: any thread that posts, polls or waits moves the bytes of every
+//   pending op of the context (an MPI-style progress rule; there is no
+//   helper thread), so two ranks each waiting on their own receive still
+//   drain each other's sends. Ops that nobody waits on move only when some
+//   thread of the context waits or polls.
+// - Waiting: poll for HVD_SHM_SPIN_US (50 µs) after the last byte moved,
+//   then sleep on the process's futex doorbell, which every peer rings (only
+//   when somebody sleeps) after it moves bytes this process may wait for.
+// - Failure: the first error (Abort, a length mismatch, a local peer that
+//   aborted, closed with requests pending, or whose process is gone) is
+//   recorded once, fails every pending and future request, and is published
+//   in this rank's segment with its reason, so every local peer fails with
+//   it at once ("rank 2: rank 1 on this host failed: <reason>"). A sleeping
+//   waiter checks that its peers' processes still exist every 100 ms.
+// - Lifetime: destroying the context fails pending requests with Cancelled
+//   and shows the rank as closed; requests keep the mappings alive, so a late
+//   Wait() is safe.
+#ifndef HVD_CORE_TRANSPORT_SHM_SHM_CONTEXT_H_
+#define HVD_CORE_TRANSPORT_SHM_SHM_CONTEXT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/rendezvous/store.h"
+#include "core/transport/transport.h"
+
+namespace hvd::transport {
+
+struct ShmOptions {
+  absl::Duration connect_timeout = absl::Seconds(30);
+};
+
+struct ShmMesh {
+  // A context of the whole job's size in which only `peers` can be reached;
+  // a request to any other rank fails with InvalidArgument.
+  std::unique_ptr<Context> context;
+  // The local ranks both this rank and they could map each other's segments
+  // (ascending). A pair that could not (another /dev/shm, another PID
+  // namespace) is left out on both sides and logged, so the caller can route
+  // it elsewhere.
+  std::vector<int> peers;
+};
+
+// `local_ranks`: the ranks on this host, this one included, the same list
+// on each of them. Creates this rank's segment, publishes its name under
+// "shm/<rank>" in `store` (callers pass a PrefixStore), maps every local
+// peer's, and agrees with each on whether the pair works.
+//
+// Errors: InvalidArgument for bad arguments; Unavailable when this rank's
+// own segment cannot be created (/dev/shm full or missing); the store's
+// error naming the peer when a peer does not publish in time.
+absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
+                                         const std::vector<int>& local_ranks,
+                                         Store* store,
+                                         const ShmOptions& options);
+
+}  // namespace hvd::transport
+
+#endif  // HVD_CORE_TRANSPORT_SHM_SHM_CONTEXT_H_
