@@ -101,6 +101,33 @@ TEST(AgentStarter, KillAllEndsAHangingAgent) {
   EXPECT_THAT(why, HasSubstr("killed by signal 15"));
 }
 
+
+// The OS seam: a spawn that fails (fork refused) is an error of Start, and no
+// exit is reported for an agent that never existed.
+class ForkFailsOs : public Os {
+ public:
+  absl::StatusOr<std::unique_ptr<Process>> Spawn(const SpawnOptions&) override {
+    return absl::ResourceExhaustedError("fork: Resource temporarily unavailable");
+  }
+  absl::Time Now() override { return absl::Now(); }
+};
+
+TEST(AgentStarter, SpawnFailureIsReturnedNotReported) {
+  ForkFailsOs os;
+  AgentStarterOptions o;
+  o.remote_agent = "hvd-agent";
+  int reports = 0;
+  AgentStarter starter(o, &os, [&](int, std::string) { ++reports; }, nullptr);
+  Bootstrap b;
+  b.token = "t";
+  b.rendezvous = {"127.0.0.1:1"};
+  absl::Status s = starter.Start(0, "node1", false, b);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("fork"));
+  starter.KillAll(absl::Milliseconds(10));
+  EXPECT_EQ(reports, 0);
+}
+
 }  // namespace
 }  // namespace launcher
 }  // namespace hvd

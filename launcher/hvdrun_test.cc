@@ -309,6 +309,49 @@ TEST_F(HvdrunTest, OrchestratorModeFailureEndsEveryAgentWithTheCode) {
   ExpectNothingLeft();
 }
 
+
+TEST_F(HvdrunTest, OrchestratorModeRefusesAnAgentAfterTheStart) {
+  std::string file = tmp_ + "/rdv3";
+  unlink(file.c_str());
+  BackgroundCommand server({Runfile("launcher/hvdrun"), "--rendezvous-only",
+                            "-np", "1", "--rendezvous-file", file, "sleep",
+                            "30"},
+                           Env(), tmp_);
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  std::string addr;
+  while (addr.empty() && absl::Now() < deadline) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (absl::StartsWith(line, "HVD_JOB_TOKEN=")) break;
+      if (absl::StartsWith(line, "HVD_RENDEZVOUS_ADDR=")) addr = line.substr(20);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_FALSE(addr.empty());
+  std::vector<std::string> agent = {Runfile("agent/hvd-agent"), "--rendezvous",
+                                    addr, "--slots", "1", "--token-file", file};
+  BackgroundCommand first(agent, Env(), tmp_);
+  // Its worker (sleep) running means the job has started.
+  deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    bool worker = false;
+    for (pid_t p : LiveProcessesWithEnv("HVD_RANK=0")) {
+      for (pid_t q : LiveProcessesWithEnv(mark_)) worker = worker || p == q;
+    }
+    if (worker) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  CommandResult late = RunCommand(agent, Env(), absl::Seconds(20), tmp_);
+  EXPECT_EQ(late.status.ShellCode(), 1);
+  EXPECT_THAT(late.err, HasSubstr("could not join the job"));
+  EXPECT_THAT(late.err, HasSubstr("the job has already started with its 1 slots"));
+  kill(server.pid(), SIGTERM);
+  EXPECT_EQ(server.Wait(absl::Seconds(20)).status.ShellCode(), 143);
+  EXPECT_EQ(first.Wait(absl::Seconds(20)).status.ShellCode(), 143);
+  ExpectNothingLeft();
+}
+
 }  // namespace
 }  // namespace launcher
 }  // namespace hvd
