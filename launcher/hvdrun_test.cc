@@ -87,6 +87,15 @@ TEST_F(HvdrunTest, HostListWithLocalhostFillsSlotsInOrder) {
   EXPECT_THAT(r.out, HasSubstr("[1]<stdout>:1:2\n"));
 }
 
+TEST_F(HvdrunTest, HostfileGivesSlotsAndNp) {
+  std::string hostfile = tmp_ + "/hostfile";
+  std::ofstream(hostfile) << "# this machine\nlocalhost slots=3\n";
+  CommandResult r = Run({"--hostfile", hostfile, "sh", "-c",
+                         "echo $HVD_RANK/$HVD_SIZE"});
+  EXPECT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[2]<stdout>:2/3\n"));
+}
+
 TEST_F(HvdrunTest, FirstFailingWorkerEndsTheJobWithItsCode) {
   CommandResult r = Run({"-np", "3", "sh", "-c",
                          "if [ $HVD_RANK = 1 ]; then echo bye; exit 3; fi; "

@@ -19,7 +19,7 @@ class PartitionTest : public MultiHostTest {};
 
 TEST_F(PartitionTest, HostCutOffMidJobEndsTheJobAndItsWorkers) {
   std::vector<std::string> env = Env();
-  env.push_back("HVD_HEARTBEAT_TIMEOUT_MS=2000");
+  env.push_back("HVD_HEARTBEAT_TIMEOUT_MS=3000");
   launcher::BackgroundCommand job(
       Hvdrun({"-np", "4", "-H", "h1:2,h2:2", "--kill-grace-seconds", "1",
               IdentityDriver(), "--sleep", "60"}),
