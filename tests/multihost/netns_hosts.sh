@@ -31,7 +31,7 @@
 #   HVD_MH_DIR         the run directory (keys, configs, logs)
 #   HVD_MH_HOSTS       "h1 h2 ..."   names usable with ssh -F $HVD_MH_SSH_CONFIG
 #   HVD_MH_NETNS_<h>   namespace of host <h> (h0..hN)
-#   HVD_MH_ADDR_<h>    its address on the bridge (10.77.0.10+i)
+#   HVD_MH_ADDR_<h>    its address on the bridge (<subnet>.10+i)
 #   HVD_MH_DEAD_<h>    its dead0 address (unless --dead-iface none)
 #   HVD_MH_CLIENT_NETNS  namespace of h0
 #   HVD_MH_SSH_CONFIG  ssh client config (host aliases, known_hosts); no key
@@ -41,12 +41,14 @@
 #   HVD_MH_SSHD_PIDS   pids of the sshd listeners
 #
 # Names are unique per run (hvdmh-<owner pid>-<random>-<host>), so parallel
-# runs cannot collide; addresses can repeat across runs because each run's
-# hosts see only their own namespaces.
+# runs cannot collide.
 set -euo pipefail
 
-readonly SUBNET=10.77.0
-readonly DEAD_NET=10.88
+# Addresses differ per run too (a random /24 in 10.64.0.0/10 for the bridge,
+# a /16 in 172.16.0.0/12 for the dead interfaces), although each run's hosts
+# only ever see their own namespaces.
+SUBNET=10.$((64 + RANDOM % 64)).$((RANDOM % 256))
+DEAD_NET=172.$((16 + RANDOM % 16))
 
 die() { echo "netns_hosts.sh: $*" >&2; exit 2; }
 
