@@ -67,8 +67,8 @@ std::string Seconds(absl::Duration d) {
 
 }  // namespace
 
-Job::Job(JobConfig config, OutputSink* sink)
-    : config_(std::move(config)), sink_(sink), created_(absl::Now()) {
+Job::Job(JobConfig config, OutputSink* sink, Os* os)
+    : config_(std::move(config)), sink_(sink), os_(os), created_(os->Now()) {
   absl::MutexLock lock(&mu_);
   for (const HostAssignment& a : config_.hosts) {
     Host h;
@@ -114,7 +114,7 @@ grpc::Status Job::Attach(
   }
   Conn conn;
   conn.context = context;
-  conn.last_heard = absl::Now();
+  conn.last_heard = os_->Now();
   {
     absl::MutexLock lock(&mu_);
     absl::Status s = Join(&conn, first.hello());
@@ -206,7 +206,7 @@ absl::Status Job::Join(Conn* conn, const Hello& hello) {
       ifs.push_back(absl::StrCat(i.name(), " ", i.address()));
     }
     Say(absl::StrCat("hvdrun: host ", host.name, " joined after ",
-                     Seconds(absl::Now() - created_), " (agent pid ",
+                     Seconds(os_->Now() - created_), " (agent pid ",
                      hello.pid(), ", from ", host.peer_ip, ", interfaces ",
                      absl::StrJoin(ifs, ", "), ")"));
   }
@@ -222,12 +222,12 @@ void Job::OnMessage(Conn* conn, const AgentMessage& m) {
                                                     : OutputStream::kStdout,
         m.output().data());
     absl::MutexLock lock(&mu_);
-    conn->last_heard = absl::Now();
+    conn->last_heard = os_->Now();
     if (!s.ok()) Fail(1, absl::StrCat("hvdrun: ", s.message()));
     return;
   }
   absl::MutexLock lock(&mu_);
-  conn->last_heard = absl::Now();
+  conn->last_heard = os_->Now();
   if (m.kind_case() != AgentMessage::kHeartbeat) wake_ = true;
   Host& host = hosts_[conn->host];
   switch (m.kind_case()) {
@@ -322,7 +322,7 @@ void Job::Fail(int code, const std::string& message) {
     return;
   }
   phase_ = Phase::kTerminating;
-  phase_deadline_ = absl::Now() + config_.kill_grace + absl::Seconds(5);
+  phase_deadline_ = os_->Now() + config_.kill_grace + absl::Seconds(5);
   for (int h : InJob()) {
     LauncherMessage t;
     t.mutable_terminate()->set_reason(message);
@@ -333,7 +333,7 @@ void Job::Fail(int code, const std::string& message) {
 void Job::BeginShutdown(int code) {
   exit_code_ = code;
   phase_ = Phase::kShutdown;
-  phase_deadline_ = absl::Now() + config_.kill_grace + absl::Seconds(5);
+  phase_deadline_ = os_->Now() + config_.kill_grace + absl::Seconds(5);
   for (size_t h = 0; h < hosts_.size(); ++h) {
     if (hosts_[h].shutdown_sent) continue;
     LauncherMessage s;
@@ -528,7 +528,7 @@ bool Job::FinishProbing(bool final) {
   }
   if (config_.verbose) {
     Say(absl::StrCat("hvdrun: data-plane addresses after ",
-                     Seconds(absl::Now() - created_), ": ",
+                     Seconds(os_->Now() - created_), ": ",
                      absl::StrJoin(said, ", ")));
   }
   Launch();
@@ -632,12 +632,12 @@ int Job::Run() {
   start_deadline_ = config_.start_timeout == absl::InfiniteDuration()
                         ? absl::InfiniteFuture()
                         : created_ + config_.start_timeout;
-  next_heartbeat_ = absl::Now() + config_.heartbeat_interval;
+  next_heartbeat_ = os_->Now() + config_.heartbeat_interval;
   while (phase_ != Phase::kDone) {
     // Woken early by any change; 20 ms bounds the reaction to timers.
     mu_.AwaitWithTimeout(absl::Condition(&wake_), absl::Milliseconds(20));
     wake_ = false;
-    Step(absl::Now());
+    Step(os_->Now());
   }
   return exit_code_;
 }

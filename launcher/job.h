@@ -56,8 +56,9 @@ struct JobConfig {
 
 class Job final : public AgentService::Service {
  public:
-  // `sink` (not owned) must outlive the job.
-  Job(JobConfig config, OutputSink* sink);
+  // `sink` (not owned) must outlive the job. `os` gives the clock every
+  // deadline and heartbeat is measured with.
+  Job(JobConfig config, OutputSink* sink, Os* os = RealOs());
   ~Job() override;
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -118,6 +119,7 @@ class Job final : public AgentService::Service {
 
   const JobConfig config_;
   OutputSink* const sink_;
+  Os* const os_;
   const absl::Time created_;
 
   mutable absl::Mutex mu_;

@@ -82,13 +82,33 @@ class FakeAgent {
       stream_;
 };
 
+// A clock the test moves; spawning is not used by the job.
+class FakeClockOs : public Os {
+ public:
+  absl::StatusOr<std::unique_ptr<Process>> Spawn(const SpawnOptions&) override {
+    return absl::UnimplementedError("no spawning here");
+  }
+  absl::Time Now() override {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Time now_ = absl::FromUnixSeconds(1000000);
+};
+
 class JobTest : public ::testing::Test {
  protected:
-  void Start(JobConfig config) {
+  void Start(JobConfig config, Os* os = RealOs()) {
     out_path_ = absl::StrCat(getenv("TEST_TMPDIR"), "/out.", counter_++);
     fd_ = open(out_path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
     sink_ = std::make_unique<OutputSink>(fd_, fd_, "");
-    job_ = std::make_unique<Job>(std::move(config), sink_.get());
+    job_ = std::make_unique<Job>(std::move(config), sink_.get(), os);
     RendezvousServerOptions o;
     o.address = "127.0.0.1:0";
     o.token = kToken;
@@ -255,6 +275,16 @@ TEST_F(JobTest, StartTimeoutNamesTheMissingHosts) {
   EXPECT_EQ(Wait(), 1);
   EXPECT_THAT(Printed(), HasSubstr("hvdrun: host hostA: hvd-agent did not "
                                    "connect within 0.2 s"));
+}
+
+TEST_F(JobTest, DeadlinesFollowTheInjectedClock) {
+  FakeClockOs clock;
+  JobConfig c = OneHost(1);
+  c.start_timeout = absl::Seconds(30);
+  Start(c, &clock);
+  clock.Advance(absl::Seconds(31));  // no real waiting for 30 s
+  EXPECT_EQ(Wait(), 1);
+  EXPECT_THAT(Printed(), HasSubstr("did not connect within 30 s"));
 }
 
 // Two hosts: each reaches the other only on its second address.
