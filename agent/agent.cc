@@ -127,7 +127,7 @@ void Agent::ReadLoop() {
   LauncherMessage m;
   while (stream_->Read(&m)) {
     absl::MutexLock lock(&mu_);
-    last_heard_ = absl::Now();
+    last_heard_ = os_->Now();
     inbox_.push_back(std::move(m));
     m = LauncherMessage();
   }
@@ -268,11 +268,81 @@ void Agent::Handle(const LauncherMessage& m) {
       HVD_LOG(INFO) << "hvd-agent " << hostname_
                     << ": terminating workers: " << m.terminate().reason();
       TerminateWorkers(SIGTERM);
-      kill_at_ = std::min(kill_at_, absl::Now() + kill_grace_);
+      kill_at_ = std::min(kill_at_, os_->Now() + kill_grace_);
       break;
     default:
       break;
   }
+}
+
+launcher::AgentMessage Agent::MakeHello(int probe_port,
+                                        const std::string& nonce) const {
+  AgentMessage hello;
+  auto* h = hello.mutable_hello();
+  h->set_host_index(options_.host_index);
+  h->set_slots(options_.slots);
+  h->set_hostname(hostname_);
+  for (const launcher::InterfaceAddress& a : launcher::ListInterfaces()) {
+    if (a.loopback) continue;
+    auto* i = h->add_interfaces();
+    i->set_name(a.name);
+    i->set_address(a.address);
+  }
+  h->set_probe_port(probe_port);
+  h->set_probe_nonce(nonce);
+  h->set_pid(getpid());
+  for (const std::string& c : options_.command) h->add_command(c);
+  return hello;
+}
+
+std::optional<int> Agent::EndIfLauncherGone(bool ended, bool fd_closed,
+                                            int sig, absl::Time last_heard) {
+  if (sig != 0) {
+    HVD_LOG(WARNING) << "hvd-agent " << hostname_ << ": got signal " << sig
+                     << ", ending " << workers_.size() << " workers";
+    CloseStream(/*cancel=*/true).IgnoreError();
+    EndWorkers();
+    return 128 + sig;
+  }
+  if (fd_closed && !ended) {
+    HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": hvdrun's end of "
+                   << "stdin closed (hvdrun or its ssh is gone); ending "
+                   << workers_.size() << " workers";
+    CloseStream(/*cancel=*/true).IgnoreError();
+    EndWorkers();
+    return 1;
+  }
+  if (ended) {
+    grpc::Status st = CloseStream(/*cancel=*/false);
+    if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      HVD_LOG(ERROR) << "hvd-agent " << hostname_
+                     << ": the rendezvous server at " << rendezvous_addr_
+                     << " refused the job token: " << st.error_message();
+    } else if (!welcomed_) {
+      HVD_LOG(ERROR) << "hvd-agent " << hostname_
+                     << ": could not join the job at " << rendezvous_addr_
+                     << ": " << st.error_message();
+    } else {
+      HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": lost the launcher at "
+                     << rendezvous_addr_ << " ("
+                     << (st.ok() ? "stream closed without a shutdown"
+                                 : st.error_message())
+                     << "); ending " << workers_.size() << " workers";
+    }
+    EndWorkers();
+    return 1;
+  }
+  absl::Time now = os_->Now();
+  if (now - last_heard > heartbeat_timeout_) {
+    HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": no word from the "
+                   << "launcher at " << rendezvous_addr_ << " for "
+                   << absl::FormatDuration(now - last_heard) << "; ending "
+                   << workers_.size() << " workers";
+    CloseStream(/*cancel=*/true).IgnoreError();
+    EndWorkers();
+    return 1;
+  }
+  return std::nullopt;
 }
 
 int Agent::Run() {
@@ -290,29 +360,14 @@ int Agent::Run() {
     HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": " << probe.status();
     return 1;
   }
-  AgentMessage hello;
-  auto* h = hello.mutable_hello();
-  h->set_host_index(options_.host_index);
-  h->set_slots(options_.slots);
-  h->set_hostname(hostname_);
-  for (const launcher::InterfaceAddress& a : launcher::ListInterfaces()) {
-    if (a.loopback) continue;
-    auto* i = h->add_interfaces();
-    i->set_name(a.name);
-    i->set_address(a.address);
-  }
-  h->set_probe_port((*probe)->port());
-  h->set_probe_nonce(nonce);
-  h->set_pid(getpid());
-  for (const std::string& c : options_.command) h->add_command(c);
   {
     absl::MutexLock lock(&mu_);
-    last_heard_ = absl::Now();
+    last_heard_ = os_->Now();
   }
   reader_ = std::thread([this] { ReadLoop(); });
-  Send(hello);  // a failure shows as the stream ending
+  Send(MakeHello((*probe)->port(), nonce));  // a failure ends the stream
 
-  absl::Time next_heartbeat = absl::Now() + heartbeat_interval_;
+  absl::Time next_heartbeat = os_->Now() + heartbeat_interval_;
   while (true) {
     std::deque<LauncherMessage> inbox;
     std::vector<launcher::WorkerExit> exits;
@@ -347,51 +402,11 @@ int Agent::Run() {
       }
       Handle(m);
     }
-    if (sig != 0) {
-      HVD_LOG(WARNING) << "hvd-agent " << hostname_ << ": got signal " << sig
-                       << ", ending " << workers_.size() << " workers";
-      CloseStream(/*cancel=*/true).IgnoreError();
-      EndWorkers();
-      return 128 + sig;
+    if (std::optional<int> code =
+            EndIfLauncherGone(ended, fd_closed, sig, last_heard)) {
+      return *code;
     }
-    if (fd_closed && !ended) {
-      HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": hvdrun's end of "
-                     << "stdin closed (hvdrun or its ssh is gone); ending "
-                     << workers_.size() << " workers";
-      CloseStream(/*cancel=*/true).IgnoreError();
-      EndWorkers();
-      return 1;
-    }
-    if (ended) {
-      grpc::Status st = CloseStream(/*cancel=*/false);
-      if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-        HVD_LOG(ERROR) << "hvd-agent " << hostname_
-                       << ": the rendezvous server at " << rendezvous_addr_
-                       << " refused the job token: " << st.error_message();
-      } else if (!welcomed_) {
-        HVD_LOG(ERROR) << "hvd-agent " << hostname_
-                       << ": could not join the job at " << rendezvous_addr_
-                       << ": " << st.error_message();
-      } else {
-        HVD_LOG(ERROR) << "hvd-agent " << hostname_
-                       << ": lost the launcher at " << rendezvous_addr_ << " ("
-                       << (st.ok() ? "stream closed without a shutdown"
-                                   : st.error_message())
-                       << "); ending " << workers_.size() << " workers";
-      }
-      EndWorkers();
-      return 1;
-    }
-    absl::Time now = absl::Now();
-    if (now - last_heard > heartbeat_timeout_) {
-      HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": no word from the "
-                     << "launcher at " << rendezvous_addr_ << " for "
-                     << absl::FormatDuration(now - last_heard) << "; ending "
-                     << workers_.size() << " workers";
-      CloseStream(/*cancel=*/true).IgnoreError();
-      EndWorkers();
-      return 1;
-    }
+    absl::Time now = os_->Now();
     if (now >= kill_at_) {
       TerminateWorkers(SIGKILL);
       kill_at_ = absl::InfiniteFuture();

@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,13 @@ class Agent {
   void Handle(const launcher::LauncherMessage& message);
   void Probe(const launcher::ProbeRequest& request);
   void Launch(const launcher::LaunchSpec& spec);
+  launcher::AgentMessage MakeHello(int probe_port,
+                                  const std::string& nonce) const;
+  // The exit code when the launcher is gone (stream ended, stdin closed,
+  // silence past the heartbeat timeout) or a signal came; the workers are
+  // ended first.
+  std::optional<int> EndIfLauncherGone(bool ended, bool fd_closed, int sig,
+                                       absl::Time last_heard);
   void TerminateWorkers(int sig);
   // SIGTERM, the grace period, SIGKILL; waits until every group is gone,
   // then joins the workers' threads.
