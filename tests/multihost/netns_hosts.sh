@@ -13,6 +13,7 @@
 #   netns_hosts.sh down DIR          tear down what `up` made
 #   netns_hosts.sh exec DIR HOST COMMAND...   run COMMAND inside HOST (h0..hN)
 #   netns_hosts.sh gc                remove leftovers of runs whose owner died
+#                                    (`up` and `run` do this first)
 #
 # Options:
 #   --hosts N        number of ssh hosts h1..hN (default 2); h0 is always
@@ -117,6 +118,7 @@ up() {
     die "--hosts wants 1..200"
   [[ "$dead" =~ ^(none|separate|shared)$ ]] || die "--dead-iface: $dead"
   [[ $EUID -eq 0 ]] || die "needs root (network namespaces)"
+  gc > /dev/null  # leftovers of runs that were SIGKILLed
   [[ -n "$dir" ]] || dir=$(mktemp -d /tmp/hvd-mh.XXXXXX)
   mkdir -p "$dir"
   chmod 700 "$dir"
