@@ -2,11 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/rendezvous/grpc_store.h"
+#include "core/common/env.h"
+#include "core/transport/composite/composite_context.h"
+#include "core/transport/shm/shm_context.h"
 #include "core/transport/tcp/tcp_context.h"
 
 namespace hvd::runtime {
@@ -102,6 +106,54 @@ absl::Status Runtime::Connect() {
                                              scoped_store_.get(), options);
   if (!context.ok()) return context.status();
   context_ = std::move(*context);
+  return ConnectSharedMemory();
+}
+
+// Ranks with the same HVD_HOSTNAME exchange through shared memory (unless
+// HVD_SHM=0), every other pair over TCP: a composite context routes each
+// peer. The host of every rank also goes to the collectives, for the
+// hierarchical allreduce.
+absl::Status Runtime::ConnectSharedMemory() {
+  const int rank = config_.rank;
+  if (absl::Status s = scoped_store_->Set(absl::StrCat("host/", rank),
+                                          config_.hostname);
+      !s.ok()) {
+    return Annotate(s, absl::StrCat("rank ", rank, ": publishing host name"));
+  }
+  std::vector<std::string> names;
+  std::vector<int> local;
+  hosts_.assign(config_.size, 0);
+  for (int r = 0; r < config_.size; ++r) {
+    auto name = scoped_store_->Get(absl::StrCat("host/", r),
+                                   config_.start_timeout);
+    if (!name.ok()) {
+      return Annotate(name.status(), absl::StrCat("rank ", rank,
+                                                  ": reading rank ", r,
+                                                  "'s host name"));
+    }
+    auto it = std::find(names.begin(), names.end(), *name);
+    hosts_[r] = static_cast<int>(it - names.begin());
+    if (it == names.end()) names.push_back(*name);
+    if (*name == config_.hostname) local.push_back(r);
+  }
+  absl::StatusOr<bool> enabled = GetConfigBool("SHM", true);
+  if (!enabled.ok()) return enabled.status();
+  if (!*enabled || local.size() < 2) return absl::OkStatus();
+  transport::ShmOptions shm_options;
+  shm_options.connect_timeout = config_.start_timeout;
+  auto mesh = transport::CreateShmContext(rank, config_.size, local,
+                                          scoped_store_.get(), shm_options);
+  if (!mesh.ok()) return mesh.status();
+  if (mesh->peers.empty()) return absl::OkStatus();
+  std::vector<int> route(config_.size, 0);
+  for (int peer : mesh->peers) route[peer] = 1;
+  std::vector<std::unique_ptr<transport::Context>> children;
+  children.push_back(std::move(context_));
+  children.push_back(std::move(mesh->context));
+  auto composite =
+      transport::NewCompositeContext(std::move(children), std::move(route));
+  if (!composite.ok()) return composite.status();
+  context_ = std::move(*composite);
   return absl::OkStatus();
 }
 

@@ -59,6 +59,7 @@ class Runtime {
  private:
   Runtime(const Config& config, HandleTable* handles);
   absl::Status Connect();
+  absl::Status ConnectSharedMemory();
   DeviceEnv DeviceEnvironment(const collectives::CollectiveOptions& options);
   void Loop();
   bool WaitForWork(absl::Time cycle_start);
@@ -71,6 +72,7 @@ class Runtime {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Store> scoped_store_;
   std::unique_ptr<transport::Context> context_;
+  std::vector<int> hosts_;  // host index of every rank (size > 1)
   HandleTable* handles_;
   ProcessSetTable sets_;
   ResponseCache cache_;  // background thread only

@@ -40,6 +40,9 @@ std::string PidNamespace() {
   return n > 0 ? std::string(buf, n) : "unknown";
 }
 
+// Published by a rank that could not create its segment.
+constexpr char kNoSegment[] = "none";
+
 // What a rank publishes about its segment: "name cookie pid pid-namespace".
 struct Record {
   std::string name;
@@ -76,14 +79,25 @@ absl::StatusOr<std::unique_ptr<Segment>> Attach(int peer, const Record& record,
         absl::StrCat(record.name, " is only ", (*segment)->size(), " bytes"));
   }
   const auto* h = reinterpret_cast<const SegmentHeader*>((*segment)->data());
-  if (h->magic != shm_internal::kMagic || h->cookie != record.cookie ||
-      h->rank != peer || h->pid != record.pid || h->num_rings != num_rings ||
-      h->ring_bytes % shm_internal::kSlot != 0 ||
-      (*segment)->size() < shm_internal::SegmentBytes(num_rings,
-                                                      h->ring_bytes)) {
+  std::string mismatch;
+  if (h->magic != shm_internal::kMagic) {
+    mismatch = "its layout version differs";
+  } else if (h->cookie != record.cookie || h->rank != peer ||
+             h->pid != record.pid) {
+    mismatch = absl::StrCat("it belongs to rank ", h->rank, " pid ", h->pid,
+                            ", not rank ", peer, " pid ", record.pid);
+  } else if (h->num_rings != num_rings ||
+             h->ring_bytes % shm_internal::kSlot != 0 ||
+             (*segment)->size() <
+                 shm_internal::SegmentBytes(num_rings, h->ring_bytes)) {
+    mismatch = absl::StrCat("it has ", h->num_rings, " rings of ",
+                            h->ring_bytes, " bytes in ", (*segment)->size(),
+                            " bytes for ", num_rings, " local ranks");
+  }
+  if (!mismatch.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        record.name, " does not hold the segment rank ", peer,
-        " published (another job's, or another layout version)"));
+        record.name, " is not the segment rank ", peer, " published: ",
+        mismatch));
   }
   return segment;
 }
@@ -140,8 +154,22 @@ absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
   auto segment = Segment::Create(
       own.name, shm_internal::SegmentBytes(num_rings, tuning.ring_bytes));
   if (!segment.ok()) {
-    return Annotate(segment.status(),
-                    absl::StrCat("rank ", rank, ": shared-memory transport: "));
+    // Still take part in the agreement, so peers do not wait for us.
+    HVD_LOG(WARNING) << "rank " << rank << ": no shared-memory transport ("
+                     << segment.status().message()
+                     << "); this rank's local peers use the network";
+    if (num_rings > 1) {
+      if (absl::Status s = store->Set(absl::StrCat("shm/", rank), kNoSegment);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s =
+              store->Set(absl::StrCat("shm/", rank, "/attached"), "");
+          !s.ok()) {
+        return s;
+      }
+    }
+    return ShmMesh{};
   }
   auto* header = reinterpret_cast<SegmentHeader*>((*segment)->data());
   header->cookie = own.cookie;
@@ -173,6 +201,7 @@ absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
                                      "'s shared-memory segment name: "));
       }
       Record record;
+      if (*value == kNoSegment) continue;  // It logged why.
       absl::StatusOr<std::unique_ptr<Segment>> mapped =
           Decode(*value, &record)
               ? Attach(peer, record, num_rings, own.pid_ns)

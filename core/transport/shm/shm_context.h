@@ -50,7 +50,8 @@ struct ShmOptions {
 
 struct ShmMesh {
   // A context of the whole job's size in which only `peers` can be reached;
-  // a request to any other rank fails with InvalidArgument.
+  // a request to any other rank fails with InvalidArgument. Null when this
+  // rank could not create its segment (logged; `peers` is then empty).
   std::unique_ptr<Context> context;
   // The local ranks both this rank and they could map each other's segments
   // (ascending). A pair that could not (another /dev/shm, another PID
@@ -64,9 +65,10 @@ struct ShmMesh {
 // "shm/<rank>" in `store` (callers pass a PrefixStore), maps every local
 // peer's, and agrees with each on whether the pair works.
 //
-// Errors: InvalidArgument for bad arguments; Unavailable when this rank's
-// own segment cannot be created (/dev/shm full or missing); the store's
-// error naming the peer when a peer does not publish in time.
+// A rank whose own segment cannot be created (/dev/shm full or missing)
+// still completes the agreement, with no peers. Errors: InvalidArgument for
+// bad arguments; the store's error naming the peer when a peer does not
+// publish in time.
 absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
                                          const std::vector<int>& local_ranks,
                                          Store* store,
