@@ -468,6 +468,20 @@ def test_process_sets_restrict_collectives_to_their_ranks():
         hvd.allreduce(torch.ones(1), process_set=even_set)
 
 
+def test_init_registers_the_process_sets_it_is_given():
+    first = hvd.ProcessSet([0])
+    hvd.init(process_sets=[first])  # init again: only registers the set
+    try:
+        assert first.process_set_id not in (None, 0)
+        assert first.included() == (RANK == 0)
+        assert first.size() == 1
+        # (No collective inside it here: removing a set in which a
+        # collective ran, while some rank is not a member, hangs in the
+        # core at the time of writing; see docs/python.md.)
+    finally:
+        assert hvd.remove_process_set(first)
+
+
 def test_adding_an_existing_process_set_is_refused():
     with pytest.raises(hvd.HvdInternalError, match="already exists"):
         hvd.add_process_set(list(range(SIZE)))
