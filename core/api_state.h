@@ -18,9 +18,10 @@ runtime::HandleTable& Handles();
 std::shared_ptr<runtime::Runtime> Current();
 // Sets the calling thread's hvd_last_error text; returns HVD_ERROR (-1).
 int SetLastError(const absl::Status& status);
-// "allreduce.noname.7": the same sequence on every rank that calls the same
-// ops in the same order.
-std::string GeneratedName(const char* op);
+// "allreduce.noname.7" ("allreduce.noname.set2.7" outside the global set):
+// one counter per op and process set, so ranks that call the same ops of a
+// set in the same order agree, whatever else each of them runs.
+std::string GeneratedName(const char* op, int process_set);
 
 }  // namespace hvd::api
 

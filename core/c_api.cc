@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -17,7 +19,11 @@ namespace {
 
 absl::Mutex g_mu;
 std::shared_ptr<runtime::Runtime> g_runtime ABSL_GUARDED_BY(g_mu);
-std::atomic<int64_t> g_name_counter{0};
+absl::Mutex g_names_mu;
+std::map<std::pair<std::string, int>, int64_t>& NameCounters() {
+  static auto* counters = new std::map<std::pair<std::string, int>, int64_t>();
+  return *counters;
+}
 thread_local std::string t_last_error;
 
 }  // namespace
@@ -37,8 +43,14 @@ int SetLastError(const absl::Status& status) {
   return HVD_ERROR;
 }
 
-std::string GeneratedName(const char* op) {
-  return absl::StrCat(op, ".noname.", g_name_counter.fetch_add(1));
+std::string GeneratedName(const char* op, int process_set) {
+  int64_t n;
+  {
+    absl::MutexLock lock(&g_names_mu);
+    n = NameCounters()[{op, process_set}]++;
+  }
+  if (process_set == 0) return absl::StrCat(op, ".noname.", n);
+  return absl::StrCat(op, ".noname.set", process_set, ".", n);
 }
 
 namespace {

@@ -31,7 +31,7 @@ absl::Status NotInitialized() {
 
 std::string NameOf(const hvd_options& o, const char* op) {
   if (o.name != nullptr && o.name[0] != '\0') return o.name;
-  return GeneratedName(op);
+  return GeneratedName(op, o.process_set_id);
 }
 
 // Members of the op's process set, or an error naming the set.
@@ -300,7 +300,7 @@ hvd_handle hvd_grouped_reducescatter_async(int32_t count, DLTensor** inputs,
 hvd_handle hvd_barrier_async(const hvd_options* options) {
   const hvd_options o = options ? *options : hvd_default_options();
   return EnqueueControl(hvd::runtime::BARRIER,
-                        hvd::api::GeneratedName("barrier"), o);
+                        hvd::api::GeneratedName("barrier", o.process_set_id), o);
 }
 
 hvd_handle hvd_join_async(const hvd_options* options) {
@@ -324,7 +324,7 @@ int32_t hvd_add_process_set(const int32_t* ranks, int32_t count) {
   hvd_options o = hvd_default_options();
   return static_cast<int32_t>(hvd::api::WaitControl(EnqueueControl(
       hvd::runtime::ADD_PROCESS_SET,
-      hvd::api::GeneratedName("add_process_set"), o, sorted)));
+      hvd::api::GeneratedName("add_process_set", 0), o, sorted)));
 }
 
 int hvd_remove_process_set(int32_t id) {
@@ -332,7 +332,7 @@ int hvd_remove_process_set(int32_t id) {
   o.root_rank = id;
   const hvd_handle handle = EnqueueControl(
       hvd::runtime::REMOVE_PROCESS_SET,
-      hvd::api::GeneratedName("remove_process_set"), o);
+      hvd::api::GeneratedName("remove_process_set", 0), o);
   const int status = hvd_wait(handle, -1);
   if (status != HVD_OK) {
     hvd::api::SetLastError(hvd::api::Handles().GetStatus(handle));

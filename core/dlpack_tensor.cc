@@ -59,6 +59,9 @@ DLDataType ToDLDataType(DataType dtype) {
 
 bool IsCompact(const DLTensor* tensor) {
   if (tensor->strides == nullptr) return true;
+  for (int i = 0; i < tensor->ndim; ++i) {
+    if (tensor->shape[i] == 0) return true;  // No elements: any strides do.
+  }
   int64_t expected = 1;
   for (int i = tensor->ndim - 1; i >= 0; --i) {
     if (tensor->shape[i] != 1 && tensor->strides[i] != expected) return false;
