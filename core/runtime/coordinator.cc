@@ -122,6 +122,7 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
       if (GetBit(lists[r].cache_bits(), slot)) with.push_back(static_cast<int>(r));
     }
     const Request* cached = with.empty() ? nullptr : cache_->At(slot);
+    partial_bits_.erase(slot);
     if (cached == nullptr) {
       bit_first_seen_.erase(slot);
       continue;
@@ -150,6 +151,7 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
     if (!all) {
       // Partial: hand over to the full path next cycle for stall tracking.
       bit_first_seen_[slot] = now;
+      partial_bits_[slot] = with;
       continue;
     }
     std::map<int, Request> requests;
@@ -160,6 +162,25 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
     ready.push_back(BuildResponse(requests, *members, joined));
     ++stats_.cached_ready;
   }
+}
+
+bool Coordinator::WaitingFor(int rank) const {
+  if (joined_.count(rank) > 0) return false;
+  auto member = [&](int set) {
+    auto members = sets_->Ranks(set);
+    return members && std::count(members->begin(), members->end(), rank) > 0;
+  };
+  for (const auto& [key, pending] : table_) {
+    if (pending.by_rank.count(rank) == 0 && member(key.first)) return true;
+  }
+  for (const auto& [slot, with] : partial_bits_) {
+    const Request* cached = cache_->At(slot);
+    if (cached != nullptr && std::count(with.begin(), with.end(), rank) == 0 &&
+        member(cached->process_set())) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::vector<int> Coordinator::JoinedMembers(

@@ -39,6 +39,13 @@ class Coordinator {
   // `lists[r]` is rank r's list for this cycle.
   ResponseList Compute(const std::vector<RequestList>& lists, absl::Time now);
 
+  // Whether some tensor waits for `rank` alone among the ranks that have
+  // announced anything: another member submitted it (in full or by cache
+  // bit) and `rank`, a member that has not joined, has not. Rank 0 uses it to
+  // hold a cycle's answer briefly for its own submission instead of sending
+  // every peer back to sleep.
+  bool WaitingFor(int rank) const;
+
   // Counters since construction, for the log and the tests.
   struct Stats {
     int64_t cycles = 0;
@@ -79,6 +86,7 @@ class Coordinator {
   Timeline* timeline_;
   std::map<Key, Pending> table_;
   std::map<int, absl::Time> bit_first_seen_;  // slot -> first partial bit
+  std::map<int, std::vector<int>> partial_bits_;  // slot -> ranks with bit
   int64_t next_order_ = 0;
   std::set<int> joined_;
   int last_joined_ = -1;

@@ -1,6 +1,17 @@
 #include "core/runtime/handle_table.h"
 
+#include <sched.h>
+
+#include <algorithm>
+
+#include "core/common/env.h"
+
 namespace hvd::runtime {
+
+HandleTable::HandleTable() {
+  absl::StatusOr<int64_t> us = GetConfigInt("WAIT_SPIN_US", 0);
+  spin_ = absl::Microseconds(us.ok() && *us > 0 ? *us : 0);
+}
 
 std::shared_ptr<HandleTable::State> HandleTable::Find(int64_t handle) {
   auto it = states_.find(handle);
@@ -21,6 +32,7 @@ int64_t HandleTable::CreateFailed(absl::Status status) {
   auto state = std::make_shared<State>();
   state->error_text = std::string(status.message());
   state->status = std::move(status);
+  state->done.store(true);
   absl::MutexLock lock(&mu_);
   const int64_t handle = next_++;
   states_[handle] = std::move(state);
@@ -39,7 +51,7 @@ void HandleTable::Complete(int64_t handle, int part, const absl::Status& status,
   if (part >= 0 && part < static_cast<int>(state->results.size())) {
     state->results[part] = std::move(result);
   }
-  --state->pending;
+  if (--state->pending == 0) state->done.store(true, std::memory_order_release);
 }
 
 int HandleTable::Poll(int64_t handle) {
@@ -51,9 +63,23 @@ int HandleTable::Poll(int64_t handle) {
 
 HandleTable::WaitResult HandleTable::Wait(int64_t handle,
                                           absl::Duration timeout) {
+  std::shared_ptr<State> state;
+  {
+    absl::MutexLock lock(&mu_);
+    state = Find(handle);
+    if (state == nullptr) return kInvalid;
+    if (state->pending == 0) return kDone;
+  }
+  // A small op completes within microseconds; polling for it saves the
+  // wakeup of a sleeping thread.
+  if (spin_ > absl::ZeroDuration()) {
+    const absl::Time end = absl::Now() + std::min(spin_, timeout);
+    while (absl::Now() < end) {
+      if (state->done.load(std::memory_order_acquire)) return kDone;
+      sched_yield();  // The background thread may need this CPU.
+    }
+  }
   absl::MutexLock lock(&mu_);
-  auto state = Find(handle);
-  if (state == nullptr) return kInvalid;
   State* s = state.get();
   auto done = [s]() { return s->pending == 0; };
   if (timeout == absl::InfiniteDuration()) {

@@ -3,6 +3,7 @@
 #ifndef HVD_CORE_RUNTIME_HANDLE_TABLE_H_
 #define HVD_CORE_RUNTIME_HANDLE_TABLE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +21,8 @@ namespace hvd::runtime {
 // backend's completion thread), the rest on framework threads.
 class HandleTable {
  public:
+  HandleTable();
+
   enum WaitResult { kDone, kTimeout, kInvalid };
 
   // A handle waiting for `parts` completions (>= 1).
@@ -48,6 +51,7 @@ class HandleTable {
  private:
   struct State {
     int pending = 0;
+    std::atomic<bool> done{false};  // pending == 0, readable without mu_
     absl::Status status;
     std::string error_text;
     std::vector<OpResult> results;
@@ -55,6 +59,7 @@ class HandleTable {
   std::shared_ptr<State> Find(int64_t handle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  absl::Duration spin_;  // HVD_WAIT_SPIN_US: Wait polls this long first
   absl::Mutex mu_;
   int64_t next_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<int64_t, std::shared_ptr<State>> states_

@@ -1,5 +1,6 @@
 #include "core/runtime/runtime.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,7 +40,10 @@ Runtime::Runtime(const Config& config, HandleTable* handles)
     : config_(config),
       handles_(handles),
       sets_(config.size),
-      cache_(static_cast<int>(config.cache_capacity)) {}
+      cache_(static_cast<int>(config.cache_capacity)) {
+  absl::StatusOr<int64_t> spin_us = GetConfigInt("BACKGROUND_SPIN_US", 100);
+  spin_ = absl::Microseconds(spin_us.ok() ? *spin_us : 100);
+}
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
     const Config& config, HandleTable* handles,
@@ -198,6 +202,7 @@ int64_t Runtime::Submit(std::vector<std::unique_ptr<TensorEntry>> entries) {
     return handle;
   }
   for (auto& entry : entries) queue_.push_back(std::move(entry));
+  has_work_.store(true, std::memory_order_release);
   return handle;
 }
 
@@ -205,6 +210,7 @@ void Runtime::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     stop_requested_ = true;
+    has_work_.store(true, std::memory_order_release);
   }
   if (thread_.joinable()) thread_.join();
   // GPU ops already started finish (every rank executed the same responses).
@@ -223,24 +229,51 @@ void Runtime::Shutdown() {
 }
 
 bool Runtime::WaitForWork(absl::Time cycle_start) {
+  const absl::Time cycle_end = cycle_start + config_.cycle_time;
+  // Work tends to follow work (a training step submits tensor after tensor,
+  // a benchmark call after call): right after a busy cycle, poll for it a
+  // little instead of sleeping, which would cost a thread wakeup -- tens of
+  // microseconds on a busy VM -- per call. Idle cycles never poll.
+  if (absl::Now() - last_busy_ < spin_) {
+    const absl::Time spin_end = std::min(cycle_end, last_busy_ + spin_);
+    while (!has_work_.load(std::memory_order_acquire) &&
+           absl::Now() < spin_end) {
+      sched_yield();  // The thread that will submit may need this CPU.
+    }
+  }
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !queue_.empty() || stop_requested_;
   };
-  mu_.AwaitWithDeadline(absl::Condition(&ready),
-                        cycle_start + config_.cycle_time);
+  mu_.AwaitWithDeadline(absl::Condition(&ready), cycle_end);
   return stop_requested_;
 }
 
+// A peer whose tensors wait on slower ranks sends its next list at once
+// instead of sleeping a cycle (rank 0's gather paces those cycles), at most
+// this many times in a row, so ranks that disagree forever (a stall) fall
+// back to one cycle per HVD_CYCLE_TIME.
+constexpr int kImmediateResends = 32;
+
 void Runtime::Loop() {
   absl::Time cycle_start = absl::Now();
+  int resends = 0;
+  bool resend_now = false;
   while (true) {
-    const bool stop = WaitForWork(cycle_start);
-    cycle_start = absl::Now();
-    timeline_.MarkCycle();
-    RequestList mine = BuildRequests();
-    mine.set_shutdown(stop);
-    auto responses = Negotiate(mine);
+    absl::StatusOr<ResponseList> responses;
+    bool busy = false;
+    if (config_.rank == 0 && config_.size > 1) {
+      responses = CoordinatorCycle(&busy);
+    } else {
+      const bool stop =
+          resend_now ? StopRequested() : WaitForWork(cycle_start);
+      cycle_start = absl::Now();
+      timeline_.MarkCycle();
+      RequestList mine = BuildRequests();
+      mine.set_shutdown(stop);
+      busy = mine.requests_size() > 0 || !mine.cache_bits().empty();
+      responses = Negotiate(mine);
+    }
     if (!responses.ok()) {
       FailAll(responses.status());
       return;
@@ -249,12 +282,81 @@ void Runtime::Loop() {
       FailAll(s);
       return;
     }
+    if (busy || responses->responses_size() > 0) last_busy_ = absl::Now();
     if (!responses->shutdown().empty()) {
       FailAll(absl::FailedPreconditionError(
           absl::StrCat("hvd has been shut down: ", responses->shutdown())));
       return;
     }
+    if (responses->responses_size() > 0) resends = 0;
+    resend_now = responses->responses_size() == 0 && !pending_.empty() &&
+                 ++resends <= kImmediateResends;
   }
+}
+
+bool Runtime::StopRequested() {
+  absl::MutexLock lock(&mu_);
+  return stop_requested_;
+}
+
+// Rank 0's cycle: gather one list from every peer (each sends when it has
+// work, at its cycle timer, or at once while its tensors wait for others),
+// so rank 0 never sleeps on a timer while a peer waits for it. If then
+// nothing is ready only because rank 0 itself has not submitted a tensor
+// that others have, hold the answer up to HVD_CYCLE_TIME for that
+// submission rather than send every peer back to wait a cycle.
+absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
+  const int size = config_.size;
+  std::vector<RequestList> lists(size);
+  std::vector<std::string> raw(size);
+  std::vector<std::unique_ptr<transport::Request>> recvs(size);
+  for (int r = 1; r < size; ++r) recvs[r] = context_->RecvAny(r, &raw[r]);
+  const absl::Time deadline = absl::Now() + config_.timeout;
+  for (int r = 1; r < size; ++r) {
+    if (absl::Status s = recvs[r]->Wait(deadline); !s.ok()) {
+      return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
+    }
+    if (!lists[r].ParseFromString(raw[r])) {
+      return absl::DataLossError(
+          absl::StrCat("malformed negotiation message from rank ", r));
+    }
+    *busy |= lists[r].requests_size() > 0 || !lists[r].cache_bits().empty();
+  }
+  timeline_.MarkCycle();
+  const absl::Time hold_end = absl::Now() + config_.cycle_time;
+  ResponseList result;
+  while (true) {
+    const bool stop = StopRequested();
+    lists[0] = BuildRequests();
+    lists[0].set_shutdown(stop);
+    *busy |= lists[0].requests_size() > 0 || !lists[0].cache_bits().empty();
+    result = coordinator_->Compute(lists, absl::Now());
+    if (result.responses_size() > 0 || !result.shutdown().empty() ||
+        !coordinator_->WaitingFor(0) || absl::Now() >= hold_end) {
+      break;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || stop_requested_;
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&ready), hold_end);
+    }
+    // The coordinator has the peers' requests now; their cache bits still
+    // count, as every cycle.
+    for (int r = 1; r < size; ++r) lists[r].clear_requests();
+  }
+  const std::string reply = result.SerializeAsString();
+  std::vector<std::unique_ptr<transport::Request>> sends;
+  for (int r = 1; r < size; ++r) {
+    sends.push_back(context_->Send(r, reply.data(), reply.size()));
+  }
+  for (int r = 1; r < size; ++r) {
+    if (absl::Status s = sends[r - 1]->Wait(deadline); !s.ok()) {
+      return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
+    }
+  }
+  return result;
 }
 
 RequestList Runtime::BuildRequests() {
@@ -262,6 +364,7 @@ RequestList Runtime::BuildRequests() {
   {
     absl::MutexLock lock(&mu_);
     fresh.swap(queue_);
+    has_work_.store(false, std::memory_order_relaxed);
   }
   RequestList list;
   for (auto& entry : fresh) {
@@ -295,41 +398,13 @@ absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
   if (config_.size == 1) return coordinator_->Compute({mine}, absl::Now());
   const absl::Time deadline = absl::Now() + config_.timeout;
   const std::string out = mine.SerializeAsString();
-  if (config_.rank != 0) {
-    std::string in;
-    auto send = context_->Send(0, out.data(), out.size());
-    auto recv = context_->RecvAny(0, &in);
-    absl::Status s = send->Wait(deadline);
-    if (s.ok()) s = recv->Wait(deadline);
-    if (!s.ok()) return Annotate(s, "negotiation with rank 0 failed");
-    return Parse(in, 0);
-  }
-  std::vector<RequestList> lists(config_.size);
-  lists[0] = mine;
-  std::vector<std::string> raw(config_.size);
-  std::vector<std::unique_ptr<transport::Request>> recvs(config_.size);
-  for (int r = 1; r < config_.size; ++r) recvs[r] = context_->RecvAny(r, &raw[r]);
-  for (int r = 1; r < config_.size; ++r) {
-    if (absl::Status s = recvs[r]->Wait(deadline); !s.ok()) {
-      return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
-    }
-    if (!lists[r].ParseFromString(raw[r])) {
-      return absl::DataLossError(
-          absl::StrCat("malformed negotiation message from rank ", r));
-    }
-  }
-  ResponseList result = coordinator_->Compute(lists, absl::Now());
-  const std::string reply = result.SerializeAsString();
-  std::vector<std::unique_ptr<transport::Request>> sends;
-  for (int r = 1; r < config_.size; ++r) {
-    sends.push_back(context_->Send(r, reply.data(), reply.size()));
-  }
-  for (int r = 1; r < config_.size; ++r) {
-    if (absl::Status s = sends[r - 1]->Wait(deadline); !s.ok()) {
-      return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
-    }
-  }
-  return result;
+  std::string in;
+  auto send = context_->Send(0, out.data(), out.size());
+  auto recv = context_->RecvAny(0, &in);
+  absl::Status s = send->Wait(deadline);
+  if (s.ok()) s = recv->Wait(deadline);
+  if (!s.ok()) return Annotate(s, "negotiation with rank 0 failed");
+  return Parse(in, 0);
 }
 
 absl::Status Runtime::Execute(const ResponseList& responses) {

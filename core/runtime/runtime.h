@@ -3,11 +3,18 @@
 //
 // Background loop, one cycle: take what the framework enqueued; send this
 // rank's requests (and response-cache bits) to rank 0; receive the responses
-// everybody runs; run them. A cycle starts at once when work is enqueued,
-// otherwise every HVD_CYCLE_TIME.
+// everybody runs; run them. A rank other than 0 starts a cycle at once when
+// work is enqueued, at once again while its tensors wait for other ranks
+// (a bounded number of times), otherwise every HVD_CYCLE_TIME. Rank 0 does
+// not sleep on a timer: its cycle starts when every peer's list is in, and
+// when nothing is ready only because rank 0 has not yet submitted a tensor
+// the others have, it holds the answer (up to HVD_CYCLE_TIME) for that
+// submission. So a tensor is negotiated as soon as its last rank submits it,
+// whichever rank that is.
 #ifndef HVD_CORE_RUNTIME_RUNTIME_H_
 #define HVD_CORE_RUNTIME_RUNTIME_H_
 
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -63,8 +70,12 @@ class Runtime {
   DeviceEnv DeviceEnvironment(const collectives::CollectiveOptions& options);
   void Loop();
   bool WaitForWork(absl::Time cycle_start);
+  bool StopRequested();
   RequestList BuildRequests();
+  // Size 1, or a rank other than 0: one round trip with rank 0.
   absl::StatusOr<ResponseList> Negotiate(const RequestList& mine);
+  // Rank 0 of a larger job; *busy: whether any rank announced work.
+  absl::StatusOr<ResponseList> CoordinatorCycle(bool* busy);
   absl::Status Execute(const ResponseList& responses);
   void FailAll(const absl::Status& status);
 
@@ -88,6 +99,11 @@ class Runtime {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);  // why the loop ended
   std::thread thread_;
+  // Set with each Submit, cleared when the loop takes the queue: what the
+  // loop polls for right after a busy cycle.
+  std::atomic<bool> has_work_{false};
+  absl::Duration spin_;        // HVD_BACKGROUND_SPIN_US
+  absl::Time last_busy_;       // background thread only
 };
 
 }  // namespace hvd::runtime

@@ -46,6 +46,7 @@ Tuning TuningFromEnv() {
       kSlot);
   t.ring_bytes = std::max(t.ring_bytes, 2 * kSlot);
   t.liveness_interval = absl::Milliseconds(kDefaultLivenessMs);
+  t.yield = ConfigOr("SHM_YIELD", 1, 0) != 0;
   return t;
 }
 
@@ -148,7 +149,15 @@ bool Core::Wait(const Op& op, absl::Time deadline) {
       continue;
     }
     if (now < spin_end) {
-      CpuRelax();
+      // Yield rather than only pause: with as many busy threads as cores
+      // (two ranks, each with a framework thread and a background thread,
+      // on two cores) a pure spinner would keep the thread we wait for off
+      // the CPU until its time slice ends.
+      if (tuning_.yield) {
+        sched_yield();
+      } else {
+        CpuRelax();
+      }
       continue;
     }
     if (progressed & kBusy) {  // Whoever holds it may miss our bytes.
@@ -243,7 +252,9 @@ void Core::Fail(absl::Status status) {
 }
 
 void Core::Detected(absl::Status status) {
-  if (this->status().ok()) HVD_LOG(WARNING) << status.message();
+  if (this->status().ok()) {
+    HVD_LOG(WARNING) << status.message();
+  }
   Fail(std::move(status));
 }
 

@@ -31,6 +31,9 @@ struct Tuning {
   size_t piece_bytes;
   // Data capacity of each ring (HVD_SHM_RING_BYTES, rounded to kSlot).
   size_t ring_bytes;
+  // Whether a polling waiter yields the CPU between polls (HVD_SHM_YIELD,
+  // default 1).
+  bool yield;
   // A sleeping waiter wakes this often to check that its peers still live.
   absl::Duration liveness_interval;
 };
