@@ -14,8 +14,7 @@ runtime::DeviceOpsFactory BackendFactory() {
     auto options = GpuOptionsFromEnv();
     if (!options.ok()) return options.status();
     auto platform = std::make_unique<CudaPlatform>();
-    HVD_LOG(INFO) << "GPU backend: " << platform->Describe()
-                  << "; data path: "
+    HVD_LOG(INFO) << "GPU backend: " << platform->Describe() << "; data path: "
                   << PredictPath(env.config, *options, *platform);
     return std::make_unique<GpuOps>(env, std::move(platform), *options);
   };

@@ -80,9 +80,9 @@ std::string UuidText(const cudaUUID_t& uuid) {
 
 absl::StatusOr<std::unique_ptr<Event>> RecordOn(cudaStream_t stream) {
   cudaEvent_t event;
-  if (absl::Status s = CudaStatus(
-          cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-          "cudaEventCreate");
+  if (absl::Status s =
+          CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                     "cudaEventCreate");
       !s.ok()) {
     return s;
   }
@@ -135,10 +135,9 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int id) {
     return s;
   }
   cudaStream_t stream;
-  if (absl::Status s = CudaStatus(
-          cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking,
-                                       greatest),
-          "cudaStreamCreateWithPriority");
+  if (absl::Status s = CudaStatus(cudaStreamCreateWithPriority(
+                                      &stream, cudaStreamNonBlocking, greatest),
+                                  "cudaStreamCreateWithPriority");
       !s.ok()) {
     return s;
   }
@@ -170,17 +169,18 @@ absl::StatusOr<std::shared_ptr<runtime::ReadyEvent>> CudaDevice::MarkReady(
   ScopedDevice scoped(id_);
   if (!scoped.status().ok()) return scoped.status();
   cudaEvent_t event;
-  if (absl::Status s = CudaStatus(
-          cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-          absl::StrCat("GPU ", id_, ": cudaEventCreate"));
+  if (absl::Status s =
+          CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                     absl::StrCat("GPU ", id_, ": cudaEventCreate"));
       !s.ok()) {
     return s;
   }
   auto ready = std::make_shared<CudaReady>(id_, event);
-  if (absl::Status s = CudaStatus(
-          cudaEventRecord(event, static_cast<cudaStream_t>(stream)),
-          absl::StrCat("GPU ", id_, ": cudaEventRecord on the producer's "
-                                    "stream"));
+  if (absl::Status s =
+          CudaStatus(cudaEventRecord(event, static_cast<cudaStream_t>(stream)),
+                     absl::StrCat("GPU ", id_,
+                                  ": cudaEventRecord on the producer's "
+                                  "stream"));
       !s.ok()) {
     return s;
   }
@@ -221,8 +221,7 @@ absl::Status CudaDevice::CopyBatch(const std::vector<CopyOp>& ops) {
     }
     if (absl::Status s = CudaStatus(
             kernels::LaunchBatchedCopy(dsts.data(), srcs.data(), sizes.data(),
-                                       static_cast<int>(batch.size()),
-                                       stream_),
+                                       static_cast<int>(batch.size()), stream_),
             absl::StrCat("batched copy of ", batch.size(), " tensors"));
         !s.ok()) {
       return s;
@@ -237,18 +236,17 @@ absl::Status CudaDevice::CopyBatch(const std::vector<CopyOp>& ops) {
 absl::Status CudaDevice::Zero(void* dst, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   ScopedDevice scoped(id_);
-  return CudaStatus(cudaMemsetAsync(dst, 0, bytes, stream_),
-                    "cudaMemsetAsync");
+  return CudaStatus(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
 }
 
 absl::Status CudaDevice::Scale(void* data, size_t count, DataType dtype,
                                double factor) {
   ScopedDevice scoped(id_);
-  return CudaStatus(kernels::LaunchScale(data, count,
-                                         static_cast<int32_t>(dtype), factor,
-                                         stream_),
-                    absl::StrCat("scale kernel (", DataTypeName(dtype), ", ",
-                                 count, " elements)"));
+  return CudaStatus(
+      kernels::LaunchScale(data, count, static_cast<int32_t>(dtype), factor,
+                           stream_),
+      absl::StrCat("scale kernel (", DataTypeName(dtype), ", ", count,
+                   " elements)"));
 }
 
 absl::StatusOr<std::unique_ptr<Event>> CudaDevice::Record() {
@@ -270,8 +268,8 @@ absl::StatusOr<void*> CudaDevice::Scratch(int slot, size_t bytes) {
     }
     block = Block();
   }
-  const size_t size = std::max(RoundUp(bytes, kScratchGranularity),
-                               kScratchGranularity);
+  const size_t size =
+      std::max(RoundUp(bytes, kScratchGranularity), kScratchGranularity);
   if (absl::Status s =
           CudaStatus(cudaMallocAsync(&block.data, size, stream_),
                      absl::StrCat("GPU ", id_, ": cudaMallocAsync of ", size,
@@ -292,17 +290,17 @@ absl::StatusOr<void*> CudaDevice::HostScratch(size_t bytes,
     // Copies queued on the stream may still read the old block.
     auto event = RecordOn(stream_);
     if (!event.ok()) return event.status();
-    if (absl::Status s = WaitEvent(**event, deadline,
-                                   "hvd stream before growing pinned memory",
-                                   nullptr);
+    if (absl::Status s =
+            WaitEvent(**event, deadline,
+                      "hvd stream before growing pinned memory", nullptr);
         !s.ok()) {
       return s;
     }
     cudaFreeHost(host_.data);
     host_ = Block();
   }
-  const size_t size = std::max(RoundUp(bytes, kScratchGranularity),
-                               kScratchGranularity);
+  const size_t size =
+      std::max(RoundUp(bytes, kScratchGranularity), kScratchGranularity);
   if (absl::Status s = CudaStatus(
           cudaHostAlloc(&host_.data, size, cudaHostAllocPortable),
           absl::StrCat("cudaHostAlloc of ", size, " bytes (staging)"));
@@ -318,10 +316,9 @@ absl::StatusOr<std::shared_ptr<runtime::Buffer>> CudaDevice::Allocate(
     size_t bytes) {
   ScopedDevice scoped(id_);
   void* data = nullptr;
-  if (absl::Status s =
-          CudaStatus(cudaMalloc(&data, std::max<size_t>(bytes, 1)),
-                     absl::StrCat("GPU ", id_, ": cudaMalloc of ", bytes,
-                                  " bytes (output)"));
+  if (absl::Status s = CudaStatus(cudaMalloc(&data, std::max<size_t>(bytes, 1)),
+                                  absl::StrCat("GPU ", id_, ": cudaMalloc of ",
+                                               bytes, " bytes (output)"));
       !s.ok()) {
     return s;
   }

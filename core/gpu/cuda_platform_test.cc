@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "core/collectives/reduce.h"
 #include "core/common/half.h"
 #include "core/gpu/cuda_testing.h"
 #include "core/gpu/topology.h"
 #include "core/rendezvous/store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace hvd::gpu {
 namespace {
@@ -76,9 +76,9 @@ class CudaDeviceTest : public ::testing::Test {
   void Finish() {
     auto event = device_->Record();
     ASSERT_TRUE(event.ok());
-    ASSERT_TRUE(WaitEvent(**event, absl::Now() + absl::Seconds(30), "test",
-                          nullptr)
-                    .ok());
+    ASSERT_TRUE(
+        WaitEvent(**event, absl::Now() + absl::Seconds(30), "test", nullptr)
+            .ok());
   }
 
   void* DeviceCopyOf(const std::vector<char>& bytes) {
@@ -191,7 +191,8 @@ TEST_F(CudaDeviceTest, TheStreamWaitsForTheProducersWorkAtMarkReady) {
   std::vector<char> pattern(bytes);
   for (size_t i = 0; i < bytes; ++i) pattern[i] = static_cast<char>(i * 13);
   char* pinned = nullptr;
-  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), bytes), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), bytes),
+            cudaSuccess);
   std::memcpy(pinned, pattern.data(), bytes);
   void* src = DeviceCopyOf(std::vector<char>(bytes, 0));
   void* dst = DeviceCopyOf(std::vector<char>(bytes, 0));
@@ -203,9 +204,9 @@ TEST_F(CudaDeviceTest, TheStreamWaitsForTheProducersWorkAtMarkReady) {
   ASSERT_EQ(cudaLaunchHostFunc(
                 producer, [](void*) { usleep(200 * 1000); }, nullptr),
             cudaSuccess);
-  ASSERT_EQ(cudaMemcpyAsync(src, pinned, bytes, cudaMemcpyHostToDevice,
-                            producer),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpyAsync(src, pinned, bytes, cudaMemcpyHostToDevice, producer),
+      cudaSuccess);
   auto ready = device_->MarkReady(producer);
   ASSERT_TRUE(ready.ok()) << ready.status();
   ASSERT_TRUE(device_->WaitFor(**ready).ok());

@@ -29,10 +29,10 @@ inline std::string NoGpuReason() {
 }  // namespace hvd::gpu
 
 // First statement of a test that needs a GPU.
-#define HVD_REQUIRE_GPU()                                         \
-  do {                                                            \
-    const std::string hvd_no_gpu = ::hvd::gpu::NoGpuReason();     \
-    if (!hvd_no_gpu.empty()) GTEST_SKIP() << hvd_no_gpu;          \
+#define HVD_REQUIRE_GPU()                                     \
+  do {                                                        \
+    const std::string hvd_no_gpu = ::hvd::gpu::NoGpuReason(); \
+    if (!hvd_no_gpu.empty()) GTEST_SKIP() << hvd_no_gpu;      \
   } while (0)
 
 #endif  // HVD_CORE_GPU_CUDA_TESTING_H_

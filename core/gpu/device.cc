@@ -32,7 +32,8 @@ absl::Status WaitEvent(Event& event, absl::Time deadline,
     }
     if (now > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          what, " did not finish on the GPU within the timeout: a peer may "
+          what,
+          " did not finish on the GPU within the timeout: a peer may "
           "be gone or stuck (HVD_TIMEOUT_SECONDS sets the limit)"));
     }
     absl::SleepFor(nap);

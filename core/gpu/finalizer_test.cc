@@ -76,10 +76,9 @@ class FinalizerTest : public ::testing::Test {
         }) {}
 
   // An item of one entry named `name` whose event the returned flag fires.
-  std::shared_ptr<std::atomic<bool>> Add(const std::string& name,
-                                         absl::Duration timeout =
-                                             absl::Seconds(30),
-                                         std::shared_ptr<Comm> comm = nullptr) {
+  std::shared_ptr<std::atomic<bool>> Add(
+      const std::string& name, absl::Duration timeout = absl::Seconds(30),
+      std::shared_ptr<Comm> comm = nullptr) {
     auto fired = std::make_shared<std::atomic<bool>>(false);
     Finalizer::Item item;
     item.event = std::make_unique<ManualEvent>(fired);
@@ -192,9 +191,7 @@ TEST(Finalizer, DestroyingItCancelsWhatIsLeft) {
     item.event = std::make_unique<ManualEvent>(
         std::make_shared<std::atomic<bool>>(false));
     auto entry = std::make_unique<runtime::TensorEntry>();
-    entry->done = [&](const absl::Status& s, runtime::OpResult) {
-      status = s;
-    };
+    entry->done = [&](const absl::Status& s, runtime::OpResult) { status = s; };
     item.entries.push_back(std::move(entry));
     finalizer.Add(std::move(item));
   }

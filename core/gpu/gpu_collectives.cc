@@ -27,9 +27,9 @@ absl::StatusOr<std::shared_ptr<Comm>> ReducingComm(CommSet& comms,
                                                    ReduceOp op) {
   if (comms.main->CanReduce(dtype, op)) return comms.main;
   if (!comms.fallback) {
-    return absl::UnimplementedError(absl::StrCat(
-        comms.main->kind(), " cannot reduce ", DataTypeName(dtype), " with ",
-        ReduceOpName(op), " and there is no fallback"));
+    return absl::UnimplementedError(
+        absl::StrCat(comms.main->kind(), " cannot reduce ", DataTypeName(dtype),
+                     " with ", ReduceOpName(op), " and there is no fallback"));
   }
   return comms.fallback();
 }
@@ -44,9 +44,9 @@ absl::Status HierarchicalAllreduce(CommSet& comms, char* buffer, size_t count,
   const size_t chunk = count / n;
   const size_t elem = DataTypeSize(dtype);
   char* mine = buffer + local.rank() * chunk * elem;
-  if (absl::Status s = local.ReduceScatter(buffer, mine,
-                                           std::vector<size_t>(n, chunk),
-                                           dtype, plan.op, plan.premul);
+  if (absl::Status s =
+          local.ReduceScatter(buffer, mine, std::vector<size_t>(n, chunk),
+                              dtype, plan.op, plan.premul);
       !s.ok()) {
     return s;
   }
@@ -55,8 +55,7 @@ absl::Status HierarchicalAllreduce(CommSet& comms, char* buffer, size_t count,
       !s.ok()) {
     return s;
   }
-  return local.Allgather(mine, buffer,
-                         std::vector<size_t>(n, chunk * elem));
+  return local.Allgather(mine, buffer, std::vector<size_t>(n, chunk * elem));
 }
 
 absl::StatusOr<GpuOpResult> Allreduce(const GpuOp& op) {
@@ -75,8 +74,7 @@ absl::StatusOr<GpuOpResult> Allreduce(const GpuOp& op) {
                             op.comms.local->CanReduce(dtype, plan.op);
   const std::vector<int64_t> counts(response.sizes().begin(),
                                     response.sizes().end());
-  const size_t total =
-      std::accumulate(counts.begin(), counts.end(), size_t{0});
+  const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
   const bool fused = op.entries.size() != 1 || !op.entries[0] || hierarchical;
   Device& device = op.device;
   char* buffer = nullptr;
@@ -144,8 +142,8 @@ absl::StatusOr<GpuOpResult> Allreduce(const GpuOp& op) {
   std::vector<CopyOp> copies;
   for (size_t i = 0; i < op.entries.size(); ++i) {
     if (!op.entries[i]) continue;
-    copies.push_back({op.entries[i]->output, buffer + offsets[i],
-                      counts[i] * elem});
+    copies.push_back(
+        {op.entries[i]->output, buffer + offsets[i], counts[i] * elem});
   }
   if (absl::Status s = device.CopyBatch(copies); !s.ok()) return s;
   return out;
@@ -176,14 +174,14 @@ absl::StatusOr<OpResult> Allgather(const GpuOp& op, TensorEntry& entry) {
 
 absl::StatusOr<OpResult> Broadcast(const GpuOp& op, TensorEntry& entry) {
   if (entry.output != entry.input) {
-    if (absl::Status s = op.device.Copy(entry.output, entry.input,
-                                        entry.Bytes());
+    if (absl::Status s =
+            op.device.Copy(entry.output, entry.input, entry.Bytes());
         !s.ok()) {
       return s;
     }
   }
-  absl::Status s = op.comms.main->Broadcast(entry.output, entry.Bytes(),
-                                            op.response.root());
+  absl::Status s =
+      op.comms.main->Broadcast(entry.output, entry.Bytes(), op.response.root());
   if (!s.ok()) return s;
   return OpResult();
 }
@@ -208,14 +206,15 @@ absl::StatusOr<OpResult> Alltoall(const GpuOp& op, TensorEntry& entry) {
   auto output = op.device.Allocate(rows * row_bytes);
   if (!output.ok()) return output.status();
   result.output = *output;
-  absl::Status s = op.comms.main->Alltoall(entry.input, send,
-                                           result.output->data(), recv);
+  absl::Status s =
+      op.comms.main->Alltoall(entry.input, send, result.output->data(), recv);
   if (!s.ok()) return s;
   return result;
 }
 
-absl::StatusOr<OpResult> ReduceScatter(const GpuOp& op, TensorEntry& entry,
-                                       std::vector<std::shared_ptr<Comm>>& used) {
+absl::StatusOr<OpResult> ReduceScatter(
+    const GpuOp& op, TensorEntry& entry,
+    std::vector<std::shared_ptr<Comm>>& used) {
   const Response& response = op.response;
   const int n = op.group.size();
   const DataType dtype = entry.dtype();
@@ -252,9 +251,8 @@ absl::StatusOr<OpResult> ReduceScatter(const GpuOp& op, TensorEntry& entry,
   auto output = op.device.Allocate(mine * elem);
   if (!output.ok()) return output.status();
   result.output = *output;
-  if (absl::Status s = (*comm)->ReduceScatter(input, result.output->data(),
-                                              counts, dtype, plan.op,
-                                              plan.premul);
+  if (absl::Status s = (*comm)->ReduceScatter(
+          input, result.output->data(), counts, dtype, plan.op, plan.premul);
       !s.ok()) {
     return s;
   }

@@ -154,7 +154,8 @@ void Collectives(int rank, int size) {
     o.root_rank = size - 1;
     const std::string e = Wait(hvd_broadcast_async(&t.dl, nullptr, &o));
     if (!e.empty()) Fail("broadcast: " + e);
-    if (Download<int32_t>(t.data, 2) != std::vector<int32_t>{size - 1, size - 1}) {
+    if (Download<int32_t>(t.data, 2) !=
+        std::vector<int32_t>{size - 1, size - 1}) {
       Fail("broadcast values");
     }
   }

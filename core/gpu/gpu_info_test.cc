@@ -1,14 +1,17 @@
 #include "core/gpu/gpu_info.h"
 
 #include <filesystem>
+#include <string>
 
 #include "gtest/gtest.h"
 
 namespace hvd::gpu {
 namespace {
 
+// HVD_CUDA_HOME: where cuda_configure looked (BUILD passes it).
 TEST(GpuInfo, BuiltWithCudaExactlyWhereTheToolkitExists) {
-  const bool toolkit = std::filesystem::exists("/usr/local/cuda/include/nccl.h");
+  const bool toolkit =
+      std::filesystem::exists(std::string(HVD_CUDA_HOME) + "/include/nccl.h");
   EXPECT_EQ(CudaBuilt(), toolkit);
   EXPECT_EQ(NcclBuilt(), toolkit);
   if (toolkit) {

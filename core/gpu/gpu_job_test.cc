@@ -18,8 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "gtest/gtest.h"
 #include "core/gpu/cuda_testing.h"
+#include "gtest/gtest.h"
 #include "launcher/rendezvous_server.h"
 
 extern char** environ;
@@ -82,8 +82,8 @@ std::vector<Worker> RunJob(int size, const std::string& scenario,
     for (auto& s : strings) envp.push_back(s.data());
     envp.push_back(nullptr);
     std::string path = "core/gpu/gpu_driver";
-    std::vector<char*> argv = {path.data(),
-                               const_cast<char*>(scenario.c_str()), nullptr};
+    std::vector<char*> argv = {path.data(), const_cast<char*>(scenario.c_str()),
+                               nullptr};
     const std::string base = absl::StrCat(dir, "/gpu_rank", r);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -122,8 +122,8 @@ std::string Describe(const std::vector<Worker>& workers) {
   std::string text;
   for (size_t r = 0; r < workers.size(); ++r) {
     absl::StrAppend(&text, "--- rank ", r, ": exit ", workers[r].exit_code,
-                    "\nstdout:\n", workers[r].out, "stderr:\n",
-                    workers[r].err, "\n");
+                    "\nstdout:\n", workers[r].out, "stderr:\n", workers[r].err,
+                    "\n");
   }
   return text;
 }
@@ -132,8 +132,8 @@ void ExpectPass(const std::vector<Worker>& workers, size_t first = 0,
                 size_t last = SIZE_MAX) {
   for (size_t r = first; r < workers.size() && r <= last; ++r) {
     EXPECT_EQ(workers[r].exit_code, 0) << Describe(workers);
-    EXPECT_TRUE(absl::StrContains(workers[r].out,
-                                  absl::StrCat("rank ", r, ": PASS")))
+    EXPECT_TRUE(
+        absl::StrContains(workers[r].out, absl::StrCat("rank ", r, ": PASS")))
         << Describe(workers);
   }
 }

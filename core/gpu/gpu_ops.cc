@@ -25,17 +25,16 @@ void FailAll(std::vector<std::unique_ptr<TensorEntry>>& entries,
 }
 
 int PositionOf(const std::vector<int>& indexes, int index) {
-  return static_cast<int>(
-      std::find(indexes.begin(), indexes.end(), index) - indexes.begin());
+  return static_cast<int>(std::find(indexes.begin(), indexes.end(), index) -
+                          indexes.begin());
 }
 
 // "rank 0: allreduce of 'w' (and 3 more) on process set 0"
 std::string Describe(int rank, const runtime::Response& response) {
-  std::string what =
-      absl::StrCat("rank ", rank, ": ",
-                   absl::AsciiStrToLower(runtime::OpType_Name(response.type())),
-                   " of '", response.names_size() > 0 ? response.names(0) : "",
-                   "'");
+  std::string what = absl::StrCat(
+      "rank ", rank, ": ",
+      absl::AsciiStrToLower(runtime::OpType_Name(response.type())), " of '",
+      response.names_size() > 0 ? response.names(0) : "", "'");
   if (response.names_size() > 1) {
     absl::StrAppend(&what, " (and ", response.names_size() - 1, " more)");
   }
@@ -61,8 +60,9 @@ std::string PredictPath(const runtime::Config& config,
   const int count = platform.DeviceCount();
   std::string path;
   if (count == 0) {
-    path = "none: no GPU is visible to this process (GPU tensors fail at "
-           "enqueue)";
+    path =
+        "none: no GPU is visible to this process (GPU tensors fail at "
+        "enqueue)";
   } else if (options.policy == PathPolicy::kStaged) {
     path = "staged (HVD_GPU_DATA_PATH=staged)";
   } else if (!platform.HasNccl()) {
@@ -99,10 +99,9 @@ absl::StatusOr<std::shared_ptr<runtime::ReadyEvent>> GpuOps::MarkReady(
   return (*device)->MarkReady(stream);
 }
 
-absl::Status GpuOps::Execute(
-    const runtime::Response& response,
-    std::vector<std::unique_ptr<TensorEntry>>& entries,
-    const collectives::Group& group) {
+absl::Status GpuOps::Execute(const runtime::Response& response,
+                             std::vector<std::unique_ptr<TensorEntry>>& entries,
+                             const collectives::Group& group) {
   Task task;
   task.set_id = response.process_set();
   task.response = response;
@@ -119,10 +118,9 @@ absl::Status GpuOps::Execute(
   }
   // After a failure the job must stop (the error goes back to the runtime);
   // after shutdown only these entries fail.
-  FailAll(task.entries,
-          fatal.ok() ? absl::FailedPreconditionError(
-                           "the GPU backend was shut down")
-                     : fatal);
+  FailAll(task.entries, fatal.ok() ? absl::FailedPreconditionError(
+                                         "the GPU backend was shut down")
+                                   : fatal);
   return fatal;
 }
 
@@ -157,8 +155,7 @@ void GpuOps::Shutdown() {
   thread_.join();  // The device thread first runs what is queued.
   if (!finalizer_.Drain(absl::Now() + env_.config.timeout)) {
     Abort(absl::DeadlineExceededError(absl::StrCat(
-        "rank ", env_.config.rank,
-        ": GPU ops still running at shutdown after ",
+        "rank ", env_.config.rank, ": GPU ops still running at shutdown after ",
         absl::FormatDuration(env_.config.timeout))));
     finalizer_.Drain(absl::Now() + absl::Seconds(10));
   }
@@ -273,10 +270,10 @@ absl::StatusOr<Device*> GpuOps::DeviceFor(const Task& task) {
       wanted = entry->device_id;
       name = entry->request.name();
     } else if (entry->device_id != wanted) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensors '", name, "' and '", entry->request.name(),
-          "' of one op are on different GPUs (", wanted, " and ",
-          entry->device_id, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensors '", name, "' and '", entry->request.name(),
+                       "' of one op are on different GPUs (", wanted, " and ",
+                       entry->device_id, ")"));
     }
   }
   if (wanted < 0) {  // A joined rank: no tensor says which GPU.
@@ -289,10 +286,13 @@ absl::StatusOr<Device*> GpuOps::DeviceFor(const Task& task) {
   }
   if (device_id_ < 0) device_id_ = wanted;
   if (wanted != device_id_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "tensor '", name, "' is on GPU ", wanted, " but this process runs its "
-        "GPU ops on GPU ", device_id_, ": hvd takes one GPU per process "
-        "(torch.cuda.set_device(hvd.local_rank()))"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("tensor '", name, "' is on GPU ", wanted,
+                     " but this process runs its "
+                     "GPU ops on GPU ",
+                     device_id_,
+                     ": hvd takes one GPU per process "
+                     "(torch.cuda.set_device(hvd.local_rank()))"));
   }
   return platform_->GetDevice(device_id_);
 }
@@ -315,9 +315,9 @@ absl::StatusOr<GpuOps::SetState*> GpuOps::StateFor(const Task& task,
   const int index = task.group.index;
   const int size = task.group.size();
   const std::string prefix = absl::StrCat("gpu/set", task.set_id, "/");
-  auto infos = ExchangeMemberInfo(
-      env_.store, prefix, index, size,
-      {env_.config.hostname, device->Identity()}, env_.config.timeout);
+  auto infos = ExchangeMemberInfo(env_.store, prefix, index, size,
+                                  {env_.config.hostname, device->Identity()},
+                                  env_.config.timeout);
   if (!infos.ok()) return infos.status();
   PathOptions path_options;
   path_options.policy = options_.policy;
@@ -374,9 +374,10 @@ absl::StatusOr<GpuOps::SetState*> GpuOps::StateFor(const Task& task,
   return raw;
 }
 
-absl::StatusOr<std::shared_ptr<Comm>> GpuOps::MakeNccl(
-    Device* device, const std::string& key, int rank, int size,
-    const std::string& who) {
+absl::StatusOr<std::shared_ptr<Comm>> GpuOps::MakeNccl(Device* device,
+                                                       const std::string& key,
+                                                       int rank, int size,
+                                                       const std::string& who) {
   auto id = ShareFromRoot(
       env_.store, key, rank == 0, [this] { return platform_->NewNcclId(); },
       env_.config.timeout);

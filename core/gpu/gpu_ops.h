@@ -59,9 +59,10 @@ class GpuOps : public runtime::DeviceOps {
 
   absl::StatusOr<std::shared_ptr<runtime::ReadyEvent>> MarkReady(
       int device_id, void* stream) override;
-  absl::Status Execute(const runtime::Response& response,
-                       std::vector<std::unique_ptr<runtime::TensorEntry>>& entries,
-                       const collectives::Group& group) override;
+  absl::Status Execute(
+      const runtime::Response& response,
+      std::vector<std::unique_ptr<runtime::TensorEntry>>& entries,
+      const collectives::Group& group) override;
   void RemoveProcessSet(int id) override;
   void Abort(const absl::Status& reason) override;
   void Shutdown() override;
@@ -83,7 +84,7 @@ class GpuOps : public runtime::DeviceOps {
     Device* device = nullptr;
     CommSet comms;
     std::shared_ptr<Comm> staged;  // comms.fallback's, once made
-    std::string path;  // "nccl", "nccl+hierarchical", "staged"
+    std::string path;              // "nccl", "nccl+hierarchical", "staged"
   };
 
   void Loop();

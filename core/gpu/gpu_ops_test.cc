@@ -17,10 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "core/gpu/host_platform.h"
 #include "core/transport/tcp/tcp_context.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace hvd::gpu {
 namespace {
@@ -91,9 +91,9 @@ class Job {
 
   // An entry of rank `rank` over host memory `input`/`output`.
   std::unique_ptr<TensorEntry> Entry(int rank, const std::string& name,
-                                     DataType dtype,
-                                     std::vector<int64_t> shape, void* input,
-                                     void* output, int device_id = 0) {
+                                     DataType dtype, std::vector<int64_t> shape,
+                                     void* input, void* output,
+                                     int device_id = 0) {
     auto entry = std::make_unique<TensorEntry>();
     entry->request.set_name(name);
     entry->request.set_dtype(static_cast<int32_t>(dtype));
@@ -161,7 +161,8 @@ Options Shared(int n) {
 
 Options Distinct(int n) {
   Options o;
-  for (int r = 0; r < n; ++r) o.ranks.push_back({"host", absl::StrCat("GPU-", r)});
+  for (int r = 0; r < n; ++r)
+    o.ranks.push_back({"host", absl::StrCat("GPU-", r)});
   return o;
 }
 
@@ -202,20 +203,20 @@ std::vector<std::vector<float>> RunAllreduce(Job& job,
       auto& v = data[r][t];
       v.resize(counts[t]);
       for (int64_t i = 0; i < counts[t]; ++i) v[i] = r + 1 + i;
-      entries.push_back(job.Entry(r, names[t], DataType::kFloat32,
-                                  {counts[t]}, v.data(), v.data()));
+      entries.push_back(job.Entry(r, names[t], DataType::kFloat32, {counts[t]},
+                                  v.data(), v.data()));
     }
-    EXPECT_TRUE(job.Execute(r, AllreduceResponse(names, counts,
-                                                 DataType::kFloat32, op, pre,
-                                                 post),
+    EXPECT_TRUE(job.Execute(r,
+                            AllreduceResponse(names, counts, DataType::kFloat32,
+                                              op, pre, post),
                             std::move(entries))
                     .ok());
   }
   for (int r = 0; r < n; ++r) {
     for (const auto& name : names) {
       const Outcome o = job.Wait(r, name);
-      EXPECT_TRUE(o.status.ok()) << "rank " << r << " " << name << ": "
-                                 << o.status;
+      EXPECT_TRUE(o.status.ok())
+          << "rank " << r << " " << name << ": " << o.status;
     }
   }
   for (int r = 1; r < n; ++r) EXPECT_EQ(data[r], data[0]) << "rank " << r;
@@ -277,7 +278,7 @@ TEST(GpuOps, OwnGpusTakeNcclWithOneBatchedCopyEachWayForAFusedResponse) {
   EXPECT_EQ(job.ops(1).PathOf(0), "nccl");
   HostDevice* device = job.device(0);
   EXPECT_EQ(device->counts().copy_batches.load(), 2);  // in and out
-  EXPECT_EQ(device->counts().waits.load(), 4);  // each producer event
+  EXPECT_EQ(device->counts().waits.load(), 4);         // each producer event
 }
 
 TEST(GpuOps, FactorsFoldIntoOnePassForFloatSumAndAverage) {
@@ -302,11 +303,11 @@ TEST(GpuOps, SixteenBitIntegersFallBackToTheStagedPathUnderNccl) {
   std::vector<std::vector<int16_t>> data = {{1, -2, 300}, {4, 5, 6}};
   for (int r = 0; r < 2; ++r) {
     std::vector<std::unique_ptr<TensorEntry>> entries;
-    entries.push_back(job.Entry(r, "i16", DataType::kInt16, {3},
-                                data[r].data(), data[r].data()));
-    ASSERT_TRUE(job.Execute(r, AllreduceResponse({"i16"}, {3},
-                                                 DataType::kInt16,
-                                                 ReduceOp::kSum),
+    entries.push_back(job.Entry(r, "i16", DataType::kInt16, {3}, data[r].data(),
+                                data[r].data()));
+    ASSERT_TRUE(job.Execute(r,
+                            AllreduceResponse({"i16"}, {3}, DataType::kInt16,
+                                              ReduceOp::kSum),
                             std::move(entries))
                     .ok());
   }
@@ -322,11 +323,11 @@ TEST(GpuOps, OutOfPlaceAllreduceLeavesTheInputAlone) {
   std::vector<std::vector<int32_t>> in = {{1, 2}, {10, 20}}, out(2, {0, 0});
   for (int r = 0; r < 2; ++r) {
     std::vector<std::unique_ptr<TensorEntry>> entries;
-    entries.push_back(job.Entry(r, "oop", DataType::kInt32, {2},
-                                in[r].data(), out[r].data()));
-    ASSERT_TRUE(job.Execute(r, AllreduceResponse({"oop"}, {2},
-                                                 DataType::kInt32,
-                                                 ReduceOp::kSum, 2.0, 3.0),
+    entries.push_back(job.Entry(r, "oop", DataType::kInt32, {2}, in[r].data(),
+                                out[r].data()));
+    ASSERT_TRUE(job.Execute(r,
+                            AllreduceResponse({"oop"}, {2}, DataType::kInt32,
+                                              ReduceOp::kSum, 2.0, 3.0),
                             std::move(entries))
                     .ok());
   }
@@ -396,8 +397,9 @@ TEST_P(DataOpsTest, AllgatherOfDifferingFirstDimensionsOnTheDevice) {
     std::vector<std::unique_ptr<TensorEntry>> entries;
     entries.push_back(job.Entry(r, "ag", DataType::kInt64, {r + 1, 2},
                                 data[r].data(), data[r].data()));
-    ASSERT_TRUE(job.Execute(r, DataResponse(runtime::ALLGATHER, "ag",
-                                            DataType::kInt64, {1, 2, 3}, 2),
+    ASSERT_TRUE(job.Execute(r,
+                            DataResponse(runtime::ALLGATHER, "ag",
+                                         DataType::kInt64, {1, 2, 3}, 2),
                             std::move(entries))
                     .ok());
   }
@@ -439,10 +441,11 @@ TEST_P(DataOpsTest, AlltoallWithUnevenSplits) {
   std::vector<std::vector<int32_t>> data = {{0, 1, 2}, {10, 11, 12}};
   for (int r = 0; r < 2; ++r) {
     std::vector<std::unique_ptr<TensorEntry>> entries;
-    entries.push_back(job.Entry(r, "a2a", DataType::kInt32, {3},
-                                data[r].data(), data[r].data()));
-    ASSERT_TRUE(job.Execute(r, DataResponse(runtime::ALLTOALL, "a2a",
-                                            DataType::kInt32, matrix, 1),
+    entries.push_back(job.Entry(r, "a2a", DataType::kInt32, {3}, data[r].data(),
+                                data[r].data()));
+    ASSERT_TRUE(job.Execute(r,
+                            DataResponse(runtime::ALLTOALL, "a2a",
+                                         DataType::kInt32, matrix, 1),
                             std::move(entries))
                     .ok());
   }
@@ -465,8 +468,8 @@ TEST_P(DataOpsTest, ReducescatterOfUnevenRowsWithAverageAndPostscale) {
     std::vector<std::unique_ptr<TensorEntry>> entries;
     entries.push_back(job.Entry(r, "rs", DataType::kFloat32, {7},
                                 data[r].data(), data[r].data()));
-    Response response = DataResponse(runtime::REDUCESCATTER, "rs",
-                                     DataType::kFloat32, {7}, 1);
+    Response response =
+        DataResponse(runtime::REDUCESCATTER, "rs", DataType::kFloat32, {7}, 1);
     response.set_op(static_cast<int32_t>(ReduceOp::kAverage));
     response.set_postscale(2.0);
     ASSERT_TRUE(job.Execute(r, response, std::move(entries)).ok());
@@ -495,11 +498,11 @@ TEST(GpuOps, ASetOfOneNeedsNoPeers) {
   Job job(options);
   std::vector<float> v = {1, 2};
   std::vector<std::unique_ptr<TensorEntry>> entries;
-  entries.push_back(job.Entry(0, "one", DataType::kFloat32, {2}, v.data(),
-                              v.data()));
-  ASSERT_TRUE(job.Execute(0, AllreduceResponse({"one"}, {2},
-                                               DataType::kFloat32,
-                                               ReduceOp::kAverage, 4.0),
+  entries.push_back(
+      job.Entry(0, "one", DataType::kFloat32, {2}, v.data(), v.data()));
+  ASSERT_TRUE(job.Execute(0,
+                          AllreduceResponse({"one"}, {2}, DataType::kFloat32,
+                                            ReduceOp::kAverage, 4.0),
                           std::move(entries))
                   .ok());
   ASSERT_TRUE(job.Wait(0, "one").status.ok());
@@ -510,20 +513,20 @@ TEST(GpuOps, ATensorOnAnotherGpuStopsTheBackendNamingIt) {
   Job job(Distinct(1));
   std::vector<float> a = {1}, b = {2};
   std::vector<std::unique_ptr<TensorEntry>> first;
-  first.push_back(job.Entry(0, "on0", DataType::kFloat32, {1}, a.data(),
-                            a.data(), 0));
-  ASSERT_TRUE(job.Execute(0, AllreduceResponse({"on0"}, {1},
-                                               DataType::kFloat32,
-                                               ReduceOp::kSum),
+  first.push_back(
+      job.Entry(0, "on0", DataType::kFloat32, {1}, a.data(), a.data(), 0));
+  ASSERT_TRUE(job.Execute(0,
+                          AllreduceResponse({"on0"}, {1}, DataType::kFloat32,
+                                            ReduceOp::kSum),
                           std::move(first))
                   .ok());
   ASSERT_TRUE(job.Wait(0, "on0").status.ok());
   std::vector<std::unique_ptr<TensorEntry>> second;
-  second.push_back(job.Entry(0, "on1", DataType::kFloat32, {1}, b.data(),
-                             b.data(), 1));
-  ASSERT_TRUE(job.Execute(0, AllreduceResponse({"on1"}, {1},
-                                               DataType::kFloat32,
-                                               ReduceOp::kSum),
+  second.push_back(
+      job.Entry(0, "on1", DataType::kFloat32, {1}, b.data(), b.data(), 1));
+  ASSERT_TRUE(job.Execute(0,
+                          AllreduceResponse({"on1"}, {1}, DataType::kFloat32,
+                                            ReduceOp::kSum),
                           std::move(second))
                   .ok());
   const Outcome o = job.Wait(0, "on1");
@@ -533,12 +536,11 @@ TEST(GpuOps, ATensorOnAnotherGpuStopsTheBackendNamingIt) {
                         "GPU ops on GPU 0"));
   // The backend is stopped: the next op is refused with the same error.
   std::vector<std::unique_ptr<TensorEntry>> third;
-  third.push_back(job.Entry(0, "later", DataType::kFloat32, {1}, a.data(),
-                            a.data()));
-  absl::Status s = job.Execute(0, AllreduceResponse({"later"}, {1},
-                                                    DataType::kFloat32,
-                                                    ReduceOp::kSum),
-                               std::move(third));
+  third.push_back(
+      job.Entry(0, "later", DataType::kFloat32, {1}, a.data(), a.data()));
+  absl::Status s = job.Execute(
+      0, AllreduceResponse({"later"}, {1}, DataType::kFloat32, ReduceOp::kSum),
+      std::move(third));
   EXPECT_THAT(s.message(), HasSubstr("tensor 'on1' is on GPU 1"));
   EXPECT_THAT(job.Wait(0, "later").status.message(),
               HasSubstr("tensor 'on1' is on GPU 1"));
@@ -551,11 +553,11 @@ TEST(GpuOps, ForcedNcclOnASharedGpuFailsTheOpSayingWhy) {
   std::vector<std::vector<float>> v(2, {1});
   for (int r = 0; r < 2; ++r) {
     std::vector<std::unique_ptr<TensorEntry>> entries;
-    entries.push_back(job.Entry(r, "f", DataType::kFloat32, {1},
-                                v[r].data(), v[r].data()));
-    (void)job.Execute(r, AllreduceResponse({"f"}, {1}, DataType::kFloat32,
-                                           ReduceOp::kSum),
-                      std::move(entries));
+    entries.push_back(
+        job.Entry(r, "f", DataType::kFloat32, {1}, v[r].data(), v[r].data()));
+    (void)job.Execute(
+        r, AllreduceResponse({"f"}, {1}, DataType::kFloat32, ReduceOp::kSum),
+        std::move(entries));
   }
   for (int r = 0; r < 2; ++r) {
     const Outcome o = job.Wait(r, "f");
@@ -573,10 +575,9 @@ TEST(GpuOps, AbortFailsLaterOpsWithTheReason) {
   std::vector<std::unique_ptr<TensorEntry>> entries;
   entries.push_back(
       job.Entry(0, "x", DataType::kFloat32, {1}, v.data(), v.data()));
-  absl::Status s = job.Execute(0, AllreduceResponse({"x"}, {1},
-                                                    DataType::kFloat32,
-                                                    ReduceOp::kSum),
-                               std::move(entries));
+  absl::Status s = job.Execute(
+      0, AllreduceResponse({"x"}, {1}, DataType::kFloat32, ReduceOp::kSum),
+      std::move(entries));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(job.Wait(0, "x").status.message(),
               HasSubstr("negotiation with rank 0 failed"));
@@ -591,9 +592,9 @@ TEST(GpuOps, APeerLostMidOpFailsTheSurvivorInsteadOfHanging) {
   std::vector<std::unique_ptr<TensorEntry>> entries;
   entries.push_back(
       job.Entry(0, "lost", DataType::kFloat32, {1}, v.data(), v.data()));
-  ASSERT_TRUE(job.Execute(0, AllreduceResponse({"lost"}, {1},
-                                               DataType::kFloat32,
-                                               ReduceOp::kSum),
+  ASSERT_TRUE(job.Execute(0,
+                          AllreduceResponse({"lost"}, {1}, DataType::kFloat32,
+                                            ReduceOp::kSum),
                           std::move(entries))
                   .ok());
   // Rank 1 never joins the op: its runtime lost a peer and aborts.
@@ -613,8 +614,9 @@ TEST(GpuOps, ShutdownLetsQueuedOpsFinish) {
   std::vector<std::unique_ptr<TensorEntry>> entries;
   entries.push_back(
       job.Entry(0, "s", DataType::kFloat32, {1}, v.data(), v.data()));
-  ASSERT_TRUE(job.Execute(0, AllreduceResponse({"s"}, {1}, DataType::kFloat32,
-                                               ReduceOp::kSum, 2.0),
+  ASSERT_TRUE(job.Execute(0,
+                          AllreduceResponse({"s"}, {1}, DataType::kFloat32,
+                                            ReduceOp::kSum, 2.0),
                           std::move(entries))
                   .ok());
   job.ops(0).Shutdown();
@@ -623,9 +625,9 @@ TEST(GpuOps, ShutdownLetsQueuedOpsFinish) {
   std::vector<std::unique_ptr<TensorEntry>> late;
   late.push_back(
       job.Entry(0, "late", DataType::kFloat32, {1}, v.data(), v.data()));
-  EXPECT_TRUE(job.Execute(0, AllreduceResponse({"late"}, {1},
-                                               DataType::kFloat32,
-                                               ReduceOp::kSum),
+  EXPECT_TRUE(job.Execute(0,
+                          AllreduceResponse({"late"}, {1}, DataType::kFloat32,
+                                            ReduceOp::kSum),
                           std::move(late))
                   .ok());
   EXPECT_EQ(job.Wait(0, "late").status.code(),

@@ -36,13 +36,13 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-#define CHECK_CUDA(x)                                                   \
-  do {                                                                  \
-    cudaError_t e = (x);                                                \
-    if (e != cudaSuccess) {                                             \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e));      \
-      std::exit(2);                                                     \
-    }                                                                   \
+#define CHECK_CUDA(x)                                              \
+  do {                                                             \
+    cudaError_t e = (x);                                           \
+    if (e != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
+      std::exit(2);                                                \
+    }                                                              \
   } while (0)
 
 // Median microseconds of ncclAllReduce + stream synchronize.
@@ -60,8 +60,7 @@ double Direct(void* data, size_t bytes, cudaStream_t stream) {
     ncclAllReduce(data, data, bytes / 4, ncclFloat32, ncclSum, comm, stream);
     CHECK_CUDA(cudaStreamSynchronize(stream));
     const double us =
-        std::chrono::duration<double, std::micro>(Clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::micro>(Clock::now() - start).count();
     if (i >= 0) times.push_back(us);
   }
   ncclCommDestroy(comm);
@@ -79,9 +78,10 @@ double ThroughHvd(void* data, size_t bytes, cudaStream_t stream,
   t.dtype = {kDLFloat, 32, 1};
   t.shape = shape;
   hvd_options o = hvd_default_options();
-  const std::string name = std::string("bench.") + tag + "." +
-                           std::to_string(bytes);
-  o.name = name.c_str();  // one name: the response cache applies, as in training
+  const std::string name =
+      std::string("bench.") + tag + "." + std::to_string(bytes);
+  o.name =
+      name.c_str();  // one name: the response cache applies, as in training
   o.stream = stream;
   std::vector<double> times;
   for (int i = -5; i < Iterations(bytes); ++i) {
@@ -93,8 +93,7 @@ double ThroughHvd(void* data, size_t bytes, cudaStream_t stream,
     }
     hvd_release(h);
     const double us =
-        std::chrono::duration<double, std::micro>(Clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::micro>(Clock::now() - start).count();
     if (i >= 0) times.push_back(us);
   }
   return Median(times);

@@ -72,7 +72,8 @@ absl::Status HostDevice::Copy(void* dst, const void* src, size_t bytes) {
 absl::Status HostDevice::CopyBatch(const std::vector<CopyOp>& ops) {
   ++counts_.copy_batches;
   for (const CopyOp& op : ops) {
-    if (op.bytes > 0 && op.dst != op.src) std::memmove(op.dst, op.src, op.bytes);
+    if (op.bytes > 0 && op.dst != op.src)
+      std::memmove(op.dst, op.src, op.bytes);
   }
   return absl::OkStatus();
 }

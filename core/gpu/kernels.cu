@@ -1,18 +1,27 @@
-#include "core/gpu/kernels.h"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
 #include <limits>
 
+#include "core/gpu/kernels.h"
+
 namespace hvd::gpu::kernels {
 namespace {
 
 // hvd::DataType values (core/common/types.h; part of the ABI).
 enum : int32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kInt32 = 4, kInt64 = 5,
-  kFloat16 = 6, kBFloat16 = 7, kFloat32 = 8, kFloat64 = 9, kBool = 10,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kInt32 = 4,
+  kInt64 = 5,
+  kFloat16 = 6,
+  kBFloat16 = 7,
+  kFloat32 = 8,
+  kFloat64 = 9,
+  kBool = 10,
 };
 
 constexpr int kThreads = 256;
@@ -36,8 +45,8 @@ __global__ void ScaleInteger(T* data, size_t count, double factor, T lowest,
                              T highest) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
        i += size_t{blockDim.x} * gridDim.x) {
-    data[i] = Saturate<T>(static_cast<double>(data[i]) * factor, lowest,
-                          highest);
+    data[i] =
+        Saturate<T>(static_cast<double>(data[i]) * factor, lowest, highest);
   }
 }
 
@@ -88,14 +97,14 @@ struct CopyBatch {
 // where both ends allow it, 4 where they allow that, else bytes.
 __global__ void BatchedCopy(CopyBatch batch, int per_copy) {
   const int copy = blockIdx.x / per_copy;
-  const size_t first = (blockIdx.x % per_copy) * size_t{blockDim.x} +
-                       threadIdx.x;
+  const size_t first =
+      (blockIdx.x % per_copy) * size_t{blockDim.x} + threadIdx.x;
   const size_t stride = size_t{blockDim.x} * per_copy;
   char* dst = static_cast<char*>(batch.dst[copy]);
   const char* src = static_cast<const char*>(batch.src[copy]);
   const size_t n = batch.bytes[copy];
-  const uintptr_t both = reinterpret_cast<uintptr_t>(dst) |
-                         reinterpret_cast<uintptr_t>(src);
+  const uintptr_t both =
+      reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
   size_t done = 0;
   if ((both & 15) == 0) {
     const size_t words = n / 16;
@@ -115,8 +124,8 @@ __global__ void BatchedCopy(CopyBatch batch, int per_copy) {
 
 }  // namespace
 
-cudaError_t LaunchScale(void* data, size_t count, int32_t dtype,
-                        double factor, cudaStream_t stream) {
+cudaError_t LaunchScale(void* data, size_t count, int32_t dtype, double factor,
+                        cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   const int blocks = Blocks(count);
   switch (dtype) {
@@ -144,8 +153,7 @@ cudaError_t LaunchScale(void* data, size_t count, int32_t dtype,
       break;
     case kBFloat16:
       ScaleBf16<<<blocks, kThreads, 0, stream>>>(
-          static_cast<__nv_bfloat16*>(data), count,
-          static_cast<float>(factor));
+          static_cast<__nv_bfloat16*>(data), count, static_cast<float>(factor));
       break;
     case kFloat32:
       ScaleFloat<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(data),
@@ -156,8 +164,8 @@ cudaError_t LaunchScale(void* data, size_t count, int32_t dtype,
                                                   count, factor);
       break;
     case kBool:
-      ScaleBool<<<blocks, kThreads, 0, stream>>>(
-          static_cast<uint8_t*>(data), count, factor != 0.0 ? 1 : 0);
+      ScaleBool<<<blocks, kThreads, 0, stream>>>(static_cast<uint8_t*>(data),
+                                                 count, factor != 0.0 ? 1 : 0);
       break;
     default:
       return cudaErrorInvalidValue;

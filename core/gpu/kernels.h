@@ -15,8 +15,8 @@ namespace hvd::gpu::kernels {
 // for 32- and 64-bit types, float for float16 and bfloat16, integers
 // truncated toward zero and saturated (NaN gives 0), bool kept while the
 // factor is non-zero. `dtype` is an hvd::DataType value.
-cudaError_t LaunchScale(void* data, size_t count, int32_t dtype,
-                        double factor, cudaStream_t stream);
+cudaError_t LaunchScale(void* data, size_t count, int32_t dtype, double factor,
+                        cudaStream_t stream);
 
 // Copies per launch; their descriptors travel as the kernel's parameter.
 inline constexpr int kMaxBatchedCopies = 64;

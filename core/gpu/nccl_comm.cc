@@ -93,9 +93,9 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(
     CudaDevice* device, const std::string& id, int rank, int size,
     absl::Time deadline, std::string who) {
   if (id.size() != NCCL_UNIQUE_ID_BYTES) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        who, ": NCCL unique id of ", id.size(), " bytes, expected ",
-        NCCL_UNIQUE_ID_BYTES));
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": NCCL unique id of ", id.size(),
+                     " bytes, expected ", NCCL_UNIQUE_ID_BYTES));
   }
   ScopedDevice scoped(device->id());
   if (!scoped.status().ok()) return scoped.status();
@@ -104,8 +104,8 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  ncclResult_t result = ncclCommInitRankConfig(&comm, size, unique, rank,
-                                               &config);
+  ncclResult_t result =
+      ncclCommInitRankConfig(&comm, size, unique, rank, &config);
   absl::Duration nap = absl::Microseconds(50);
   while (result == ncclInProgress) {
     if (absl::Now() > deadline) {
@@ -206,8 +206,7 @@ absl::Status NcclComm::Health() {
   if (!mu_.TryLock()) return absl::OkStatus();
   absl::Status status;
   ncclResult_t state = ncclSuccess;
-  if (comm_ != nullptr &&
-      ncclCommGetAsyncError(comm_, &state) == ncclSuccess &&
+  if (comm_ != nullptr && ncclCommGetAsyncError(comm_, &state) == ncclSuccess &&
       state != ncclSuccess && state != ncclInProgress) {
     status = NcclError(state, "asynchronous error");
   }
@@ -248,19 +247,19 @@ absl::Status NcclComm::Settle(ncclResult_t result, absl::string_view call) {
 }
 
 // Every collective: the lock, the device, a live communicator.
-#define HVD_NCCL_ENTER()                                 \
-  absl::MutexLock lock(&mu_);                            \
-  if (comm_ == nullptr) {                                \
-    absl::Status a = Aborted();                          \
-    return a.ok() ? absl::FailedPreconditionError(       \
-                        who_ + ": NCCL communicator gone") \
-                  : a;                                   \
-  }                                                      \
-  ScopedDevice scoped(device_->id());                    \
+#define HVD_NCCL_ENTER()                                                      \
+  absl::MutexLock lock(&mu_);                                                 \
+  if (comm_ == nullptr) {                                                     \
+    absl::Status a = Aborted();                                               \
+    return a.ok() ? absl::FailedPreconditionError(who_ +                      \
+                                                  ": NCCL communicator gone") \
+                  : a;                                                        \
+  }                                                                           \
+  ScopedDevice scoped(device_->id());                                         \
   if (!scoped.status().ok()) return scoped.status()
 
-absl::Status NcclComm::MakeReduction(DataType dtype, ReduceOp op,
-                                     double premul, Reduction& out) {
+absl::Status NcclComm::MakeReduction(DataType dtype, ReduceOp op, double premul,
+                                     Reduction& out) {
   const auto type = NcclType(dtype);
   const auto red = NcclOp(dtype, op);
   if (!type || !red) {
@@ -274,18 +273,18 @@ absl::Status NcclComm::MakeReduction(DataType dtype, ReduceOp op,
   if (op != ReduceOp::kSum ||
       (dtype != DataType::kFloat32 && dtype != DataType::kFloat64)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(who_, ": a premul factor with ", ReduceOpName(op),
-                     " on ", DataTypeName(dtype)));
+        absl::StrCat(who_, ": a premul factor with ", ReduceOpName(op), " on ",
+                     DataTypeName(dtype)));
   }
   float f = static_cast<float>(premul);
   double d = premul;
   void* scalar = dtype == DataType::kFloat32 ? static_cast<void*>(&f)
                                              : static_cast<void*>(&d);
   // Host-immediate: NCCL reads the scalar before the call returns.
-  absl::Status s = Settle(ncclRedOpCreatePreMulSum(&out.op, scalar, out.type,
-                                                   ncclScalarHostImmediate,
-                                                   comm_),
-                          "ncclRedOpCreatePreMulSum");
+  absl::Status s =
+      Settle(ncclRedOpCreatePreMulSum(&out.op, scalar, out.type,
+                                      ncclScalarHostImmediate, comm_),
+             "ncclRedOpCreatePreMulSum");
   out.custom = s.ok();
   return s;
 }
@@ -314,9 +313,9 @@ absl::Status NcclComm::Allgather(const void* in, void* out,
   char* base = static_cast<char*>(out);
   if (AllEqual(bytes)) {
     if (bytes[0] == 0) return absl::OkStatus();
-    return Settle(ncclAllGather(in, base, bytes[0], ncclUint8, comm_,
-                                device_->stream()),
-                  "ncclAllGather");
+    return Settle(
+        ncclAllGather(in, base, bytes[0], ncclUint8, comm_, device_->stream()),
+        "ncclAllGather");
   }
   const std::vector<size_t> offsets = Offsets(bytes, 1);
   ncclGroupStart();
@@ -379,8 +378,7 @@ absl::Status NcclComm::ReduceScatter(const void* in, void* out,
   if (AllEqual(counts)) {
     if (counts[0] > 0) {
       status = Settle(ncclReduceScatter(in, out, counts[0], reduction.type,
-                                        reduction.op, comm_,
-                                        device_->stream()),
+                                        reduction.op, comm_, device_->stream()),
                       "ncclReduceScatter");
     }
   } else {
@@ -391,15 +389,16 @@ absl::Status NcclComm::ReduceScatter(const void* in, void* out,
     ncclResult_t result = ncclSuccess;
     for (int m = 0; m < size_ && result == ncclSuccess; ++m) {
       if (counts[m] == 0) continue;
-      result = ncclReduce(src + offsets[m], m == rank_ ? out : nullptr,
-                          counts[m], reduction.type, reduction.op, m, comm_,
-                          device_->stream());
+      result =
+          ncclReduce(src + offsets[m], m == rank_ ? out : nullptr, counts[m],
+                     reduction.type, reduction.op, m, comm_, device_->stream());
     }
     const ncclResult_t end = ncclGroupEnd();
     status = result != ncclSuccess
                  ? Settle(result, "ncclReduce")
-                 : Settle(end, "ncclGroupEnd (reducescatter of differing "
-                               "counts)");
+                 : Settle(end,
+                          "ncclGroupEnd (reducescatter of differing "
+                          "counts)");
   }
   if (reduction.custom && comm_ != nullptr) {
     ncclRedOpDestroy(reduction.op, comm_);

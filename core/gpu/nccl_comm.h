@@ -36,9 +36,11 @@ class NcclComm : public Comm {
   // DeadlineExceeded (the half-made communicator aborted) when not every
   // member joined by `deadline`; Internal with the NCCL error string and
   // ncclGetLastError otherwise. `who` prefixes every error.
-  static absl::StatusOr<std::unique_ptr<NcclComm>> Create(
-      CudaDevice* device, const std::string& id, int rank, int size,
-      absl::Time deadline, std::string who);
+  static absl::StatusOr<std::unique_ptr<NcclComm>> Create(CudaDevice* device,
+                                                          const std::string& id,
+                                                          int rank, int size,
+                                                          absl::Time deadline,
+                                                          std::string who);
   // ncclCommFinalize + ncclCommDestroy (10 s at most, then ncclCommAbort).
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
@@ -58,9 +60,8 @@ class NcclComm : public Comm {
                         void* out,
                         const std::vector<size_t>& recv_bytes) override;
   absl::Status ReduceScatter(const void* in, void* out,
-                             const std::vector<size_t>& counts,
-                             DataType dtype, ReduceOp op,
-                             double premul) override;
+                             const std::vector<size_t>& counts, DataType dtype,
+                             ReduceOp op, double premul) override;
 
   absl::Status Health() override;
   void Abort(const absl::Status& reason) override;
@@ -83,7 +84,8 @@ class NcclComm : public Comm {
   absl::Status NcclError(ncclResult_t result, absl::string_view call)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ncclCommAbort now (mu_ held) and record `reason`.
-  void AbortLocked(const absl::Status& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortLocked(const absl::Status& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Aborted();
 
   CudaDevice* device_;

@@ -13,13 +13,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "core/collectives/reduce.h"
 #include "core/common/half.h"
 #include "core/gpu/cuda_platform.h"
 #include "core/gpu/cuda_testing.h"
 #include "core/gpu/gpu_ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace hvd::gpu {
 namespace {
@@ -141,8 +141,8 @@ std::vector<char> Values(DataType dtype, size_t count) {
     const int v = static_cast<int>(i % 7) + 1;
     const float f = static_cast<float>(v);
     const double d = v;
-    const uint16_t h = dtype == DataType::kFloat16 ? FloatToHalf(f)
-                                                   : FloatToBFloat16(f);
+    const uint16_t h =
+        dtype == DataType::kFloat16 ? FloatToHalf(f) : FloatToBFloat16(f);
     switch (dtype) {
       case DataType::kFloat32:
         std::memcpy(&bytes[i * 4], &f, 4);
@@ -169,8 +169,8 @@ std::vector<char> Values(DataType dtype, size_t count) {
 
 TEST_F(NcclOpsTest, AllreduceEveryTypeAndOpThroughNccl) {
   const std::vector<DataType> types = {
-      DataType::kUint8,   DataType::kInt8,    DataType::kInt16,
-      DataType::kUint16,  DataType::kInt32,   DataType::kInt64,
+      DataType::kUint8,   DataType::kInt8,     DataType::kInt16,
+      DataType::kUint16,  DataType::kInt32,    DataType::kInt64,
       DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
       DataType::kFloat64, DataType::kBool};
   int n = 0;
@@ -186,10 +186,10 @@ TEST_F(NcclOpsTest, AllreduceEveryTypeAndOpThroughNccl) {
         std::vector<char> want = Values(dtype, count);
         void* data = Upload(want);
         std::vector<std::unique_ptr<TensorEntry>> entries;
-        entries.push_back(Entry(name, dtype, {static_cast<int64_t>(count)},
-                                data, data));
-        Execute(Make(runtime::ALLREDUCE, {name},
-                     {static_cast<int64_t>(count)}, dtype, op, pre, post),
+        entries.push_back(
+            Entry(name, dtype, {static_cast<int64_t>(count)}, data, data));
+        Execute(Make(runtime::ALLREDUCE, {name}, {static_cast<int64_t>(count)},
+                     dtype, op, pre, post),
                 std::move(entries));
         auto [status, result] = Wait(name);
         ASSERT_TRUE(status.ok()) << DataTypeName(dtype) << ": " << status;
@@ -197,8 +197,7 @@ TEST_F(NcclOpsTest, AllreduceEveryTypeAndOpThroughNccl) {
         collectives::Scale(want.data(), count, dtype, pre);
         collectives::Scale(want.data(), count, dtype, post);
         EXPECT_TRUE(Download(data, want.size()) == want)
-            << DataTypeName(dtype) << " " << ReduceOpName(op) << " x"
-            << count;
+            << DataTypeName(dtype) << " " << ReduceOpName(op) << " x" << count;
       }
     }
   }
@@ -216,8 +215,8 @@ TEST_F(NcclOpsTest, AFusedResponseOfManySmallTensorsAndALargeOne) {
     sizes.push_back(count);
     std::vector<char> bytes = Values(DataType::kFloat32, count);
     void* data = Upload(bytes);
-    entries.push_back(Entry(names.back(), DataType::kFloat32, {count}, data,
-                            data));
+    entries.push_back(
+        Entry(names.back(), DataType::kFloat32, {count}, data, data));
     collectives::Scale(bytes.data(), count, DataType::kFloat32, 2.0);
     tensors.push_back({data, std::move(bytes)});
   }
@@ -237,7 +236,8 @@ TEST_F(NcclOpsTest, TheOpWaitsForTheProducerStream) {
   std::vector<char> want = Values(DataType::kFloat32, count);
   void* data = Upload(std::vector<char>(want.size(), 0));
   char* pinned = nullptr;
-  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), want.size()), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), want.size()),
+            cudaSuccess);
   std::memcpy(pinned, want.data(), want.size());
   cudaStream_t producer;
   ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking),
@@ -250,8 +250,7 @@ TEST_F(NcclOpsTest, TheOpWaitsForTheProducerStream) {
             cudaSuccess);
   std::vector<std::unique_ptr<TensorEntry>> entries;
   entries.push_back(Entry("late", DataType::kFloat32,
-                          {static_cast<int64_t>(count)}, data, data,
-                          producer));
+                          {static_cast<int64_t>(count)}, data, data, producer));
   Execute(Make(runtime::ALLREDUCE, {"late"}, {static_cast<int64_t>(count)},
                DataType::kFloat32, ReduceOp::kSum, 3.0),
           std::move(entries));

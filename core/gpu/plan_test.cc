@@ -9,8 +9,8 @@ namespace {
 using ::testing::ElementsAre;
 
 TEST(PlanReduce, SumOnWideFloatsFoldsEveryFactorIntoOnePremul) {
-  const ReducePlan plan = PlanReduce(DataType::kFloat32, ReduceOp::kSum,
-                                     2.0, 3.0, 4);
+  const ReducePlan plan =
+      PlanReduce(DataType::kFloat32, ReduceOp::kSum, 2.0, 3.0, 4);
   EXPECT_EQ(plan.op, ReduceOp::kSum);
   EXPECT_DOUBLE_EQ(plan.premul, 6.0);
   EXPECT_DOUBLE_EQ(plan.pre, 1.0);
@@ -18,15 +18,15 @@ TEST(PlanReduce, SumOnWideFloatsFoldsEveryFactorIntoOnePremul) {
 }
 
 TEST(PlanReduce, AverageIsSumOverTheSetSize) {
-  const ReducePlan plan = PlanReduce(DataType::kFloat64, ReduceOp::kAverage,
-                                     1.0, 1.0, 4);
+  const ReducePlan plan =
+      PlanReduce(DataType::kFloat64, ReduceOp::kAverage, 1.0, 1.0, 4);
   EXPECT_EQ(plan.op, ReduceOp::kSum);
   EXPECT_DOUBLE_EQ(plan.premul, 0.25);
 }
 
 TEST(PlanReduce, HalfTypesKeepSeparatePassesComputedInFloat) {
-  const ReducePlan plan = PlanReduce(DataType::kFloat16, ReduceOp::kAverage,
-                                     0.5, 3.0, 2);
+  const ReducePlan plan =
+      PlanReduce(DataType::kFloat16, ReduceOp::kAverage, 0.5, 3.0, 2);
   EXPECT_EQ(plan.op, ReduceOp::kSum);
   EXPECT_DOUBLE_EQ(plan.premul, 1.0);
   EXPECT_DOUBLE_EQ(plan.pre, 0.5);

@@ -47,8 +47,8 @@ void StagedComm::Abort(const absl::Status& reason) {
 absl::Status StagedComm::Annotate(const absl::Status& status,
                                   absl::string_view op) {
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(who_, ": staged ", op,
-                                                  ": ", status.message()));
+  return absl::Status(status.code(), absl::StrCat(who_, ": staged ", op, ": ",
+                                                  status.message()));
 }
 
 absl::StatusOr<char*> StagedComm::Host(size_t bytes) {
@@ -66,8 +66,7 @@ absl::Status StagedComm::WaitForCopies(absl::string_view op) {
 }
 
 absl::Status StagedComm::Allreduce(const void* in, void* out, size_t count,
-                                   DataType dtype, ReduceOp op,
-                                   double premul) {
+                                   DataType dtype, ReduceOp op, double premul) {
   const size_t bytes = count * DataTypeSize(dtype);
   if (absl::Status s = Health(); !s.ok()) return s;
   if (size() == 1) {  // Nothing to exchange: stay on the device.

@@ -47,9 +47,8 @@ class StagedComm : public Comm {
                         void* out,
                         const std::vector<size_t>& recv_bytes) override;
   absl::Status ReduceScatter(const void* in, void* out,
-                             const std::vector<size_t>& counts,
-                             DataType dtype, ReduceOp op,
-                             double premul) override;
+                             const std::vector<size_t>& counts, DataType dtype,
+                             ReduceOp op, double premul) override;
 
   absl::Status Health() override;
   void Abort(const absl::Status& reason) override;

@@ -16,9 +16,9 @@ namespace {
 absl::StatusOr<std::string> EncodeOne(const MemberInfo& info) {
   for (const std::string* field : {&info.host, &info.gpu}) {
     if (field->find_first_of("\t\n") != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "host name or GPU identity '", absl::CEscape(*field),
-          "' holds a tab or newline"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("host name or GPU identity '", absl::CEscape(*field),
+                       "' holds a tab or newline"));
     }
   }
   return absl::StrCat(info.host, "\t", info.gpu);
@@ -27,8 +27,8 @@ absl::StatusOr<std::string> EncodeOne(const MemberInfo& info) {
 absl::StatusOr<MemberInfo> DecodeOne(absl::string_view line) {
   std::vector<std::string> parts = absl::StrSplit(line, '\t');
   if (parts.size() != 2) {
-    return absl::DataLossError(absl::StrCat("malformed GPU member info '",
-                                            absl::CEscape(line), "'"));
+    return absl::DataLossError(
+        absl::StrCat("malformed GPU member info '", absl::CEscape(line), "'"));
   }
   return MemberInfo{parts[0], parts[1]};
 }
@@ -127,8 +127,8 @@ absl::StatusOr<PathChoice> ChoosePath(const std::vector<MemberInfo>& members,
   std::map<std::pair<std::string, std::string>, int> owner;
   for (int i = 0; i < static_cast<int>(members.size()); ++i) {
     if (members[i].gpu.empty()) continue;
-    auto [it, fresh] = owner.emplace(
-        std::make_pair(members[i].host, members[i].gpu), i);
+    auto [it, fresh] =
+        owner.emplace(std::make_pair(members[i].host, members[i].gpu), i);
     if (fresh) continue;
     const std::string shared = absl::StrCat(
         "members ", it->second, " and ", i, " share GPU ", members[i].gpu,
@@ -176,8 +176,8 @@ absl::StatusOr<std::vector<MemberInfo>> ExchangeMemberInfo(
       auto line = store->Get(absl::StrCat(prefix, "info/", m), timeout);
       if (!line.ok()) {
         return absl::Status(line.status().code(),
-                            absl::StrCat("GPU info of member ", m, " of ",
-                                         size, ": ", line.status().message()));
+                            absl::StrCat("GPU info of member ", m, " of ", size,
+                                         ": ", line.status().message()));
       }
       lines.push_back(*line);
     }
@@ -187,8 +187,8 @@ absl::StatusOr<std::vector<MemberInfo>> ExchangeMemberInfo(
       return s;
     }
   } else {
-    if (absl::Status s = store->Set(absl::StrCat(prefix, "info/", index),
-                                    *encoded);
+    if (absl::Status s =
+            store->Set(absl::StrCat(prefix, "info/", index), *encoded);
         !s.ok()) {
       return s;
     }

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/rendezvous/grpc_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "core/rendezvous/grpc_store.h"
 #include "launcher/rendezvous_server.h"
 
 namespace hvd::gpu {
@@ -44,8 +44,8 @@ TEST(ChoosePath, OneGpuPerMemberTakesNccl) {
 }
 
 TEST(ChoosePath, MembersSharingAGpuTakeTheStagedPath) {
-  auto choice = ChoosePath(
-      Members({{"a", "gpu0"}, {"a", "gpu1"}, {"a", "gpu0"}}), 0, {});
+  auto choice =
+      ChoosePath(Members({{"a", "gpu0"}, {"a", "gpu1"}, {"a", "gpu0"}}), 0, {});
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_FALSE(choice->nccl);
   EXPECT_THAT(choice->reason,
@@ -61,8 +61,7 @@ TEST(ChoosePath, SameGpuIdentityOnTwoHostsIsNotShared) {
 TEST(ChoosePath, ForcedNcclOnASharedGpuFailsNamingTheMembers) {
   PathOptions options;
   options.policy = PathPolicy::kNccl;
-  auto choice =
-      ChoosePath(Members({{"a", "gpu0"}, {"a", "gpu0"}}), 0, options);
+  auto choice = ChoosePath(Members({{"a", "gpu0"}, {"a", "gpu0"}}), 0, options);
   ASSERT_EQ(choice.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(choice.status().message(),
               HasSubstr("HVD_GPU_DATA_PATH=nccl but members 0 and 1 share GPU "
@@ -72,8 +71,7 @@ TEST(ChoosePath, ForcedNcclOnASharedGpuFailsNamingTheMembers) {
 TEST(ChoosePath, ForcedStagedWinsOverDistinctGpus) {
   PathOptions options;
   options.policy = PathPolicy::kStaged;
-  auto choice =
-      ChoosePath(Members({{"a", "gpu0"}, {"a", "gpu1"}}), 0, options);
+  auto choice = ChoosePath(Members({{"a", "gpu0"}, {"a", "gpu1"}}), 0, options);
   ASSERT_TRUE(choice.ok());
   EXPECT_FALSE(choice->nccl);
   EXPECT_EQ(choice->reason, "HVD_GPU_DATA_PATH=staged");
@@ -143,10 +141,10 @@ TEST(ExchangeMemberInfo, EveryMemberGetsEveryInfoInOrder) {
   std::vector<std::thread> threads;
   for (int i = 0; i < kSize; ++i) {
     threads.emplace_back([&, i] {
-      got[i] = ExchangeMemberInfo(store.get(), "gpu/set0/", i, kSize,
-                                  {absl::StrCat("host", i / 2),
-                                   absl::StrCat("GPU-", i)},
-                                  absl::Seconds(20));
+      got[i] = ExchangeMemberInfo(
+          store.get(), "gpu/set0/", i, kSize,
+          {absl::StrCat("host", i / 2), absl::StrCat("GPU-", i)},
+          absl::Seconds(20));
     });
   }
   for (auto& t : threads) t.join();
@@ -161,8 +159,8 @@ TEST(ExchangeMemberInfo, EveryMemberGetsEveryInfoInOrder) {
 }
 
 TEST(ExchangeMemberInfo, ASetOfOneNeedsNoStore) {
-  auto got = ExchangeMemberInfo(nullptr, "p/", 0, 1, {"h", "g"},
-                                absl::Seconds(1));
+  auto got =
+      ExchangeMemberInfo(nullptr, "p/", 0, 1, {"h", "g"}, absl::Seconds(1));
   ASSERT_TRUE(got.ok());
   EXPECT_EQ((*got)[0].gpu, "g");
 }
@@ -181,8 +179,8 @@ TEST(ExchangeMemberInfo, AMissingMemberTimesOutNamingIt) {
 }
 
 TEST(ExchangeMemberInfo, RefusesAHostNameWithATab) {
-  auto got = ExchangeMemberInfo(nullptr, "p/", 0, 1, {"h\tx", "g"},
-                                absl::Seconds(1));
+  auto got =
+      ExchangeMemberInfo(nullptr, "p/", 0, 1, {"h\tx", "g"}, absl::Seconds(1));
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -43,9 +43,10 @@ class DeviceOps {
   // once, later and from another thread, when the GPU work on its memory has
   // finished or failed. Returns at once. Non-OK only when the backend cannot
   // run anything any more (the job must stop); the entries are still taken.
-  virtual absl::Status Execute(const Response& response,
-                               std::vector<std::unique_ptr<TensorEntry>>& entries,
-                               const collectives::Group& group) = 0;
+  virtual absl::Status Execute(
+      const Response& response,
+      std::vector<std::unique_ptr<TensorEntry>>& entries,
+      const collectives::Group& group) = 0;
 
   // Process set `id` was removed on every rank: its communicators may go.
   virtual void RemoveProcessSet(int id) = 0;
