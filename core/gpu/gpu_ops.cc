@@ -60,10 +60,10 @@ std::string PredictPath(const runtime::Config& config,
   const int count = platform.DeviceCount();
   std::string path;
   if (count == 0) {
-    path =
-        "none: no GPU is visible to this process (GPU tensors fail at "
-        "enqueue)";
-  } else if (options.policy == PathPolicy::kStaged) {
+    return "none: no GPU is visible to this process (GPU tensors fail at "
+           "enqueue)";
+  }
+  if (options.policy == PathPolicy::kStaged) {
     path = "staged (HVD_GPU_DATA_PATH=staged)";
   } else if (!platform.HasNccl()) {
     path = "staged (no NCCL)";
