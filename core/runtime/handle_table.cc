@@ -119,8 +119,10 @@ bool HandleTable::TakeResult(int64_t handle, int index, OpResult* out) {
       index >= static_cast<int>(state->results.size())) {
     return false;
   }
-  *out = std::move(state->results[index]);
-  state->results[index] = OpResult{};
+  // Only the buffers move: shape, splits and value stay readable.
+  OpResult& kept = state->results[index];
+  *out = kept;
+  kept.output.reset();
   return true;
 }
 

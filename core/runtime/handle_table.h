@@ -42,7 +42,8 @@ class HandleTable {
   // Stable pointer to the error text until Release; nullptr if unknown.
   const char* ErrorText(int64_t handle);
   int OutputCount(int64_t handle);
-  // Moves part `index`'s result out; nullopt if none.
+  // Copies part `index`'s result out and hands over its output buffer (the
+  // handle keeps shape, splits and value); false if none.
   bool TakeResult(int64_t handle, int index, OpResult* out);
   // Reads (without taking) part `index`'s result.
   bool PeekResult(int64_t handle, int index, OpResult* out);

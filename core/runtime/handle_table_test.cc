@@ -56,6 +56,9 @@ TEST(HandleTable, OutputIsTakenOnce) {
   ASSERT_TRUE(table.TakeResult(h, 0, &taken));
   EXPECT_NE(taken.output, nullptr);
   EXPECT_EQ(table.OutputCount(h), 0);
+  OpResult after;
+  ASSERT_TRUE(table.PeekResult(h, 0, &after));
+  EXPECT_EQ(after.shape, std::vector<int64_t>{4});  // Still readable.
 }
 
 }  // namespace
