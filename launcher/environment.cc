@@ -114,6 +114,7 @@ std::map<std::string, std::string> TunableEnvironment(const Options& o) {
     SetBoth(env, "TIMELINE", o.timeline_filename);
   }
   if (o.no_stall_check) SetBoth(env, "STALL_CHECK_DISABLE", "1");
+  if (o.hierarchical_allreduce) SetBoth(env, "HIERARCHICAL_ALLREDUCE", "1");
   if (o.stall_check_warning_time_seconds.has_value()) {
     SetBoth(env, "STALL_CHECK_TIME_SECONDS",
             absl::StrCat(*o.stall_check_warning_time_seconds));

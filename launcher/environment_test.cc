@@ -39,12 +39,14 @@ TEST(TunableEnvironment, FlagsBecomeBothSpellings) {
   o.fusion_threshold_mb = 2;
   o.cycle_time_ms = 3.5;
   o.no_stall_check = true;
+  o.hierarchical_allreduce = true;
   o.log_level = "debug";
   auto env = TunableEnvironment(o);
   EXPECT_EQ(env["HVD_FUSION_THRESHOLD"], "2097152");
   EXPECT_EQ(env["HOROVOD_FUSION_THRESHOLD"], "2097152");
   EXPECT_EQ(env["HVD_CYCLE_TIME"], "3.5");
   EXPECT_EQ(env["HVD_STALL_CHECK_DISABLE"], "1");
+  EXPECT_EQ(env["HOROVOD_HIERARCHICAL_ALLREDUCE"], "1");
   EXPECT_EQ(env["HOROVOD_LOG_LEVEL"], "debug");
   EXPECT_EQ(env.count("HVD_CACHE_CAPACITY"), 0u);
 }

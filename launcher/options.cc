@@ -155,6 +155,8 @@ const std::vector<Flag>& Flags() {
        Int(&Options::cache_capacity, "--cache-capacity", 0)},
       {{"--timeline-filename"}, true, String(&Options::timeline_filename)},
       {{"--no-stall-check"}, false, Bool(&Options::no_stall_check)},
+      {{"--hierarchical-allreduce"}, false,
+       Bool(&Options::hierarchical_allreduce)},
       {{"--stall-check-warning-time-seconds"}, true,
        Int(&Options::stall_check_warning_time_seconds,
            "--stall-check-warning-time-seconds", 0)},
@@ -315,6 +317,7 @@ std::string HelpText() {
       "  --cache-capacity N         HVD_CACHE_CAPACITY\n"
       "  --timeline-filename F      HVD_TIMELINE\n"
       "  --no-stall-check           HVD_STALL_CHECK_DISABLE=1\n"
+      "  --hierarchical-allreduce   HVD_HIERARCHICAL_ALLREDUCE=1 (GPU tensors)\n"
       "  --stall-check-warning-time-seconds S   HVD_STALL_CHECK_TIME_SECONDS\n"
       "  --stall-check-shutdown-time-seconds S  "
       "HVD_STALL_SHUTDOWN_TIME_SECONDS\n"

@@ -39,6 +39,7 @@ struct Options {
   std::optional<int> cache_capacity;
   std::string timeline_filename;
   bool no_stall_check = false;
+  bool hierarchical_allreduce = false;
   std::optional<int> stall_check_warning_time_seconds;
   std::optional<int> stall_check_shutdown_time_seconds;
 

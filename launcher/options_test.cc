@@ -60,7 +60,7 @@ TEST(ParseCommandLine, EnvFlagAccumulates) {
 TEST(ParseCommandLine, Tunables) {
   auto o = Parse({"--fusion-threshold-mb", "32", "--cycle-time-ms", "2.5",
                   "--cache-capacity", "0", "--timeline-filename", "/t.json",
-                  "--no-stall-check", "--stall-check-warning-time-seconds", "9",
+                  "--no-stall-check", "--hierarchical-allreduce", "--stall-check-warning-time-seconds", "9",
                   "--stall-check-shutdown-time-seconds", "20", "p"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->fusion_threshold_mb, 32);
@@ -68,6 +68,7 @@ TEST(ParseCommandLine, Tunables) {
   EXPECT_EQ(o->cache_capacity, 0);
   EXPECT_EQ(o->timeline_filename, "/t.json");
   EXPECT_TRUE(o->no_stall_check);
+  EXPECT_TRUE(o->hierarchical_allreduce);
   EXPECT_EQ(o->stall_check_warning_time_seconds, 9);
   EXPECT_EQ(o->stall_check_shutdown_time_seconds, 20);
 }
