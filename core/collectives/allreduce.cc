@@ -11,7 +11,27 @@ absl::Status Allreduce(transport::Context& context, const Group& group,
   if (status.ok()) status = internal::CheckReduceOp(op, "Allreduce");
   if (!status.ok()) return status;
   if (group.size() == 1 || count == 0) return absl::OkStatus();
-  if (internal::UseDirect(options, count * DataTypeSize(dtype))) {
+  const size_t bytes = count * DataTypeSize(dtype);
+  if (options.algorithm == AllreduceAlgorithm::kHierarchical ||
+      (options.algorithm == AllreduceAlgorithm::kAuto &&
+       bytes > options.small_message_bytes)) {
+    const internal::HostLayout layout =
+        internal::LayoutOnHosts(group, options.hosts);
+    const bool worth_it = layout.num_hosts > 1 && layout.local.size() > 1;
+    if (layout.balanced &&
+        (options.algorithm == AllreduceAlgorithm::kHierarchical || worth_it)) {
+      status = internal::AllreduceHierarchical(context, group, data, count,
+                                               dtype, op, options);
+      return internal::Annotate(status, "Allreduce (hierarchical)", context,
+                                group);
+    }
+    if (options.algorithm == AllreduceAlgorithm::kHierarchical) {
+      status = internal::AllreduceRing(context, group, data, count, dtype, op,
+                                       options);
+      return internal::Annotate(status, "Allreduce (ring)", context, group);
+    }
+  }
+  if (internal::UseDirect(options, bytes)) {
     status = internal::AllreduceDirect(context, group, data, count, dtype, op,
                                        options);
     return internal::Annotate(status, "Allreduce (direct)", context, group);

@@ -24,13 +24,27 @@ using ::testing::StartsWith;
 // 264 KiB); a 16 KiB chunk splits every ring segment into several chunks.
 constexpr size_t kLargeCount = 270001;
 
-using AllreduceCase = std::tuple<int, size_t, AllreduceAlgorithm>;
+using AllreduceCase =
+    std::tuple<int, size_t, AllreduceAlgorithm, MeshTransport>;
+
+std::string AlgorithmName(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::kAuto:
+      return "Auto";
+    case AllreduceAlgorithm::kRing:
+      return "Ring";
+    case AllreduceAlgorithm::kDirect:
+      return "Direct";
+    case AllreduceAlgorithm::kHierarchical:
+      return "Hierarchical";
+  }
+  return "?";
+}
 
 std::string CaseName(const ::testing::TestParamInfo<AllreduceCase>& info) {
-  const auto [world, count, algorithm] = info.param;
-  return absl::StrCat(
-      "World", world, "Count", count,
-      algorithm == AllreduceAlgorithm::kRing ? "Ring" : "Direct");
+  const auto [world, count, algorithm, transport] = info.param;
+  return absl::StrCat("World", world, "Count", count,
+                      AlgorithmName(algorithm), MeshTransportName(transport));
 }
 
 struct Job {
@@ -42,11 +56,12 @@ struct Job {
 class AllreduceTest : public ::testing::TestWithParam<AllreduceCase> {};
 
 TEST_P(AllreduceTest, EveryDtypeAndOpMatchesExactReference) {
-  const auto [world, count, algorithm] = GetParam();
-  TestMesh* mesh = TestMesh::Shared(world);
+  const auto [world, count, algorithm, transport] = GetParam();
+  TestMesh* mesh = TestMesh::Shared(world, transport);
   ASSERT_NE(mesh, nullptr);
   CollectiveOptions options;
   options.algorithm = algorithm;
+  options.hosts = mesh->hosts();
   options.chunk_bytes = count >= kLargeCount ? 16 << 10 : 200;
   options.timeout = absl::Seconds(30);
 
@@ -90,8 +105,94 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(size_t{0}, size_t{1}, size_t{1001},
                                          kLargeCount),
                        ::testing::Values(AllreduceAlgorithm::kRing,
-                                         AllreduceAlgorithm::kDirect)),
+                                         AllreduceAlgorithm::kDirect),
+                       ::testing::Values(MeshTransport::kTcp)),
     CaseName);
+
+// Shared memory alone (one host) and mixed with TCP (hosts of two ranks:
+// world 3 leaves hosts uneven, so kHierarchical falls back to the ring).
+INSTANTIATE_TEST_SUITE_P(
+    SharedMemoryAndMixed, AllreduceTest,
+    ::testing::Combine(::testing::Values(2, 3, 4, 8),
+                       ::testing::Values(size_t{0}, size_t{1001}, kLargeCount),
+                       ::testing::Values(AllreduceAlgorithm::kRing,
+                                         AllreduceAlgorithm::kDirect,
+                                         AllreduceAlgorithm::kHierarchical),
+                       ::testing::Values(MeshTransport::kShm,
+                                         MeshTransport::kMixed)),
+    CaseName);
+
+// Every rank its own host: the hierarchical algorithm is its cross-host
+// step alone.
+INSTANTIATE_TEST_SUITE_P(
+    HierarchicalOverTcp, AllreduceTest,
+    ::testing::Combine(::testing::Values(1, 4),
+                       ::testing::Values(size_t{1}, kLargeCount),
+                       ::testing::Values(AllreduceAlgorithm::kHierarchical),
+                       ::testing::Values(MeshTransport::kTcp)),
+    CaseName);
+
+// Three members per host, hosts interleaved in rank order, and a group that
+// takes two of each host's ranks in a scrambled order.
+TEST(AllreduceHierarchical, InterleavedHostsAndScrambledGroups) {
+  auto mesh = TestMesh::CreateOnHosts({0, 1, 0, 1, 0, 1});
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  for (const std::vector<int>& ranks :
+       {std::vector<int>{0, 1, 2, 3, 4, 5}, std::vector<int>{5, 2, 1, 0}}) {
+    for (size_t count : {size_t{2}, size_t{70001}}) {
+      CollectiveOptions options;
+      options.algorithm = AllreduceAlgorithm::kHierarchical;
+      options.chunk_bytes = 4096;
+      options.hosts = (*mesh)->hosts();
+      const auto want =
+          Expected(DataType::kInt32, ReduceOp::kSum, ranks, count);
+      std::vector<std::string> bad(ranks.size());
+      auto statuses =
+          (*mesh)->Run(ranks, [&](int rank, transport::Context& context) {
+            const Group group = GroupOf(ranks, rank);
+            auto data = MakeInput(DataType::kInt32, ReduceOp::kSum, rank, count);
+            absl::Status status =
+                Allreduce(context, group, data.data(), count, DataType::kInt32,
+                          ReduceOp::kSum, options);
+            bad[group.index] =
+                Mismatch(absl::StrCat("rank ", rank), DataType::kInt32,
+                         data.data(), want.data(), count);
+            return status;
+          });
+      EXPECT_EQ(FailedRanks(ranks, statuses), "") << ranks.size() << " ranks";
+      for (const std::string& m : bad) EXPECT_EQ(m, "");
+    }
+  }
+}
+
+TEST(AllreduceHierarchical, AutoPicksItForSeveralHostsOfSeveralRanks) {
+  // The algorithm shows in the error of a member whose peers never join.
+  auto mesh = TestMesh::Create(4, MeshTransport::kMixed);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  CollectiveOptions options;
+  options.small_message_bytes = 4000;
+  options.timeout = absl::Milliseconds(200);
+  options.hosts = (*mesh)->hosts();
+  std::vector<float> data(1001, 1.0f);
+  transport::Context& context = (*mesh)->context(0);
+  absl::Status status =
+      Allreduce(context, Group::All(context), data.data(), data.size(),
+                DataType::kFloat32, ReduceOp::kSum, options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_THAT(std::string(status.message()),
+              StartsWith("Allreduce (hierarchical) on rank 0 (member 0 of 4): "));
+  // One rank per host, or uneven hosts: the ring.
+  options.hosts = {0, 1, 2, 3};
+  status = Allreduce(context, Group::All(context), data.data(), data.size(),
+                     DataType::kFloat32, ReduceOp::kSum, options);
+  EXPECT_THAT(std::string(status.message()),
+              StartsWith("Allreduce (ring) on rank 0 (member 0 of 4): "));
+  options.hosts = {0, 0, 0, 1};
+  status = Allreduce(context, Group::All(context), data.data(), data.size(),
+                     DataType::kFloat32, ReduceOp::kSum, options);
+  EXPECT_THAT(std::string(status.message()),
+              StartsWith("Allreduce (ring) on rank 0 (member 0 of 4): "));
+}
 
 // Runs a float32 Sum allreduce of `count` elements on every member of
 // `ranks` (a group of the 4-rank mesh) and checks the result.

@@ -38,10 +38,20 @@ struct Group {
 // Also chooses the algorithm of Allgather, Broadcast and ReduceScatter (by
 // their total bytes); Alltoall has one algorithm.
 enum class AllreduceAlgorithm {
-  kAuto,    // kDirect up to small_message_bytes, kRing above.
+  kAuto,    // kDirect up to small_message_bytes; above, kHierarchical when
+            // `hosts` shows the group on several hosts with several members
+            // on one and as many on each, else kRing.
   kRing,    // Reduce-scatter + allgather, 2(N-1)/N * S bytes sent per rank;
             // chunked by chunk_bytes and pipelined. Broadcast: a chain.
   kDirect,  // Each rank sends all to all and reduces locally: one round.
+  kHierarchical,  // Allreduce only (the others take kAuto's choice): with L
+                  // members on each host, a ring reduce-scatter among them
+                  // (member i of a host then holds the host's sum of block
+                  // i of L), an allreduce of block i among the members i of
+                  // all hosts (ring or direct by its size), and a ring
+                  // allgather within each host. Across hosts each host sends
+                  // 2(H-1)/H * S in all instead of the flat ring's
+                  // 2(N-1)/N * S per link. Uneven hosts fall back to kRing.
 };
 
 struct CollectiveOptions {
@@ -49,6 +59,9 @@ struct CollectiveOptions {
   size_t chunk_bytes = size_t{1} << 20;        // Pipelining granularity.
   size_t small_message_bytes = size_t{64} << 10;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  // Host of every context rank (equal ids: same host), for kHierarchical;
+  // empty when unknown (kHierarchical is then kRing).
+  std::vector<int> hosts;
 };
 
 // In place. `op` is Sum, Min, Max or Product (Average is Sum followed by a

@@ -167,19 +167,20 @@ void ExpectReduceScatter(TestMesh& mesh, const std::vector<int>& ranks,
 
 // ----- Whole world, parametrised --------------------------------------------
 
-using WorldCase = std::tuple<int, AllreduceAlgorithm>;
+using WorldCase = std::tuple<int, AllreduceAlgorithm, MeshTransport>;
 
 std::string CaseName(const ::testing::TestParamInfo<WorldCase>& info) {
-  const auto [world, algorithm] = info.param;
+  const auto [world, algorithm, transport] = info.param;
   return absl::StrCat(
       "World", world,
-      algorithm == AllreduceAlgorithm::kRing ? "Ring" : "Direct");
+      algorithm == AllreduceAlgorithm::kRing ? "Ring" : "Direct",
+      MeshTransportName(transport));
 }
 
 class CollectivesTest : public ::testing::TestWithParam<WorldCase> {
  protected:
   void SetUp() override {
-    mesh_ = TestMesh::Shared(world());
+    mesh_ = TestMesh::Shared(world(), std::get<2>(GetParam()));
     ASSERT_NE(mesh_, nullptr);
     ranks_.resize(world());
     std::iota(ranks_.begin(), ranks_.end(), 0);
@@ -244,7 +245,17 @@ INSTANTIATE_TEST_SUITE_P(
     WorldAlgorithm, CollectivesTest,
     ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
                        ::testing::Values(AllreduceAlgorithm::kRing,
-                                         AllreduceAlgorithm::kDirect)),
+                                         AllreduceAlgorithm::kDirect),
+                       ::testing::Values(MeshTransport::kTcp)),
+    CaseName);
+
+INSTANTIATE_TEST_SUITE_P(
+    SharedMemoryAndMixed, CollectivesTest,
+    ::testing::Combine(::testing::Values(2, 3, 8),
+                       ::testing::Values(AllreduceAlgorithm::kRing,
+                                         AllreduceAlgorithm::kDirect),
+                       ::testing::Values(MeshTransport::kShm,
+                                         MeshTransport::kMixed)),
     CaseName);
 
 // ----- Process sets ---------------------------------------------------------

@@ -84,6 +84,7 @@ bool UseDirect(const CollectiveOptions& options, size_t bytes) {
     case AllreduceAlgorithm::kRing:
       return false;
     case AllreduceAlgorithm::kAuto:
+    case AllreduceAlgorithm::kHierarchical:
       return bytes <= options.small_message_bytes;
   }
   return false;

@@ -95,6 +95,25 @@ absl::Status AllreduceDirect(transport::Context& context, const Group& group,
                              void* data, size_t count, DataType dtype,
                              ReduceOp op, const CollectiveOptions& options);
 
+absl::Status AllreduceHierarchical(transport::Context& context,
+                                   const Group& group, void* data, size_t count,
+                                   DataType dtype, ReduceOp op,
+                                   const CollectiveOptions& options);
+
+// How `group` lies on hosts (from options.hosts): this member's host mates
+// (`local`, this one included, in group order) and the members in its
+// position on every host (`cross`, in order of each host's first member).
+// `balanced` when every host holds the same number of members; `known` when
+// options.hosts covers the group.
+struct HostLayout {
+  bool known = false;
+  bool balanced = false;
+  int num_hosts = 0;
+  Group local;
+  Group cross;
+};
+HostLayout LayoutOnHosts(const Group& group, const std::vector<int>& hosts);
+
 // The context rank of the member `offset` places after this one in the ring.
 inline int RingPeer(const Group& group, int offset) {
   return group.ranks[Mod(group.index + offset, group.size())];

@@ -3,9 +3,12 @@
 #include <map>
 #include <numeric>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/transport/composite/composite_context.h"
+#include "core/transport/shm/shm_context.h"
 #include "core/transport/tcp/tcp_context.h"
 #include "gtest/gtest.h"
 
@@ -13,7 +16,8 @@ namespace hvd::collectives {
 namespace {
 
 absl::Mutex shared_mu(absl::kConstInit);
-std::map<int, std::unique_ptr<TestMesh>>* shared_meshes
+std::map<std::pair<int, MeshTransport>, std::unique_ptr<TestMesh>>*
+    shared_meshes
     ABSL_GUARDED_BY(shared_mu) = nullptr;
 
 // Closes the shared meshes after the last test, while the process is still
@@ -32,20 +36,83 @@ class SharedMeshes : public ::testing::Environment {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Create(int size) {
+std::string MeshTransportName(MeshTransport transport) {
+  switch (transport) {
+    case MeshTransport::kTcp:
+      return "Tcp";
+    case MeshTransport::kShm:
+      return "Shm";
+    case MeshTransport::kMixed:
+      return "Mixed";
+  }
+  return "?";
+}
+
+namespace {
+
+// Rank `rank`'s context: TCP to other hosts (skipped when there are none),
+// shared memory to its own host's ranks, composed when both are needed.
+absl::StatusOr<std::unique_ptr<transport::Context>> Connect(
+    int rank, const std::vector<int>& hosts, Store* store) {
+  const int size = static_cast<int>(hosts.size());
+  std::vector<int> local;
+  for (int r = 0; r < size; ++r) {
+    if (hosts[r] == hosts[rank]) local.push_back(r);
+  }
+  std::unique_ptr<transport::Context> tcp;
+  if (local.size() < hosts.size() || size == 1) {
+    transport::TcpOptions options;
+    options.iface = "127.0.0.1";
+    options.hostname = "localhost";
+    options.token = "collectives-test";
+    auto context = transport::CreateTcpContext(rank, size, store, options);
+    if (!context.ok()) return context.status();
+    tcp = *std::move(context);
+  }
+  if (local.size() == 1) return tcp;
+  auto mesh = transport::CreateShmContext(rank, size, local, store, {});
+  if (!mesh.ok()) return mesh.status();
+  if (mesh->peers.size() + 1 != local.size()) {
+    return absl::InternalError("shared memory did not connect every local rank");
+  }
+  if (tcp == nullptr) return std::move(mesh->context);
+  std::vector<int> route(size, 0);
+  for (int peer : mesh->peers) route[peer] = 1;
+  std::vector<std::unique_ptr<transport::Context>> children;
+  children.push_back(std::move(tcp));
+  children.push_back(std::move(mesh->context));
+  return transport::NewCompositeContext(std::move(children), std::move(route));
+}
+
+std::vector<int> HostsOf(int size, MeshTransport transport) {
+  std::vector<int> hosts(size);
+  for (int r = 0; r < size; ++r) {
+    hosts[r] = transport == MeshTransport::kTcp   ? r
+               : transport == MeshTransport::kShm ? 0
+                                                  : r / 2;
+  }
+  return hosts;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Create(
+    int size, MeshTransport transport) {
+  return CreateOnHosts(HostsOf(size, transport));
+}
+
+absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::CreateOnHosts(
+    const std::vector<int>& hosts) {
+  const int size = static_cast<int>(hosts.size());
   std::unique_ptr<TestMesh> mesh(new TestMesh);
   mesh->store_ = NewInMemoryStore();
   mesh->contexts_.resize(size);
+  mesh->hosts_ = hosts;
   std::vector<absl::Status> statuses(size);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
-      transport::TcpOptions options;
-      options.iface = "127.0.0.1";
-      options.hostname = "localhost";
-      options.token = "collectives-test";
-      auto context =
-          transport::CreateTcpContext(rank, size, mesh->store_.get(), options);
+      auto context = Connect(rank, hosts, mesh->store_.get());
       if (context.ok()) {
         mesh->contexts_[rank] = *std::move(context);
       } else {
@@ -60,16 +127,18 @@ absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Create(int size) {
   return mesh;
 }
 
-TestMesh* TestMesh::Shared(int size) {
+TestMesh* TestMesh::Shared(int size, MeshTransport transport) {
   absl::MutexLock lock(&shared_mu);
   if (shared_meshes == nullptr) {
-    shared_meshes = new std::map<int, std::unique_ptr<TestMesh>>;
+    shared_meshes = new std::map<std::pair<int, MeshTransport>,
+                                 std::unique_ptr<TestMesh>>;
   }
-  auto& mesh = (*shared_meshes)[size];
+  auto& mesh = (*shared_meshes)[{size, transport}];
   if (mesh == nullptr) {
-    auto created = Create(size);
+    auto created = Create(size, transport);
     if (!created.ok()) {
-      ADD_FAILURE() << "mesh of " << size << ": " << created.status();
+      ADD_FAILURE() << MeshTransportName(transport) << " mesh of " << size
+                    << ": " << created.status();
       return nullptr;
     }
     mesh = *std::move(created);

@@ -1,10 +1,13 @@
 // Test support: N ranks in one process, one thread each, connected by the
-// real TCP transport over loopback through an in-memory store.
+// real transports through an in-memory store: TCP over loopback, shared
+// memory, or a mix (a composite context: shared memory among the ranks of a
+// pretend host, TCP between hosts).
 #ifndef HVD_CORE_COLLECTIVES_TEST_MESH_H_
 #define HVD_CORE_COLLECTIVES_TEST_MESH_H_
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -15,22 +18,36 @@
 
 namespace hvd::collectives {
 
+enum class MeshTransport {
+  kTcp,    // every rank its own host
+  kShm,    // one host
+  kMixed,  // hosts of two consecutive ranks (the last may hold one)
+};
+std::string MeshTransportName(MeshTransport transport);
+
 class TestMesh {
  public:
   // Connects `size` contexts (one thread per rank). The error of the first
   // rank that failed, if any.
-  static absl::StatusOr<std::unique_ptr<TestMesh>> Create(int size);
+  static absl::StatusOr<std::unique_ptr<TestMesh>> Create(
+      int size, MeshTransport transport = MeshTransport::kTcp);
+  // Rank r on host hosts[r]: shared memory within a host, TCP between.
+  static absl::StatusOr<std::unique_ptr<TestMesh>> CreateOnHosts(
+      const std::vector<int>& hosts);
 
-  // A mesh of `size` shared by every test of the binary that asks for it:
-  // connecting 8 ranks costs 28 connections, so tests reuse meshes. Fails
-  // the calling test (and returns null) if the mesh cannot be made.
-  static TestMesh* Shared(int size);
+  // A mesh shared by every test of the binary that asks for it: connecting
+  // 8 ranks costs 28 connections, so tests reuse meshes. Fails the calling
+  // test (and returns null) if the mesh cannot be made.
+  static TestMesh* Shared(int size,
+                          MeshTransport transport = MeshTransport::kTcp);
 
   TestMesh(const TestMesh&) = delete;
   TestMesh& operator=(const TestMesh&) = delete;
 
   int size() const { return static_cast<int>(contexts_.size()); }
   transport::Context& context(int rank) { return *contexts_[rank]; }
+  // Host of each rank, for CollectiveOptions::hosts.
+  const std::vector<int>& hosts() const { return hosts_; }
 
   // Runs fn(rank, context) for every rank in `ranks`, each on its own
   // thread, and returns their results in the order of `ranks`.
@@ -44,6 +61,7 @@ class TestMesh {
 
   std::unique_ptr<Store> store_;
   std::vector<std::unique_ptr<transport::Context>> contexts_;
+  std::vector<int> hosts_;
 };
 
 // The group of context ranks `ranks` as seen by member `rank`.

@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
   }
   collectives::CollectiveOptions options;
   options.timeout = config.timeout;
+  options.hosts = runtime->hosts_;  // hierarchical allreduce across hosts
   if (device_factory) {
     auto device = device_factory(runtime->DeviceEnvironment(options));
     if (!device.ok()) return device.status();

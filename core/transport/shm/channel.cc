@@ -32,11 +32,21 @@ void RingBell(Doorbell* bell) {
   FutexWakeAll(&bell->seq);
 }
 
+void Nudge(SegmentHeader* owner) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (owner->pollers.load(std::memory_order_relaxed) > 0) {
+    RingBell(&owner->bell);
+    return;
+  }
+  owner->helper_seq.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&owner->helper_seq);
+}
+
 // ---- sending --------------------------------------------------------------
 
-SendChannel::SendChannel(Ring ring, Doorbell* peer_bell, size_t piece_bytes)
+SendChannel::SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes)
     : ring_(ring),
-      peer_bell_(peer_bell),
+      peer_(peer),
       piece_bytes_(piece_bytes),
       head_(ring.header->head.load(std::memory_order_relaxed)) {}
 
@@ -63,46 +73,71 @@ int SendChannel::Progress() {
 int SendChannel::ProgressLocked() {
   int result = kNothing;
   const size_t cap = ring_.bytes;
-  uint64_t tail = ring_.header->tail.load(std::memory_order_acquire);
-  while (!queue_.empty()) {
-    Op& op = *queue_.front();
-    size_t free = cap - (head_ - tail);
-    if (!op.header_done_) {
-      if (free < kSlot) break;
-      StoreLE64(ring_.data + head_ % cap, op.len_);
-      head_ += kSlot;
-      free -= kSlot;
-      op.header_done_ = true;
-      result |= kMoved;
+  while (true) {
+    uint64_t tail = ring_.header->tail.load(std::memory_order_acquire);
+    while (!queue_.empty()) {
+      Op& op = *queue_.front();
+      size_t free = cap - (head_ - tail);
+      if (!op.header_done_) {
+        if (free < kSlot) break;
+        StoreLE64(ring_.data + head_ % cap, op.len_);
+        head_ += kSlot;
+        free -= kSlot;
+        op.header_done_ = true;
+        result |= kMoved;
+      }
+      size_t done = op.payload_done_.load(std::memory_order_relaxed);
+      while (done < op.len_ && free > 0) {
+        const size_t offset = head_ % cap;
+        const size_t n = std::min({op.len_ - done, free, cap - offset,
+                                   piece_bytes_});
+        std::memcpy(ring_.data + offset, op.data_ + done, n);
+        done += n;
+        // Only the last piece may end off a slot boundary: pad it (free and
+        // cap - offset are multiples of kSlot, so the padding fits).
+        const size_t advance = done == op.len_ ? RoundUp(n, kSlot) : n;
+        head_ += advance;
+        free -= advance;
+        op.payload_done_.store(done, std::memory_order_relaxed);
+        ring_.header->head.store(head_, std::memory_order_release);
+        RingBell(&peer_->bell);
+        result |= kMoved;
+      }
+      if (done < op.len_) break;
+      if (op.len_ == 0) {
+        ring_.header->head.store(head_, std::memory_order_release);
+        RingBell(&peer_->bell);
+      }
+      op.Complete(absl::OkStatus());
+      queue_.pop_front();
+      pending_.fetch_sub(1, std::memory_order_relaxed);
+      result |= kCompleted;
     }
-    size_t done = op.payload_done_.load(std::memory_order_relaxed);
-    while (done < op.len_ && free > 0) {
-      const size_t offset = head_ % cap;
-      const size_t n = std::min({op.len_ - done, free, cap - offset,
-                                 piece_bytes_});
-      std::memcpy(ring_.data + offset, op.data_ + done, n);
-      done += n;
-      // Only the last piece may end off a slot boundary: pad it (free and
-      // cap - offset are multiples of kSlot, so the padding fits).
-      const size_t advance = done == op.len_ ? RoundUp(n, kSlot) : n;
-      head_ += advance;
-      free -= advance;
-      op.payload_done_.store(done, std::memory_order_relaxed);
-      ring_.header->head.store(head_, std::memory_order_release);
-      RingBell(peer_bell_);
-      result |= kMoved;
+    std::atomic<uint32_t>& waiting = ring_.header->writer_waiting;
+    if (queue_.empty()) {
+      if (waiting.load(std::memory_order_relaxed) != 0) {
+        waiting.store(0, std::memory_order_relaxed);
+      }
+      return result;
     }
-    if (done < op.len_) break;
-    if (op.len_ == 0) {
-      ring_.header->head.store(head_, std::memory_order_release);
-      RingBell(peer_bell_);
+    // Blocked on a full ring: have the reader tell us when it makes room,
+    // and make sure somebody over there drains (its helper, if nobody
+    // polls). Then look again: it may have made room before it saw the
+    // flag (both sides store, then load, sequentially consistent).
+    if (waiting.load(std::memory_order_relaxed) == 0) {
+      waiting.store(1, std::memory_order_seq_cst);
+      Nudge(peer_);
     }
-    op.Complete(absl::OkStatus());
-    queue_.pop_front();
-    pending_.fetch_sub(1, std::memory_order_relaxed);
-    result |= kCompleted;
+    tail = ring_.header->tail.load(std::memory_order_seq_cst);
+    if (cap - (head_ - tail) < kSlot) return result;
   }
-  return result;
+}
+
+bool SendChannel::can_progress() const {
+  if (!pending()) return false;
+  const uint64_t head = ring_.header->head.load(std::memory_order_relaxed);
+  const uint64_t tail = ring_.header->tail.load(std::memory_order_acquire);
+  return ring_.bytes - (head - tail) >= kSlot;
 }
 
 void SendChannel::Fail(const absl::Status& status) {
@@ -116,13 +151,13 @@ void SendChannel::Fail(const absl::Status& status) {
 
 // ---- receiving ------------------------------------------------------------
 
-RecvChannel::RecvChannel(Ring ring, Doorbell* peer_bell, size_t piece_bytes,
-                         int self, int peer)
+RecvChannel::RecvChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes,
+                         int self, int peer_rank)
     : ring_(ring),
-      peer_bell_(peer_bell),
+      peer_(peer),
       piece_bytes_(piece_bytes),
       self_(self),
-      peer_(peer),
+      peer_rank_(peer_rank),
       tail_(ring.header->tail.load(std::memory_order_relaxed)) {}
 
 int RecvChannel::Post(std::shared_ptr<Op> op, absl::Status* failure) {
@@ -151,6 +186,20 @@ bool RecvChannel::has_data() const {
          ring_.header->tail.load(std::memory_order_relaxed);
 }
 
+bool RecvChannel::writer_stuck() const {
+  return pending() &&
+         ring_.header->writer_waiting.load(std::memory_order_acquire) != 0 &&
+         has_data();
+}
+
+void RecvChannel::PublishTail() {
+  ring_.header->tail.store(tail_, std::memory_order_seq_cst);
+  // Only a blocked writer waits for room.
+  if (ring_.header->writer_waiting.load(std::memory_order_seq_cst) != 0) {
+    Nudge(peer_);
+  }
+}
+
 int RecvChannel::ProgressLocked(absl::Status* failure) {
   int result = kNothing;
   const size_t cap = ring_.bytes;
@@ -167,7 +216,7 @@ int RecvChannel::ProgressLocked(absl::Status* failure) {
         op.len_ = len;
       } else if (len != op.len_) {
         *failure = absl::InternalError(absl::StrCat(
-            "rank ", self_, ": message from rank ", peer_,
+            "rank ", self_, ": message from rank ", peer_rank_,
             " (shared memory) is ", len,
             " bytes but the receive posted for it expects ", op.len_,
             " bytes"));
@@ -190,15 +239,11 @@ int RecvChannel::ProgressLocked(absl::Status* failure) {
       tail_ += advance;
       avail -= advance;
       op.payload_done_.store(done, std::memory_order_relaxed);
-      ring_.header->tail.store(tail_, std::memory_order_release);
-      RingBell(peer_bell_);
+      PublishTail();
       result |= kMoved;
     }
     if (done < op.len_) break;
-    if (op.len_ == 0) {
-      ring_.header->tail.store(tail_, std::memory_order_release);
-      RingBell(peer_bell_);
-    }
+    if (op.len_ == 0) PublishTail();
     op.Complete(absl::OkStatus());
     queue_.pop_front();
     pending_.fetch_sub(1, std::memory_order_relaxed);

@@ -92,10 +92,14 @@ enum Progressed : int {
 // the check of `sleepers`.
 void RingBell(Doorbell* bell);
 
+// Asks the process of `owner` to move bytes: rings its bell when some thread
+// of it polls, else wakes its helper thread.
+void Nudge(SegmentHeader* owner);
+
 // This process writes `ring` (which lives in the peer's segment).
 class SendChannel {
  public:
-  SendChannel(Ring ring, Doorbell* peer_bell, size_t piece_bytes);
+  SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes);
   SendChannel(const SendChannel&) = delete;
   SendChannel& operator=(const SendChannel&) = delete;
 
@@ -104,6 +108,8 @@ class SendChannel {
   // Writes what fits, unless another thread is at it.
   int Progress();
   bool pending() const { return pending_.load(std::memory_order_relaxed) > 0; }
+  // Whether a pending op could move bytes now (the ring has room).
+  bool can_progress() const;
   // Fails queued and future ops with `status` (the first one sticks).
   void Fail(const absl::Status& status);
 
@@ -111,7 +117,7 @@ class SendChannel {
   int ProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Ring ring_;
-  Doorbell* const peer_bell_;
+  SegmentHeader* const peer_;
   const size_t piece_bytes_;
   absl::Mutex mu_;
   std::deque<std::shared_ptr<Op>> queue_ ABSL_GUARDED_BY(mu_);
@@ -124,8 +130,8 @@ class SendChannel {
 class RecvChannel {
  public:
   // `self`/`peer` name the ends in error messages.
-  RecvChannel(Ring ring, Doorbell* peer_bell, size_t piece_bytes, int self,
-              int peer);
+  RecvChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes, int self,
+              int peer_rank);
   RecvChannel(const RecvChannel&) = delete;
   RecvChannel& operator=(const RecvChannel&) = delete;
 
@@ -137,17 +143,21 @@ class RecvChannel {
   bool pending() const { return pending_.load(std::memory_order_relaxed) > 0; }
   // Whether unread bytes wait in the ring.
   bool has_data() const;
+  // Whether a pending receive could take bytes a blocked writer waits to
+  // have drained.
+  bool writer_stuck() const;
   void Fail(const absl::Status& status);
 
  private:
   int ProgressLocked(absl::Status* failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishTail() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Ring ring_;
-  Doorbell* const peer_bell_;
+  SegmentHeader* const peer_;
   const size_t piece_bytes_;
   const int self_;
-  const int peer_;
+  const int peer_rank_;
   absl::Mutex mu_;
   std::deque<std::shared_ptr<Op>> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t tail_ ABSL_GUARDED_BY(mu_);  // our copy of ring_.header->tail

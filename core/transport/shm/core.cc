@@ -75,14 +75,18 @@ void Core::AddPeer(int peer, std::unique_ptr<Segment> segment,
     return ring;
   };
   p->send = std::make_unique<SendChannel>(
-      ring_in(segment->data(), index_there), &p->header->bell,
-      tuning_.piece_bytes);
+      ring_in(segment->data(), index_there), p->header, tuning_.piece_bytes);
   p->recv = std::make_unique<RecvChannel>(ring_in(own_->data(), index_here),
-                                          &p->header->bell,
-                                          tuning_.piece_bytes, rank_, peer);
+                                          p->header, tuning_.piece_bytes,
+                                          rank_, peer);
   p->segment = std::move(segment);
   peers_.push_back(p.get());
   by_rank_[peer] = std::move(p);
+}
+
+void Core::Start() {
+  if (peers_.empty()) return;
+  helper_ = std::thread([this] { HelperLoop(); });
 }
 
 bool Core::connected(int peer) const {
@@ -136,14 +140,29 @@ bool Core::Poll(const Op& op) {
 
 bool Core::Wait(const Op& op, absl::Time deadline) {
   if (op.done()) return true;
+  PollUntil([&op] { return op.done(); }, deadline);
+  return op.done();
+}
+
+bool Core::StuckWork() const {
+  for (const Peer* p : peers_) {
+    if (p->send->can_progress() || p->recv->writer_stuck()) return true;
+  }
+  return false;
+}
+
+template <typename Done>
+void Core::PollUntil(const Done& done, absl::Time deadline) {
+  std::atomic<uint32_t>& pollers = header_->pollers;
+  pollers.fetch_add(1, std::memory_order_seq_cst);
   absl::Time now = absl::Now();
   absl::Time spin_end = now + tuning_.spin;
   for (unsigned iteration = 1;; ++iteration) {
     const int progressed = ProgressAll();
-    if (op.done()) return true;
+    if (done()) break;
     if (iteration % 64 == 0) CheckPeers(false);
     now = absl::Now();
-    if (now >= deadline) return op.done();
+    if (now >= deadline) break;
     if (progressed & kMoved) {
       spin_end = now + tuning_.spin;
       continue;
@@ -173,7 +192,7 @@ bool Core::Wait(const Op& op, absl::Time deadline) {
     const int again = ProgressAll();
     CheckPeers(false);
     bool quiet = false;
-    if (!op.done() && again == kNothing) {
+    if (!done() && again == kNothing) {
       const absl::Duration slice =
           std::min(deadline - now, tuning_.liveness_interval);
       FutexWait(&bell.seq, seq, slice);
@@ -182,6 +201,29 @@ bool Core::Wait(const Op& op, absl::Time deadline) {
     bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (quiet) CheckPeers(true);  // Nobody rang for a while: still alive?
     spin_end = absl::Now() + tuning_.spin;
+  }
+  // The last poller out leaves nobody to move bytes a peer waits for: hand
+  // them to the helper (a peer that nudges from now on sees no poller).
+  if (pollers.fetch_sub(1, std::memory_order_seq_cst) == 1 && StuckWork()) {
+    header_->helper_seq.fetch_add(1, std::memory_order_seq_cst);
+    FutexWakeAll(&header_->helper_seq);
+  }
+}
+
+void Core::HelperLoop() {
+  std::atomic<uint32_t>& word = header_->helper_seq;
+  while (!helper_stop_.load(std::memory_order_acquire)) {
+    const uint32_t seq = word.load(std::memory_order_seq_cst);
+    if (StuckWork()) {
+      PollUntil(
+          [this] {
+            return helper_stop_.load(std::memory_order_relaxed) ||
+                   !StuckWork();
+          },
+          absl::InfiniteFuture());
+      continue;
+    }
+    FutexWait(&word, seq, tuning_.liveness_interval);
   }
 }
 
@@ -265,6 +307,13 @@ absl::Status Core::status() const {
 
 void Core::Close() {
   if (closed_.exchange(true)) return;
+  if (helper_.joinable()) {
+    helper_stop_.store(true, std::memory_order_release);
+    header_->helper_seq.fetch_add(1, std::memory_order_seq_cst);
+    FutexWakeAll(&header_->helper_seq);
+    RingBell(&header_->bell);
+    helper_.join();
+  }
   bool first;
   {
     absl::MutexLock lock(&mu_);

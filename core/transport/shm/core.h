@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -47,10 +48,12 @@ class Core {
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
-  // Before use: `segment` is `peer`'s (checked by the caller); our ring in
-  // it is number `index_there`, its ring in ours number `index_here`.
+  // Before Start(): `segment` is `peer`'s (checked by the caller); our ring
+  // in it is number `index_there`, its ring in ours number `index_here`.
   void AddPeer(int peer, std::unique_ptr<Segment> segment,
                uint32_t index_there, uint32_t index_here);
+  // Starts the helper thread (when there are peers).
+  void Start();
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -84,6 +87,18 @@ class Core {
 
   // Moves bytes on every channel with pending ops; Progressed flags.
   int ProgressAll();
+  // Whether some op could move bytes that a peer waits for, or that wait
+  // for room a peer made: what a thread leaving a wait must not abandon.
+  bool StuckWork() const;
+  // Polls and sleeps like a waiter until `done()` or `deadline`; counts
+  // itself in the segment's pollers meanwhile.
+  template <typename Done>
+  void PollUntil(const Done& done, absl::Time deadline);
+  // The helper thread: idle on helper_seq; woken by a peer (or a leaving
+  // waiter) when bytes must move and no thread of ours polls, it polls
+  // until nothing is stuck. Needed because a thread may wait on another
+  // transport (a composite context) while a peer waits on us.
+  void HelperLoop();
   // Fails the context if a peer aborted, closed while ops with it wait on
   // it, or (with `liveness`) its process is gone.
   void CheckPeers(bool liveness);
@@ -101,6 +116,8 @@ class Core {
   std::vector<Peer*> peers_;                    // the connected ones
   std::atomic<bool> failed_{false};
   std::atomic<bool> closed_{false};
+  std::atomic<bool> helper_stop_{false};
+  std::thread helper_;
 
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

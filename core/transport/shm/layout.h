@@ -12,7 +12,7 @@
 
 namespace hvd::transport::shm_internal {
 
-inline constexpr uint64_t kMagic = 0x31766d68732d6468;  // "hd-shmv1"
+inline constexpr uint64_t kMagic = 0x32766d68732d6468;  // "hd-shmv2"
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPage = 4096;
 // Every message starts with a slot of this many bytes (its length in the
@@ -48,6 +48,15 @@ struct SegmentHeader {
   uint32_t reserved;
   uint64_t ring_bytes;  // data capacity of each ring, a multiple of kSlot
   alignas(kCacheLine) Doorbell bell;
+  // Threads of the owner inside a wait loop (they progress every channel,
+  // and the bell reaches the sleeping ones), the helper thread included
+  // while it is active.
+  alignas(kCacheLine) std::atomic<uint32_t> pollers;
+  // The owner's helper thread sleeps on this while idle; a peer bumps it
+  // and wakes it when the owner must move bytes (a writer blocked on a full
+  // ring, or room freed for the owner's blocked writer) and no thread of
+  // the owner polls.
+  alignas(kCacheLine) std::atomic<uint32_t> helper_seq;
   alignas(kCacheLine) std::atomic<uint32_t> state;  // PeerState
   int32_t reason_code;  // absl::StatusCode, written before state
   char reason[kReasonBytes];
@@ -59,6 +68,9 @@ struct SegmentHeader {
 struct RingHeader {
   alignas(kCacheLine) std::atomic<uint64_t> head;
   alignas(kCacheLine) std::atomic<uint64_t> tail;
+  // Set by the producer while an op of its waits for room; the consumer
+  // then tells it when it frees some.
+  alignas(kCacheLine) std::atomic<uint32_t> writer_waiting;
 };
 
 constexpr size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }

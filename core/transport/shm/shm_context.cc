@@ -254,6 +254,7 @@ absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
                   index_of(peer));
     mesh.peers.push_back(peer);
   }
+  core->Start();
   std::sort(mesh.peers.begin(), mesh.peers.end());
   mesh.context = std::make_unique<shm_internal::ShmContext>(std::move(core));
   return mesh;

@@ -188,6 +188,33 @@ TEST_F(ShmContextTest, EachThreadTalksToItsOwnPeerConcurrently) {
   for (auto& t : threads) t.join();
 }
 
+// Nobody of the sender polls while its message streams through the 1 MiB
+// ring (its thread could be waiting on another transport): the helper
+// thread keeps refilling the ring as the reader drains it.
+TEST_F(ShmContextTest, LargeSendCompletesWhileItsOwnerDoesNotPoll) {
+  auto contexts = ConnectAll(2);
+  const std::string msg = Pattern(5 << 20, 9);
+  auto send = contexts[0]->Send(1, msg.data(), msg.size());
+  std::string got(msg.size(), '\0');
+  ASSERT_TRUE(
+      contexts[1]->Recv(0, got.data(), got.size())->Wait(Deadline()).ok());
+  EXPECT_TRUE(got == msg);
+  EXPECT_TRUE(send->Wait(Deadline()).ok());
+}
+
+// The mirror image: a receive is posted but its owner waits elsewhere; the
+// blocked writer has the receiver's helper drain into it.
+TEST_F(ShmContextTest, PostedReceiveDrainsWhileItsOwnerDoesNotPoll) {
+  auto contexts = ConnectAll(2);
+  const std::string msg = Pattern(5 << 20, 4);
+  std::string got(msg.size(), '\0');
+  auto recv = contexts[1]->Recv(0, got.data(), got.size());
+  ASSERT_TRUE(
+      contexts[0]->Send(1, msg.data(), msg.size())->Wait(Deadline()).ok());
+  EXPECT_TRUE(recv->Wait(Deadline()).ok());
+  EXPECT_TRUE(got == msg);
+}
+
 TEST_F(ShmContextTest, LengthMismatchFailsReceiverAndThenItsPeer) {
   auto contexts = ConnectAll(2);
   std::string big(100, 'a'), small(50, '\0');
