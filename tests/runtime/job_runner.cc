@@ -100,7 +100,7 @@ std::vector<WorkerResult> RunJob(const JobSpec& spec) {
   }
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = tmp ? tmp : "/tmp";
-  std::vector<std::string> argv = {"tests/runtime/hvd_driver"};
+  std::vector<std::string> argv = {spec.driver};
   argv.insert(argv.end(), spec.args.begin(), spec.args.end());
   std::vector<pid_t> pids(spec.size);
   for (int r = 0; r < spec.size; ++r) {

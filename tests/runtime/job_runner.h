@@ -21,6 +21,7 @@ struct WorkerResult {
 
 struct JobSpec {
   int size = 2;
+  std::string driver = "tests/runtime/hvd_driver";  // runfiles-relative
   std::vector<std::string> args;            // after the driver path
   std::map<std::string, std::string> env;   // extra HVD_* for every rank
   std::map<int, std::map<std::string, std::string>> rank_env;  // per rank
