@@ -1,6 +1,7 @@
 // Allreduce: argument checks and the choice between ring and direct.
 #include "core/collectives/collectives.h"
 #include "core/collectives/internal.h"
+#include "core/collectives/reduce.h"
 
 namespace hvd::collectives {
 
@@ -10,7 +11,11 @@ absl::Status Allreduce(transport::Context& context, const Group& group,
   absl::Status status = internal::CheckGroup(context, group, "Allreduce");
   if (status.ok()) status = internal::CheckReduceOp(op, "Allreduce");
   if (!status.ok()) return status;
-  if (group.size() == 1 || count == 0) return absl::OkStatus();
+  if (count == 0) return absl::OkStatus();
+  if (group.size() == 1) {
+    if (options.postscale != 1.0) Scale(data, count, dtype, options.postscale);
+    return absl::OkStatus();
+  }
   const size_t bytes = count * DataTypeSize(dtype);
   if (options.algorithm == AllreduceAlgorithm::kHierarchical ||
       (options.algorithm == AllreduceAlgorithm::kAuto &&

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/collectives/internal.h"
+#include "core/collectives/reduce.h"
 #include "core/collectives/ring_pipeline.h"
 
 namespace hvd::collectives::internal {
@@ -56,18 +57,21 @@ absl::Status AllreduceHierarchical(transport::Context& context,
   const std::vector<Span> blocks = EvenBlocks(count, local.size(), elem_size);
   const int next = RingPeer(local, 1);
   const int prev = RingPeer(local, -1);
+  CollectiveOptions unscaled = options;
+  unscaled.postscale = 1.0;
   if (local.size() > 1) {
     const RingPlan plan = BuildRingPlan(
         ReduceScatterFirstSend(blocks, local.index),
         ReduceScatterSteps(blocks, local.index), /*forward_last=*/false,
         options.chunk_bytes, elem_size);
     absl::Status status = RunRingPlan(context, next, prev, bytes, plan, dtype,
-                                      op, options);
+                                      op, unscaled);
     if (!status.ok()) return status;
   }
   const Span own = blocks[local.index];
+  const size_t own_count = own.bytes / elem_size;
   if (layout.cross.size() > 1 && own.bytes > 0) {
-    const size_t own_count = own.bytes / elem_size;
+    // Scales the block once its cross-host reduction is complete.
     absl::Status status =
         UseDirect(options, own.bytes)
             ? AllreduceDirect(context, layout.cross, bytes + own.offset,
@@ -75,13 +79,15 @@ absl::Status AllreduceHierarchical(transport::Context& context,
             : AllreduceRing(context, layout.cross, bytes + own.offset,
                             own_count, dtype, op, options);
     if (!status.ok()) return status;
+  } else if (options.postscale != 1.0) {
+    Scale(bytes + own.offset, own_count, dtype, options.postscale);
   }
   if (local.size() > 1) {
     const RingPlan plan = BuildRingPlan(
         AllgatherFirstSend(blocks, local.index),
         AllgatherSteps(blocks, local.index), /*forward_last=*/false,
         options.chunk_bytes, elem_size);
-    return RunRingPlan(context, next, prev, bytes, plan, dtype, op, options);
+    return RunRingPlan(context, next, prev, bytes, plan, dtype, op, unscaled);
   }
   return absl::OkStatus();
 }

@@ -13,6 +13,9 @@ absl::Status AllreduceRing(transport::Context& context, const Group& group,
   const size_t elem_size = DataTypeSize(dtype);
   const std::vector<Span> blocks = EvenBlocks(count, group.size(), elem_size);
   std::vector<RingStep> steps = ReduceScatterSteps(blocks, group.index);
+  // The last reduce-scatter step completes this member's block: scale it
+  // there, before the allgather passes it on.
+  steps.back().scale = true;
   for (const RingStep& step : AllgatherSteps(blocks, group.index)) {
     steps.push_back(step);
   }

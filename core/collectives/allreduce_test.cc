@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/collectives/collectives.h"
+#include "core/collectives/reduce.h"
 #include "core/collectives/test_mesh.h"
 #include "core/collectives/test_values.h"
 #include "gmock/gmock.h"
@@ -96,6 +97,36 @@ TEST_P(AllreduceTest, EveryDtypeAndOpMatchesExactReference) {
   EXPECT_EQ(FailedRanks(all_ranks, statuses), "");
   for (const auto& rank_mismatches : mismatches) {
     for (const std::string& m : rank_mismatches) ADD_FAILURE() << m;
+  }
+}
+
+TEST_P(AllreduceTest, PostscaleIsAppliedOnceToEveryElement) {
+  const auto [world, count, algorithm, transport] = GetParam();
+  TestMesh* mesh = TestMesh::Shared(world, transport);
+  ASSERT_NE(mesh, nullptr);
+  CollectiveOptions options;
+  options.algorithm = algorithm;
+  options.hosts = mesh->hosts();
+  options.chunk_bytes = count >= kLargeCount ? 16 << 10 : 200;
+  options.timeout = absl::Seconds(30);
+  options.postscale = 1.0 / world;  // Average
+  std::vector<int> all_ranks(world);
+  for (int r = 0; r < world; ++r) all_ranks[r] = r;
+  for (DataType dtype :
+       {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16}) {
+    std::vector<char> want = Expected(dtype, ReduceOp::kSum, all_ranks, count);
+    Scale(want.data(), count, dtype, options.postscale);
+    std::vector<std::string> bad(world);
+    auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
+      std::vector<char> data = MakeInput(dtype, ReduceOp::kSum, rank, count);
+      absl::Status status = Allreduce(context, Group::All(context), data.data(),
+                                      count, dtype, ReduceOp::kSum, options);
+      bad[rank] = Mismatch(absl::StrCat("rank ", rank, " ", DataTypeName(dtype)),
+                           dtype, data.data(), want.data(), count);
+      return status;
+    });
+    EXPECT_EQ(FailedRanks(all_ranks, statuses), "");
+    for (const std::string& m : bad) EXPECT_EQ(m, "");
   }
 }
 

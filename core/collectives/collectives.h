@@ -62,6 +62,11 @@ struct CollectiveOptions {
   // Host of every context rank (equal ids: same host), for kHierarchical;
   // empty when unknown (kHierarchical is then kRing).
   std::vector<int> hosts;
+  // Allreduce: the result is multiplied by this (Scale, reduce.h), which is
+  // how Average is done (Sum, then 1/N). Each element is scaled once, by the
+  // member that completes its reduction, before it is passed on, instead of
+  // in a pass of its own over the whole buffer on every member afterwards.
+  double postscale = 1.0;
 };
 
 // In place. `op` is Sum, Min, Max or Product (Average is Sum followed by a

@@ -30,6 +30,7 @@ class RingRunner {
         op_(op),
         elem_size_(DataTypeSize(dtype)),
         timeout_(options.timeout),
+        postscale_(options.postscale),
         data_scratch_(data_scratch),
         scratch_(plan.slot_bytes * plan.num_slots),
         recvs_(plan.recvs.size()) {}
@@ -100,6 +101,10 @@ class RingRunner {
       Reduce(data_ + recv.span.offset, SlotAddress(recv.slot),
              recv.span.bytes / elem_size_, dtype_, op_);
     }
+    if (recv.scale && postscale_ != 1.0) {
+      Scale(data_ + recv.span.offset, recv.span.bytes / elem_size_, dtype_,
+            postscale_);
+    }
     if (recv.forward) Send(recv.span);
   }
 
@@ -112,6 +117,7 @@ class RingRunner {
   const ReduceOp op_;
   const size_t elem_size_;
   const absl::Duration timeout_;
+  const double postscale_;
   Scratch* const data_scratch_;
   Scratch scratch_;  // kPipelineDepth slots for chunks to be reduced.
   std::vector<RequestPtr> sends_;  // In posting order.
@@ -136,7 +142,7 @@ RingPlan BuildRingPlan(Span first_send, const std::vector<RingStep>& steps,
   for (size_t s = 0; s < steps.size(); ++s) {
     const bool forward = forward_last || s + 1 < steps.size();
     for (const Span& chunk : Chunks(steps[s].recv, chunk_bytes, elem_size)) {
-      RingRecv recv{chunk, steps[s].reduce, forward};
+      RingRecv recv{chunk, steps[s].reduce, steps[s].scale, forward};
       if (recv.reduce) {
         recv.slot = num_reduced++ % kPipelineDepth;
         plan.slot_bytes = std::max(plan.slot_bytes, chunk.bytes);

@@ -29,11 +29,13 @@ inline constexpr int kPipelineDepth = 4;
 struct RingStep {
   Span recv;
   bool reduce = false;
+  bool scale = false;  // Apply options.postscale after reducing.
 };
 
 struct RingRecv {
   Span span;
   bool reduce = false;
+  bool scale = false;
   bool forward = false;  // Send the processed chunk on to next.
   int slot = -1;         // Scratch slot of a reduced chunk.
   // Index (in send order) of an earlier send from the same bytes that must
@@ -56,7 +58,8 @@ RingPlan BuildRingPlan(Span first_send, const std::vector<RingStep>& steps,
                        bool forward_last, size_t chunk_bytes, size_t elem_size);
 
 // Executes `plan` over `data`, receiving from context rank `prev` and
-// sending to `next`. Returns the transport's error as is. If `data` is
+// sending to `next`; receives marked `scale` are multiplied by
+// options.postscale once reduced. Returns the transport's error as is. If `data` is
 // scratch memory (`data_scratch`), it is abandoned along with the runner's
 // own when an error leaves requests pending.
 absl::Status RunRingPlan(transport::Context& context, int next, int prev,

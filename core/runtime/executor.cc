@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/collectives/reduce.h"
+#include "core/common/env.h"
 #include "core/runtime/validation.h"
 
 namespace hvd::runtime {
@@ -75,7 +76,13 @@ Executor::Executor(int rank, transport::Context* context,
       cache_(cache),
       timeline_(timeline),
       options_(options),
-      device_(device) {}
+      device_(device) {
+  absl::StatusOr<int64_t> in_place =
+      GetConfigInt("FUSION_IN_PLACE_BYTES", int64_t{1} << 20);
+  fusion_in_place_bytes_ =
+      static_cast<size_t>(in_place.ok() && *in_place >= 0 ? *in_place
+                                                          : int64_t{1} << 20);
+}
 
 Executor::Entries Executor::Take(const Response& response,
                                  PendingTable& pending) {
@@ -254,55 +261,90 @@ absl::Status Executor::Allreduce(const Response& response, Entries& entries,
   const DataType dtype = static_cast<DataType>(response.dtype());
   const size_t elem = DataTypeSize(dtype);
   ReduceOp op = static_cast<ReduceOp>(response.op());
-  double postscale = response.postscale();
+  collectives::CollectiveOptions options = options_;
+  options.postscale = response.postscale();
   if (op == ReduceOp::kAverage) {
     op = ReduceOp::kSum;
-    postscale /= group.size();
+    options.postscale /= group.size();
   }
-  const int64_t total =
-      std::accumulate(response.sizes().begin(), response.sizes().end(),
-                      int64_t{0});
-  const bool fused = entries.size() != 1 || !entries[0];
-  void* buffer = fused ? FusionBuffer(total * elem) : entries[0]->output;
   const std::string& row = response.names(0);
-  if (fused) {
-    timeline_->ActivityStart(row, "MEMCPY_IN_FUSION_BUFFER");
-    char* at = static_cast<char*>(buffer);
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const size_t bytes = response.sizes(i) * elem;
-      if (entries[i]) {
-        std::memcpy(at, entries[i]->input, bytes);
-      } else {
-        std::memset(at, 0, bytes);  // Joined rank contributes zeros.
-      }
-      at += bytes;
+  // Tensors of at least kInPlaceBytes skip the fusion buffer: copying them
+  // in and out costs more than a collective call of their own (a copy runs
+  // at memory speed, a call costs tens of microseconds). The split depends
+  // on the response's sizes alone, so every rank makes the same calls.
+  std::vector<size_t> fused;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const size_t bytes = response.sizes(i) * elem;
+    if (entries.size() > 1 && bytes < fusion_in_place_bytes_) {
+      fused.push_back(i);
+      continue;
     }
-    timeline_->ActivityEnd(row);
-  } else if (entries[0]->output != entries[0]->input) {
-    std::memcpy(buffer, entries[0]->input, total * elem);
+    TensorEntry* entry = entries[i].get();
+    std::unique_ptr<HostBuffer> zeros;
+    void* buffer;
+    if (entry == nullptr) {  // Joined rank contributes zeros.
+      zeros = std::make_unique<HostBuffer>(bytes);
+      std::memset(zeros->data(), 0, bytes);
+      buffer = zeros->data();
+    } else {
+      buffer = entry->output;
+      if (entry->output != entry->input) {
+        std::memcpy(buffer, entry->input, bytes);
+      }
+    }
+    absl::Status status = AllreduceBuffer(buffer, response.sizes(i), dtype, op,
+                                          response.prescale(), options, group,
+                                          row);
+    if (!status.ok()) return WithTensor(status, response, response.names(i));
   }
-  if (response.prescale() != 1.0) {
-    collectives::Scale(buffer, total, dtype, response.prescale());
+  if (fused.empty()) return absl::OkStatus();
+  int64_t total = 0;
+  for (size_t i : fused) total += response.sizes(i);
+  void* buffer = FusionBuffer(total * elem);
+  timeline_->ActivityStart(row, "MEMCPY_IN_FUSION_BUFFER");
+  char* at = static_cast<char*>(buffer);
+  for (size_t i : fused) {
+    const size_t bytes = response.sizes(i) * elem;
+    if (entries[i]) {
+      std::memcpy(at, entries[i]->input, bytes);
+    } else {
+      std::memset(at, 0, bytes);  // Joined rank contributes zeros.
+    }
+    at += bytes;
+  }
+  timeline_->ActivityEnd(row);
+  absl::Status status = AllreduceBuffer(buffer, total, dtype, op,
+                                        response.prescale(), options, group,
+                                        row);
+  if (!status.ok()) return WithTensor(status, response, row);
+  timeline_->ActivityStart(row, "MEMCPY_OUT_FUSION_BUFFER");
+  const char* from = static_cast<const char*>(buffer);
+  for (size_t i : fused) {
+    const size_t bytes = response.sizes(i) * elem;
+    if (entries[i]) std::memcpy(entries[i]->output, from, bytes);
+    from += bytes;
+  }
+  timeline_->ActivityEnd(row);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::AllreduceBuffer(
+    void* buffer, int64_t count, DataType dtype, ReduceOp op, double prescale,
+    const collectives::CollectiveOptions& options,
+    const collectives::Group& group, const std::string& row) {
+  if (prescale != 1.0) collectives::Scale(buffer, count, dtype, prescale);
+  if (group.size() == 1) {  // No context in a job of one.
+    if (options.postscale != 1.0) {
+      collectives::Scale(buffer, count, dtype, options.postscale);
+    }
+    return absl::OkStatus();
   }
   timeline_->ActivityStart(row, "ALLREDUCE");
-  absl::Status status =
-      group.size() == 1 ? absl::OkStatus()
-                        : collectives::Allreduce(*context_, group, buffer,
-                                                 total, dtype, op, options_);
+  // The collective applies options.postscale.
+  absl::Status status = collectives::Allreduce(*context_, group, buffer, count,
+                                               dtype, op, options);
   timeline_->ActivityEnd(row);
-  if (!status.ok()) return WithTensor(status, response, row);
-  if (postscale != 1.0) collectives::Scale(buffer, total, dtype, postscale);
-  if (fused) {
-    timeline_->ActivityStart(row, "MEMCPY_OUT_FUSION_BUFFER");
-    const char* at = static_cast<const char*>(buffer);
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const size_t bytes = response.sizes(i) * elem;
-      if (entries[i]) std::memcpy(entries[i]->output, at, bytes);
-      at += bytes;
-    }
-    timeline_->ActivityEnd(row);
-  }
-  return absl::OkStatus();
+  return status;
 }
 
 absl::Status Executor::Allgather(const Response& response, TensorEntry& entry,
