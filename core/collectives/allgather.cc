@@ -70,7 +70,7 @@ absl::Status Allgather(transport::Context& context, const Group& group,
   const size_t total = std::accumulate(bytes_per_member.begin(),
                                        bytes_per_member.end(), size_t{0});
   if (group.size() == 1 || total == 0) return absl::OkStatus();
-  if (internal::UseDirect(options, total)) {
+  if (internal::UseDirect(options, group, total)) {
     status = AllgatherDirect(context, group, out, blocks, options);
     return internal::Annotate(status, "Allgather (direct)", context, group);
   }

@@ -19,7 +19,7 @@ absl::Status Allreduce(transport::Context& context, const Group& group,
   const size_t bytes = count * DataTypeSize(dtype);
   if (options.algorithm == AllreduceAlgorithm::kHierarchical ||
       (options.algorithm == AllreduceAlgorithm::kAuto &&
-       bytes > options.small_message_bytes)) {
+       bytes > internal::SmallMessageBytes(options, group))) {
     const internal::HostLayout layout =
         internal::LayoutOnHosts(group, options.hosts);
     const bool worth_it = layout.num_hosts > 1 && layout.local.size() > 1;
@@ -36,7 +36,7 @@ absl::Status Allreduce(transport::Context& context, const Group& group,
       return internal::Annotate(status, "Allreduce (ring)", context, group);
     }
   }
-  if (internal::UseDirect(options, bytes)) {
+  if (internal::UseDirect(options, group, bytes)) {
     status = internal::AllreduceDirect(context, group, data, count, dtype, op,
                                        options);
     return internal::Annotate(status, "Allreduce (direct)", context, group);

@@ -73,7 +73,7 @@ absl::Status AllreduceHierarchical(transport::Context& context,
   if (layout.cross.size() > 1 && own.bytes > 0) {
     // Scales the block once its cross-host reduction is complete.
     absl::Status status =
-        UseDirect(options, own.bytes)
+        UseDirect(options, layout.cross, own.bytes)
             ? AllreduceDirect(context, layout.cross, bytes + own.offset,
                               own_count, dtype, op, options)
             : AllreduceRing(context, layout.cross, bytes + own.offset,

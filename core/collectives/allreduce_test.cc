@@ -202,6 +202,7 @@ TEST(AllreduceHierarchical, AutoPicksItForSeveralHostsOfSeveralRanks) {
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   CollectiveOptions options;
   options.small_message_bytes = 4000;
+  options.cross_host_small_message_bytes = 4000;
   options.timeout = absl::Milliseconds(200);
   options.hosts = (*mesh)->hosts();
   std::vector<float> data(1001, 1.0f);
@@ -290,6 +291,29 @@ TEST(AllreduceAuto, SwitchesToRingAboveSmallMessageBytes) {
         StartsWith(count == 1000
                        ? "Allreduce (direct) on rank 0 (member 0 of 2): "
                        : "Allreduce (ring) on rank 0 (member 0 of 2): "));
+  }
+}
+
+TEST(AllreduceAuto, GroupsAcrossHostsLeaveDirectSooner) {
+  auto mesh = TestMesh::Create(2);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  CollectiveOptions options;
+  options.small_message_bytes = 8000;
+  options.cross_host_small_message_bytes = 4000;
+  options.timeout = absl::Milliseconds(200);
+  std::vector<float> data(1001, 1.0f);  // 4004 bytes
+  transport::Context& context = (*mesh)->context(0);
+  for (const auto& [hosts, algorithm] :
+       {std::pair<std::vector<int>, std::string>{{0, 1}, "ring"},
+        {{5, 5}, "direct"},
+        {{}, "direct"}}) {
+    options.hosts = hosts;
+    absl::Status status =
+        Allreduce(context, Group::All(context), data.data(), data.size(),
+                  DataType::kFloat32, ReduceOp::kSum, options);
+    EXPECT_THAT(std::string(status.message()),
+                StartsWith(absl::StrCat("Allreduce (", algorithm,
+                                        ") on rank 0 (member 0 of 2): ")));
   }
 }
 

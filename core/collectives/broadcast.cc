@@ -60,7 +60,7 @@ absl::Status Broadcast(transport::Context& context, const Group& group,
   }
   if (group.size() == 1 || bytes == 0) return absl::OkStatus();
   char* buffer = static_cast<char*>(data);
-  if (internal::UseDirect(options, bytes)) {
+  if (internal::UseDirect(options, group, bytes)) {
     status = BroadcastDirect(context, group, buffer, bytes, root, options);
     return internal::Annotate(status, "Broadcast (direct)", context, group);
   }

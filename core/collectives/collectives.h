@@ -38,7 +38,8 @@ struct Group {
 // Also chooses the algorithm of Allgather, Broadcast and ReduceScatter (by
 // their total bytes); Alltoall has one algorithm.
 enum class AllreduceAlgorithm {
-  kAuto,    // kDirect up to small_message_bytes; above, kHierarchical when
+  kAuto,    // kDirect up to small_message_bytes (or, across hosts,
+            // cross_host_small_message_bytes); above, kHierarchical when
             // `hosts` shows the group on several hosts with several members
             // on one and as many on each, else kRing.
   kRing,    // Reduce-scatter + allgather, 2(N-1)/N * S bytes sent per rank;
@@ -57,7 +58,12 @@ enum class AllreduceAlgorithm {
 struct CollectiveOptions {
   absl::Duration timeout = absl::Seconds(60);  // Per wait on one transfer.
   size_t chunk_bytes = size_t{1} << 20;        // Pipelining granularity.
+  // kAuto's switch from kDirect to the ring: within a host, and for groups
+  // that span hosts (per options.hosts), where a direct round's (N-1)-fold
+  // traffic meets link bandwidth sooner: on 1 Gbit/s links between 4 hosts
+  // the ring is faster from ~32 KiB (docs/performance.md).
   size_t small_message_bytes = size_t{64} << 10;
+  size_t cross_host_small_message_bytes = size_t{32} << 10;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   // Host of every context rank (equal ids: same host), for kHierarchical;
   // empty when unknown (kHierarchical is then kRing).

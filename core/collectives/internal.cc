@@ -77,7 +77,21 @@ absl::Status CheckReduceOp(ReduceOp op, absl::string_view collective) {
                    " is not Sum, Min, Max or Product"));
 }
 
-bool UseDirect(const CollectiveOptions& options, size_t bytes) {
+size_t SmallMessageBytes(const CollectiveOptions& options, const Group& group) {
+  const std::vector<int>& hosts = options.hosts;
+  bool several_hosts = false;
+  for (int r : group.ranks) {
+    if (r < 0 || static_cast<size_t>(r) >= hosts.size()) {
+      return options.small_message_bytes;
+    }
+    several_hosts |= hosts[r] != hosts[group.ranks[0]];
+  }
+  return several_hosts ? options.cross_host_small_message_bytes
+                       : options.small_message_bytes;
+}
+
+bool UseDirect(const CollectiveOptions& options, const Group& group,
+               size_t bytes) {
   switch (options.algorithm) {
     case AllreduceAlgorithm::kDirect:
       return true;
@@ -85,7 +99,7 @@ bool UseDirect(const CollectiveOptions& options, size_t bytes) {
       return false;
     case AllreduceAlgorithm::kAuto:
     case AllreduceAlgorithm::kHierarchical:
-      return bytes <= options.small_message_bytes;
+      return bytes <= SmallMessageBytes(options, group);
   }
   return false;
 }

@@ -48,8 +48,15 @@ absl::Status CheckGroup(const transport::Context& context, const Group& group,
 // `collective` otherwise (Average is Sum then Scale, done by the caller).
 absl::Status CheckReduceOp(ReduceOp op, absl::string_view collective);
 
-// Whether a collective of `bytes` takes the one-round algorithm.
-bool UseDirect(const CollectiveOptions& options, size_t bytes);
+// The size up to which kAuto sends everything in one direct round:
+// options.cross_host_small_message_bytes when options.hosts puts the group
+// on several hosts, else options.small_message_bytes.
+size_t SmallMessageBytes(const CollectiveOptions& options, const Group& group);
+
+// Whether a collective of `bytes` over `group` takes the one-round
+// algorithm.
+bool UseDirect(const CollectiveOptions& options, const Group& group,
+               size_t bytes);
 
 // Waits for `request` with deadline now + `timeout`.
 absl::Status Wait(transport::Request& request, absl::Duration timeout);

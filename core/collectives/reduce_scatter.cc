@@ -111,7 +111,7 @@ absl::Status ReduceScatter(transport::Context& context, const Group& group,
     return absl::OkStatus();
   }
   if (total == 0) return absl::OkStatus();
-  if (internal::UseDirect(options, total)) {
+  if (internal::UseDirect(options, group, total)) {
     status = ReduceScatterDirect(context, group, job, options);
     return internal::Annotate(status, "ReduceScatter (direct)", context, group);
   }

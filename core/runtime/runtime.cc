@@ -34,6 +34,50 @@ absl::StatusOr<ResponseList> Parse(const std::string& bytes, int from) {
   return list;
 }
 
+// HVD_ALLREDUCE_ALGORITHM (auto, ring, direct, hierarchical),
+// HVD_SMALL_MESSAGE_BYTES, HVD_CROSS_HOST_SMALL_MESSAGE_BYTES and
+// HVD_CHUNK_BYTES: for benchmarks and for links
+// the defaults do not suit (see docs/performance.md).
+absl::Status CollectiveTunables(collectives::CollectiveOptions* options) {
+  if (auto name = GetConfig("ALLREDUCE_ALGORITHM")) {
+    using A = collectives::AllreduceAlgorithm;
+    const std::pair<const char*, A> known[] = {
+        {"auto", A::kAuto},
+        {"ring", A::kRing},
+        {"direct", A::kDirect},
+        {"hierarchical", A::kHierarchical}};
+    bool found = false;
+    for (const auto& [text, value] : known) {
+      if (*name == text) {
+        options->algorithm = value;
+        found = true;
+      }
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "HVD_ALLREDUCE_ALGORITHM=", *name,
+          " is not one of auto, ring, direct, hierarchical"));
+    }
+  }
+  for (auto [name, field] :
+       {std::pair<const char*, size_t*>{"SMALL_MESSAGE_BYTES",
+                                        &options->small_message_bytes},
+        std::pair<const char*, size_t*>{
+            "CROSS_HOST_SMALL_MESSAGE_BYTES",
+            &options->cross_host_small_message_bytes},
+        std::pair<const char*, size_t*>{"CHUNK_BYTES", &options->chunk_bytes}}) {
+    absl::StatusOr<int64_t> value =
+        GetConfigInt(name, static_cast<int64_t>(*field));
+    if (!value.ok()) return value.status();
+    if (*value < 0 || (*value == 0 && field == &options->chunk_bytes)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("HVD_", name, "=", *value, " is out of range"));
+    }
+    *field = static_cast<size_t>(*value);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Runtime::Runtime(const Config& config, HandleTable* handles)
@@ -70,6 +114,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
   collectives::CollectiveOptions options;
   options.timeout = config.timeout;
   options.hosts = runtime->hosts_;  // hierarchical allreduce across hosts
+  if (absl::Status s = CollectiveTunables(&options); !s.ok()) return s;
   if (device_factory) {
     auto device = device_factory(runtime->DeviceEnvironment(options));
     if (!device.ok()) return device.status();
