@@ -1,6 +1,10 @@
 #include "core/collectives/internal.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 
@@ -132,9 +136,29 @@ absl::Status Annotate(const absl::Status& status, absl::string_view collective,
                    group.index, " of ", group.size(), "): ", status.message()));
 }
 
-Scratch::Scratch(size_t bytes) : data_(bytes ? new char[bytes] : nullptr) {}
+namespace {
 
-Scratch::~Scratch() { delete[] data_; }
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// Large scratch is fresh memory on every call: with 4 KiB pages, touching
+// it costs a page fault per page (tens of milliseconds for 64 MiB here),
+// more than the data movement. Transparent huge pages cut that 512-fold.
+char* AllocateScratch(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (bytes < 2 * kHugePage) return static_cast<char*>(std::malloc(bytes));
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, rounded);
+  if (p != nullptr) madvise(p, rounded, MADV_HUGEPAGE);  // advisory
+  return static_cast<char*>(p);
+}
+
+}  // namespace
+
+Scratch::Scratch(size_t bytes) : data_(AllocateScratch(bytes)) {
+  if (bytes > 0 && data_ == nullptr) throw std::bad_alloc();
+}
+
+Scratch::~Scratch() { std::free(data_); }
 
 void Scratch::AbandonIfPending(const std::vector<RequestPtr>& pending) {
   if (!AllDone(pending)) data_ = nullptr;  // Leaked on purpose: see header.
