@@ -116,7 +116,27 @@ void Coordinator::AddRequest(const Request& request, bool from_bit,
 void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
                                  absl::Time now, ResponseList& out,
                                  std::vector<Response>& ready) {
-  for (int slot = 0; slot < cache_->capacity(); ++slot) {
+  // Only slots some rank set a bit for, or that wait from an earlier cycle,
+  // can change anything: visiting just those (ascending, as a scan of every
+  // slot would) keeps a cycle's cost independent of the cache capacity.
+  std::vector<int> slots;
+  for (const RequestList& list : lists) {
+    const std::string& bits = list.cache_bits();
+    for (size_t byte = 0; byte < bits.size(); ++byte) {
+      if (bits[byte] == 0) continue;
+      for (int b = 0; b < 8; ++b) {
+        const int slot = static_cast<int>(byte * 8) + b;
+        if ((bits[byte] >> b) & 1 && slot < cache_->capacity()) {
+          slots.push_back(slot);
+        }
+      }
+    }
+  }
+  for (const auto& [slot, seen] : bit_first_seen_) slots.push_back(slot);
+  for (const auto& [slot, with] : partial_bits_) slots.push_back(slot);
+  std::sort(slots.begin(), slots.end());
+  slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+  for (int slot : slots) {
     std::vector<int> with;
     for (size_t r = 0; r < lists.size(); ++r) {
       if (GetBit(lists[r].cache_bits(), slot)) with.push_back(static_cast<int>(r));
