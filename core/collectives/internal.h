@@ -77,7 +77,9 @@ absl::Status Annotate(const absl::Status& status, absl::string_view collective,
 // Scratch memory that posted receives write into (and sends may read from).
 // If a collective returns early with requests still posted on it, the
 // transport could touch it after it was freed (until the runtime aborts the
-// context); AbandonIfPending() then leaks it on purpose instead.
+// context); AbandonIfPending() then leaks it on purpose instead. Large
+// scratch (>= 4 MiB) is on transparent huge pages, and the last one a thread
+// frees is kept for its next collective of that size.
 class Scratch {
  public:
   explicit Scratch(size_t bytes);
@@ -91,6 +93,7 @@ class Scratch {
 
  private:
   char* data_;
+  size_t bytes_;
 };
 
 // The algorithms behind the public entry points, which check arguments,
