@@ -44,4 +44,29 @@ absl::Status AllreduceDirect(transport::Context& context, const Group& group,
   return absl::OkStatus();
 }
 
+absl::Status AllreduceDirect(transport::Context& context, const Group& group,
+                             const DataView& data, size_t count,
+                             DataType dtype, ReduceOp op,
+                             const CollectiveOptions& options) {
+  const size_t bytes = count * DataTypeSize(dtype);
+  if (char* p = data.Contiguous(0, bytes)) {
+    return AllreduceDirect(context, group, p, count, dtype, op, options);
+  }
+  Scratch gathered(bytes);
+  char* at = gathered.data();
+  for (const auto& [p, n] : data.Ranges(0, bytes)) {
+    std::memcpy(at, p, n);
+    at += n;
+  }
+  absl::Status status = AllreduceDirect(context, group, gathered.data(), count,
+                                        dtype, op, options);
+  if (!status.ok()) return status;  // Direct leaves nothing posted on it.
+  at = gathered.data();
+  for (const auto& [p, n] : data.Ranges(0, bytes)) {
+    std::memcpy(p, at, n);
+    at += n;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace hvd::collectives::internal

@@ -47,13 +47,12 @@ HostLayout LayoutOnHosts(const Group& group, const std::vector<int>& hosts) {
 }
 
 absl::Status AllreduceHierarchical(transport::Context& context,
-                                   const Group& group, void* data, size_t count,
-                                   DataType dtype, ReduceOp op,
+                                   const Group& group, const DataView& data,
+                                   size_t count, DataType dtype, ReduceOp op,
                                    const CollectiveOptions& options) {
   const HostLayout layout = LayoutOnHosts(group, options.hosts);
   const Group& local = layout.local;
   const size_t elem_size = DataTypeSize(dtype);
-  char* bytes = static_cast<char*>(data);
   const std::vector<Span> blocks = EvenBlocks(count, local.size(), elem_size);
   const int next = RingPeer(local, 1);
   const int prev = RingPeer(local, -1);
@@ -63,31 +62,34 @@ absl::Status AllreduceHierarchical(transport::Context& context,
     const RingPlan plan = BuildRingPlan(
         ReduceScatterFirstSend(blocks, local.index),
         ReduceScatterSteps(blocks, local.index), /*forward_last=*/false,
-        options.chunk_bytes, elem_size);
-    absl::Status status = RunRingPlan(context, next, prev, bytes, plan, dtype,
-                                      op, unscaled);
+        options.chunk_bytes, elem_size, data.cuts());
+    absl::Status status =
+        RunRingPlan(context, next, prev, data, plan, dtype, op, unscaled);
     if (!status.ok()) return status;
   }
   const Span own = blocks[local.index];
   const size_t own_count = own.bytes / elem_size;
   if (layout.cross.size() > 1 && own.bytes > 0) {
     // Scales the block once its cross-host reduction is complete.
+    const DataView block = data.Slice(own.offset);
     absl::Status status =
         UseDirect(options, layout.cross, own.bytes)
-            ? AllreduceDirect(context, layout.cross, bytes + own.offset,
-                              own_count, dtype, op, options)
-            : AllreduceRing(context, layout.cross, bytes + own.offset,
-                            own_count, dtype, op, options);
+            ? AllreduceDirect(context, layout.cross, block, own_count, dtype,
+                              op, options)
+            : AllreduceRing(context, layout.cross, block, own_count, dtype, op,
+                            options);
     if (!status.ok()) return status;
   } else if (options.postscale != 1.0) {
-    Scale(bytes + own.offset, own_count, dtype, options.postscale);
+    for (const auto& [p, n] : data.Ranges(own.offset, own.bytes)) {
+      Scale(p, n / elem_size, dtype, options.postscale);
+    }
   }
   if (local.size() > 1) {
     const RingPlan plan = BuildRingPlan(
         AllgatherFirstSend(blocks, local.index),
         AllgatherSteps(blocks, local.index), /*forward_last=*/false,
-        options.chunk_bytes, elem_size);
-    return RunRingPlan(context, next, prev, bytes, plan, dtype, op, unscaled);
+        options.chunk_bytes, elem_size, data.cuts());
+    return RunRingPlan(context, next, prev, data, plan, dtype, op, unscaled);
   }
   return absl::OkStatus();
 }

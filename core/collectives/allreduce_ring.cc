@@ -10,6 +10,13 @@ namespace hvd::collectives::internal {
 absl::Status AllreduceRing(transport::Context& context, const Group& group,
                            void* data, size_t count, DataType dtype,
                            ReduceOp op, const CollectiveOptions& options) {
+  return AllreduceRing(context, group, DataView(static_cast<char*>(data)),
+                       count, dtype, op, options);
+}
+
+absl::Status AllreduceRing(transport::Context& context, const Group& group,
+                           const DataView& data, size_t count, DataType dtype,
+                           ReduceOp op, const CollectiveOptions& options) {
   const size_t elem_size = DataTypeSize(dtype);
   const std::vector<Span> blocks = EvenBlocks(count, group.size(), elem_size);
   std::vector<RingStep> steps = ReduceScatterSteps(blocks, group.index);
@@ -21,9 +28,10 @@ absl::Status AllreduceRing(transport::Context& context, const Group& group,
   }
   const RingPlan plan =
       BuildRingPlan(ReduceScatterFirstSend(blocks, group.index), steps,
-                    /*forward_last=*/false, options.chunk_bytes, elem_size);
-  return RunRingPlan(context, RingPeer(group, 1), RingPeer(group, -1),
-                     static_cast<char*>(data), plan, dtype, op, options);
+                    /*forward_last=*/false, options.chunk_bytes, elem_size,
+                    data.cuts());
+  return RunRingPlan(context, RingPeer(group, 1), RingPeer(group, -1), data,
+                     plan, dtype, op, options);
 }
 
 }  // namespace hvd::collectives::internal

@@ -130,6 +130,53 @@ TEST_P(AllreduceTest, PostscaleIsAppliedOnceToEveryElement) {
   }
 }
 
+TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
+  const auto [world, count, algorithm, transport] = GetParam();
+  TestMesh* mesh = TestMesh::Shared(world, transport);
+  ASSERT_NE(mesh, nullptr);
+  CollectiveOptions options;
+  options.algorithm = algorithm;
+  options.hosts = mesh->hosts();
+  options.chunk_bytes = count >= kLargeCount ? 16 << 10 : 200;
+  options.timeout = absl::Seconds(30);
+  options.postscale = 0.5;
+  // Uneven pieces, some empty, some smaller than a chunk, one spanning many.
+  std::vector<size_t> split;
+  for (size_t left = count, i = 0; left > 0; ++i) {
+    const size_t n = std::min(left, i % 4 == 1 ? size_t{0} : (i * 7919) % 9001);
+    split.push_back(n);
+    left -= n;
+  }
+  std::vector<int> all_ranks(world);
+  for (int r = 0; r < world; ++r) all_ranks[r] = r;
+  const DataType dtype = DataType::kFloat32;
+  std::vector<char> want = Expected(dtype, ReduceOp::kSum, all_ranks, count);
+  Scale(want.data(), count, dtype, options.postscale);
+  std::vector<std::string> bad(world);
+  auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
+    const std::vector<char> input = MakeInput(dtype, ReduceOp::kSum, rank, count);
+    std::vector<std::vector<char>> buffers;
+    std::vector<std::pair<void*, size_t>> pieces;
+    size_t at = 0;
+    for (size_t n : split) {
+      buffers.emplace_back(input.begin() + at * 4, input.begin() + (at + n) * 4);
+      at += n;
+    }
+    for (size_t i = 0; i < split.size(); ++i) {
+      pieces.emplace_back(buffers[i].data(), split[i]);
+    }
+    absl::Status status = AllreduceMany(context, Group::All(context), pieces,
+                                        dtype, ReduceOp::kSum, options);
+    std::vector<char> got;
+    for (const auto& b : buffers) got.insert(got.end(), b.begin(), b.end());
+    bad[rank] = Mismatch(absl::StrCat("rank ", rank), dtype, got.data(),
+                         want.data(), count);
+    return status;
+  });
+  EXPECT_EQ(FailedRanks(all_ranks, statuses), "");
+  for (const std::string& m : bad) EXPECT_EQ(m, "");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     WorldCountAlgorithm, AllreduceTest,
     ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),

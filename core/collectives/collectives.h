@@ -18,6 +18,7 @@
 #define HVD_CORE_COLLECTIVES_COLLECTIVES_H_
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -80,6 +81,16 @@ struct CollectiveOptions {
 absl::Status Allreduce(transport::Context& context, const Group& group,
                        void* data, size_t count, DataType dtype, ReduceOp op,
                        const CollectiveOptions& options);
+
+// Allreduce of several buffers as if they were one laid end to end, each
+// reduced where it is (the tensors of a fused response, without copying
+// them together): pieces[i] = (pointer, element count). Every member passes
+// the same counts, in the same order (messages never straddle pieces, so
+// their sizes follow the split). Otherwise as Allreduce.
+absl::Status AllreduceMany(transport::Context& context, const Group& group,
+                           const std::vector<std::pair<void*, size_t>>& pieces,
+                           DataType dtype, ReduceOp op,
+                           const CollectiveOptions& options);
 
 // Member i contributes `bytes_per_member[i]` bytes (`input`); every member
 // receives the concatenation in group order into `output`. `input` may be

@@ -41,6 +41,80 @@ std::vector<Span> Chunks(Span span, size_t chunk_bytes, size_t elem_size) {
   return chunks;
 }
 
+std::vector<Span> ChunksBetween(Span span, size_t chunk_bytes,
+                                size_t elem_size,
+                                const std::vector<size_t>& cuts) {
+  if (cuts.empty()) return Chunks(span, chunk_bytes, elem_size);
+  std::vector<Span> chunks;
+  const size_t end = span.offset + span.bytes;
+  size_t at = span.offset;
+  auto cut = std::upper_bound(cuts.begin(), cuts.end(), at);
+  while (at < end) {
+    const size_t stop = cut != cuts.end() && *cut < end ? *cut : end;
+    for (const Span& c : Chunks({at, stop - at}, chunk_bytes, elem_size)) {
+      chunks.push_back(c);
+    }
+    at = stop;
+    if (cut != cuts.end()) ++cut;
+  }
+  return chunks;
+}
+
+DataView::DataView(const std::vector<std::pair<char*, size_t>>& pieces) {
+  size_t offset = 0;
+  for (const auto& [base, bytes] : pieces) {
+    if (bytes == 0) continue;
+    if (!starts_.empty()) cuts_.push_back(offset);
+    bases_.push_back(base);
+    starts_.push_back(offset);
+    offset += bytes;
+  }
+}
+
+char* DataView::At(size_t offset) const {
+  if (bases_.empty()) return data_ + offset;
+  const size_t i =
+      std::upper_bound(starts_.begin(), starts_.end(), offset) -
+      starts_.begin() - 1;
+  return bases_[i] + (offset - starts_[i]);
+}
+
+char* DataView::Contiguous(size_t offset, size_t bytes) const {
+  if (bases_.empty()) return data_ + offset;
+  auto cut = std::upper_bound(cuts_.begin(), cuts_.end(), offset);
+  if (cut != cuts_.end() && *cut < offset + bytes) return nullptr;
+  return At(offset);
+}
+
+std::vector<std::pair<char*, size_t>> DataView::Ranges(size_t offset,
+                                                       size_t bytes) const {
+  std::vector<std::pair<char*, size_t>> ranges;
+  const size_t end = offset + bytes;
+  auto cut = std::upper_bound(cuts_.begin(), cuts_.end(), offset);
+  while (offset < end) {
+    const size_t stop = cut != cuts_.end() && *cut < end ? *cut : end;
+    ranges.emplace_back(At(offset), stop - offset);
+    offset = stop;
+    if (cut != cuts_.end()) ++cut;
+  }
+  return ranges;
+}
+
+DataView DataView::Slice(size_t offset) const {
+  if (bases_.empty()) return DataView(data_ + offset);
+  DataView view;
+  for (size_t i = 0; i < bases_.size(); ++i) {
+    const size_t end =
+        i + 1 < starts_.size() ? starts_[i + 1] : static_cast<size_t>(-1);
+    if (end <= offset) continue;
+    const size_t skip = offset > starts_[i] ? offset - starts_[i] : 0;
+    if (!view.starts_.empty()) view.cuts_.push_back(starts_[i] - offset);
+    view.bases_.push_back(bases_[i] + skip);
+    view.starts_.push_back(starts_[i] + skip - offset);
+  }
+  return view;
+}
+
 absl::Status CheckGroup(const transport::Context& context, const Group& group,
                         absl::string_view collective) {
   if (group.size() == 0 || group.index < 0 || group.index >= group.size()) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +39,41 @@ std::vector<Span> EvenBlocks(size_t count, int n, size_t elem_size);
 // receiver compute the same chunks from the same arguments, which is what
 // lets every message have an exactly known length.
 std::vector<Span> Chunks(Span span, size_t chunk_bytes, size_t elem_size);
+
+// `span` split like Chunks(), and also at every offset in `cuts` (ascending)
+// that falls inside it, so that no chunk crosses a cut.
+std::vector<Span> ChunksBetween(Span span, size_t chunk_bytes,
+                                size_t elem_size,
+                                const std::vector<size_t>& cuts);
+
+// The bytes a collective works on, addressed by offset: one buffer, or
+// several laid end to end as if one (the tensors of a fused response,
+// reduced where they are instead of copied together). A range that crosses
+// no cut() is contiguous at At(offset). Does not own the memory.
+class DataView {
+ public:
+  explicit DataView(char* data) : data_(data) {}
+  // `pieces`: (start, bytes); empty pieces are dropped.
+  explicit DataView(const std::vector<std::pair<char*, size_t>>& pieces);
+
+  char* At(size_t offset) const;
+  // Where pieces meet (offsets in the concatenation); empty for one buffer.
+  const std::vector<size_t>& cuts() const { return cuts_; }
+  // A pointer to [offset, offset + bytes) if contiguous, else nullptr.
+  char* Contiguous(size_t offset, size_t bytes) const;
+  // The view from `offset` on (offsets then count from there).
+  DataView Slice(size_t offset) const;
+  // [offset, offset + bytes) as contiguous ranges, in order.
+  std::vector<std::pair<char*, size_t>> Ranges(size_t offset,
+                                               size_t bytes) const;
+
+ private:
+  DataView() = default;
+  char* data_ = nullptr;          // one buffer
+  std::vector<char*> bases_;      // pieces: start of each
+  std::vector<size_t> starts_;    // pieces: offset of each
+  std::vector<size_t> cuts_;      // starts_ without the first
+};
 
 // OK if `group` is well formed and this context is its member `index`;
 // InvalidArgument naming `collective` and the mismatch otherwise.
@@ -101,14 +137,23 @@ class Scratch {
 absl::Status AllreduceRing(transport::Context& context, const Group& group,
                            void* data, size_t count, DataType dtype,
                            ReduceOp op, const CollectiveOptions& options);
+absl::Status AllreduceRing(transport::Context& context, const Group& group,
+                           const DataView& data, size_t count, DataType dtype,
+                           ReduceOp op, const CollectiveOptions& options);
 absl::Status AllreduceDirect(transport::Context& context, const Group& group,
                              void* data, size_t count, DataType dtype,
                              ReduceOp op, const CollectiveOptions& options);
 
 absl::Status AllreduceHierarchical(transport::Context& context,
-                                   const Group& group, void* data, size_t count,
-                                   DataType dtype, ReduceOp op,
+                                   const Group& group, const DataView& data,
+                                   size_t count, DataType dtype, ReduceOp op,
                                    const CollectiveOptions& options);
+// Direct over a view: pieces are gathered into one buffer first (direct is
+// for small totals, so the copy is cheap).
+absl::Status AllreduceDirect(transport::Context& context, const Group& group,
+                             const DataView& data, size_t count,
+                             DataType dtype, ReduceOp op,
+                             const CollectiveOptions& options);
 
 // How `group` lies on hosts (from options.hosts): this member's host mates
 // (`local`, this one included, in group order) and the members in its

@@ -18,9 +18,10 @@ namespace {
 // waiting for anything of ours.
 class RingRunner {
  public:
-  RingRunner(transport::Context& context, int next, int prev, char* data,
-             const RingPlan& plan, DataType dtype, ReduceOp op,
-             const CollectiveOptions& options, Scratch* data_scratch)
+  RingRunner(transport::Context& context, int next, int prev,
+             const DataView& data, const RingPlan& plan, DataType dtype,
+             ReduceOp op, const CollectiveOptions& options,
+             Scratch* data_scratch)
       : context_(context),
         next_(next),
         prev_(prev),
@@ -68,7 +69,7 @@ class RingRunner {
   }
 
   void Send(const Span& chunk) {
-    sends_.push_back(context_.Send(next_, data_ + chunk.offset, chunk.bytes));
+    sends_.push_back(context_.Send(next_, data_.At(chunk.offset), chunk.bytes));
   }
 
   char* SlotAddress(int slot) {
@@ -89,7 +90,7 @@ class RingRunner {
         }
       }
       char* target =
-          recv.reduce ? SlotAddress(recv.slot) : data_ + recv.span.offset;
+          recv.reduce ? SlotAddress(recv.slot) : data_.At(recv.span.offset);
       recvs_[posted_] = context_.Recv(prev_, target, recv.span.bytes);
       ++posted_;
     }
@@ -98,11 +99,11 @@ class RingRunner {
 
   void Process(const RingRecv& recv) {
     if (recv.reduce) {
-      Reduce(data_ + recv.span.offset, SlotAddress(recv.slot),
+      Reduce(data_.At(recv.span.offset), SlotAddress(recv.slot),
              recv.span.bytes / elem_size_, dtype_, op_);
     }
     if (recv.scale && postscale_ != 1.0) {
-      Scale(data_ + recv.span.offset, recv.span.bytes / elem_size_, dtype_,
+      Scale(data_.At(recv.span.offset), recv.span.bytes / elem_size_, dtype_,
             postscale_);
     }
     if (recv.forward) Send(recv.span);
@@ -111,7 +112,7 @@ class RingRunner {
   transport::Context& context_;
   const int next_;
   const int prev_;
-  char* const data_;
+  const DataView& data_;  // Chunks never cross its cuts.
   const RingPlan& plan_;
   const DataType dtype_;
   const ReduceOp op_;
@@ -129,19 +130,21 @@ class RingRunner {
 }  // namespace
 
 RingPlan BuildRingPlan(Span first_send, const std::vector<RingStep>& steps,
-                       bool forward_last, size_t chunk_bytes,
-                       size_t elem_size) {
+                       bool forward_last, size_t chunk_bytes, size_t elem_size,
+                       const std::vector<size_t>& cuts) {
   RingPlan plan;
   std::map<size_t, int> send_at_offset;  // Latest send from each offset.
   int num_sends = 0;
-  for (const Span& chunk : Chunks(first_send, chunk_bytes, elem_size)) {
+  for (const Span& chunk :
+       ChunksBetween(first_send, chunk_bytes, elem_size, cuts)) {
     plan.initial_sends.push_back(chunk);
     send_at_offset[chunk.offset] = num_sends++;
   }
   int num_reduced = 0;
   for (size_t s = 0; s < steps.size(); ++s) {
     const bool forward = forward_last || s + 1 < steps.size();
-    for (const Span& chunk : Chunks(steps[s].recv, chunk_bytes, elem_size)) {
+    for (const Span& chunk :
+         ChunksBetween(steps[s].recv, chunk_bytes, elem_size, cuts)) {
       RingRecv recv{chunk, steps[s].reduce, steps[s].scale, forward};
       if (recv.reduce) {
         recv.slot = num_reduced++ % kPipelineDepth;
@@ -162,8 +165,18 @@ absl::Status RunRingPlan(transport::Context& context, int next, int prev,
                          char* data, const RingPlan& plan, DataType dtype,
                          ReduceOp op, const CollectiveOptions& options,
                          Scratch* data_scratch) {
-  return RingRunner(context, next, prev, data, plan, dtype, op, options,
+  const DataView view(data);
+  return RingRunner(context, next, prev, view, plan, dtype, op, options,
                     data_scratch)
+      .Run();
+}
+
+absl::Status RunRingPlan(transport::Context& context, int next, int prev,
+                         const DataView& data, const RingPlan& plan,
+                         DataType dtype, ReduceOp op,
+                         const CollectiveOptions& options) {
+  return RingRunner(context, next, prev, data, plan, dtype, op, options,
+                    nullptr)
       .Run();
 }
 

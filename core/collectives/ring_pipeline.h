@@ -54,8 +54,10 @@ struct RingPlan {
 // step's chunks are forwarded after processing, except the last step's when
 // `forward_last` is false; a forwarded step must be what next receives in
 // its following step (true of every ring built here).
+// No chunk crosses an offset in `cuts` (DataView::cuts()).
 RingPlan BuildRingPlan(Span first_send, const std::vector<RingStep>& steps,
-                       bool forward_last, size_t chunk_bytes, size_t elem_size);
+                       bool forward_last, size_t chunk_bytes, size_t elem_size,
+                       const std::vector<size_t>& cuts = {});
 
 // Executes `plan` over `data`, receiving from context rank `prev` and
 // sending to `next`; receives marked `scale` are multiplied by
@@ -66,6 +68,11 @@ absl::Status RunRingPlan(transport::Context& context, int next, int prev,
                          char* data, const RingPlan& plan, DataType dtype,
                          ReduceOp op, const CollectiveOptions& options,
                          Scratch* data_scratch = nullptr);
+// The same over a view whose cuts the plan was built with.
+absl::Status RunRingPlan(transport::Context& context, int next, int prev,
+                         const DataView& data, const RingPlan& plan,
+                         DataType dtype, ReduceOp op,
+                         const CollectiveOptions& options);
 
 // Ring reduce-scatter over `blocks` as member `index`: it first sends block
 // index-1, at step s receives block index-s-2 and reduces it, and after the

@@ -39,6 +39,37 @@ TEST(Chunks, EmptySpanHasNoChunksAndTinyChunkIsOneElement) {
   EXPECT_EQ(Chunks({0, 24}, 1, 8).size(), 3u);
 }
 
+TEST(Chunks, ChunksBetweenCutsNeverCrossOne) {
+  const std::vector<Span> chunks = ChunksBetween({0, 40}, 16, 4, {8, 12, 36});
+  const std::vector<std::pair<size_t, size_t>> want = {
+      {0, 8}, {8, 4}, {12, 16}, {28, 8}, {36, 4}};
+  ASSERT_EQ(chunks.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(chunks[i].offset, want[i].first) << i;
+    EXPECT_EQ(chunks[i].bytes, want[i].second) << i;
+  }
+}
+
+TEST(DataView, PiecesAddressedAsOneBuffer) {
+  char a[8], b[4], c[12];
+  const DataView view({{a, 8}, {nullptr, 0}, {b, 4}, {c, 12}});
+  EXPECT_EQ(view.cuts(), (std::vector<size_t>{8, 12}));
+  EXPECT_EQ(view.At(0), a);
+  EXPECT_EQ(view.At(9), b + 1);
+  EXPECT_EQ(view.At(20), c + 8);
+  EXPECT_EQ(view.Contiguous(12, 12), c);
+  EXPECT_EQ(view.Contiguous(6, 4), nullptr);
+  const auto ranges = view.Ranges(6, 10);
+  ASSERT_EQ(ranges.size(), 3u);
+  EXPECT_EQ(ranges[0], std::make_pair(a + 6, size_t{2}));
+  EXPECT_EQ(ranges[1], std::make_pair(b, size_t{4}));
+  EXPECT_EQ(ranges[2], std::make_pair(c, size_t{4}));
+  const DataView tail = view.Slice(10);
+  EXPECT_EQ(tail.At(0), b + 2);
+  EXPECT_EQ(tail.cuts(), (std::vector<size_t>{2}));
+  EXPECT_EQ(tail.At(5), c + 3);
+}
+
 TEST(EvenBlocks, FirstBlocksTakeTheRemainder) {
   const std::vector<Span> blocks = EvenBlocks(10, 4, 2);
   ASSERT_EQ(blocks.size(), 4u);

@@ -77,11 +77,11 @@ Executor::Executor(int rank, transport::Context* context,
       timeline_(timeline),
       options_(options),
       device_(device) {
+  constexpr int64_t kInPlace = int64_t{64} << 10;
   absl::StatusOr<int64_t> in_place =
-      GetConfigInt("FUSION_IN_PLACE_BYTES", int64_t{1} << 20);
-  fusion_in_place_bytes_ =
-      static_cast<size_t>(in_place.ok() && *in_place >= 0 ? *in_place
-                                                          : int64_t{1} << 20);
+      GetConfigInt("FUSION_IN_PLACE_BYTES", kInPlace);
+  fusion_in_place_bytes_ = static_cast<size_t>(
+      in_place.ok() && *in_place >= 0 ? *in_place : kInPlace);
 }
 
 Executor::Entries Executor::Take(const Response& response,
@@ -268,83 +268,90 @@ absl::Status Executor::Allreduce(const Response& response, Entries& entries,
     options.postscale /= group.size();
   }
   const std::string& row = response.names(0);
-  // Tensors of at least kInPlaceBytes skip the fusion buffer: copying them
-  // in and out costs more than a collective call of their own (a copy runs
-  // at memory speed, a call costs tens of microseconds). The split depends
-  // on the response's sizes alone, so every rank makes the same calls.
-  std::vector<size_t> fused;
+  // One collective for the whole response. Tensors of at least
+  // fusion_in_place_bytes_ take part where they are, as pieces of it
+  // (collectives::AllreduceMany), instead of being copied into the fusion
+  // buffer and back: a copy runs at memory speed, about as fast as the
+  // allreduce itself on shared memory. Only the small ones are gathered, so
+  // that the ring does not move them as tiny messages. The split depends on
+  // the response alone, so every rank passes the same pieces.
+  std::vector<size_t> small;
+  std::vector<std::pair<void*, size_t>> pieces;
+  std::vector<std::unique_ptr<HostBuffer>> zeros;  // for a joined rank
+  int64_t small_count = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
-    const size_t bytes = response.sizes(i) * elem;
+    const int64_t count = response.sizes(i);
+    const size_t bytes = count * elem;
     if (entries.size() > 1 && bytes < fusion_in_place_bytes_) {
-      fused.push_back(i);
+      small.push_back(i);
+      small_count += count;
       continue;
     }
     TensorEntry* entry = entries[i].get();
-    std::unique_ptr<HostBuffer> zeros;
     void* buffer;
     if (entry == nullptr) {  // Joined rank contributes zeros.
-      zeros = std::make_unique<HostBuffer>(bytes);
-      std::memset(zeros->data(), 0, bytes);
-      buffer = zeros->data();
+      zeros.push_back(std::make_unique<HostBuffer>(bytes));
+      std::memset(zeros.back()->data(), 0, bytes);
+      buffer = zeros.back()->data();
     } else {
       buffer = entry->output;
       if (entry->output != entry->input) {
         std::memcpy(buffer, entry->input, bytes);
       }
     }
-    absl::Status status = AllreduceBuffer(buffer, response.sizes(i), dtype, op,
-                                          response.prescale(), options, group,
-                                          row);
-    if (!status.ok()) return WithTensor(status, response, response.names(i));
+    pieces.emplace_back(buffer, count);
   }
-  if (fused.empty()) return absl::OkStatus();
-  int64_t total = 0;
-  for (size_t i : fused) total += response.sizes(i);
-  void* buffer = FusionBuffer(total * elem);
-  timeline_->ActivityStart(row, "MEMCPY_IN_FUSION_BUFFER");
-  char* at = static_cast<char*>(buffer);
-  for (size_t i : fused) {
-    const size_t bytes = response.sizes(i) * elem;
-    if (entries[i]) {
-      std::memcpy(at, entries[i]->input, bytes);
-    } else {
-      std::memset(at, 0, bytes);  // Joined rank contributes zeros.
+  void* fusion = nullptr;
+  if (!small.empty()) {
+    fusion = FusionBuffer(small_count * elem);
+    timeline_->ActivityStart(row, "MEMCPY_IN_FUSION_BUFFER");
+    char* at = static_cast<char*>(fusion);
+    for (size_t i : small) {
+      const size_t bytes = response.sizes(i) * elem;
+      if (entries[i]) {
+        std::memcpy(at, entries[i]->input, bytes);
+      } else {
+        std::memset(at, 0, bytes);  // Joined rank contributes zeros.
+      }
+      at += bytes;
     }
-    at += bytes;
+    timeline_->ActivityEnd(row);
+    pieces.insert(pieces.begin(), {fusion, small_count});
   }
-  timeline_->ActivityEnd(row);
-  absl::Status status = AllreduceBuffer(buffer, total, dtype, op,
-                                        response.prescale(), options, group,
-                                        row);
-  if (!status.ok()) return WithTensor(status, response, row);
-  timeline_->ActivityStart(row, "MEMCPY_OUT_FUSION_BUFFER");
-  const char* from = static_cast<const char*>(buffer);
-  for (size_t i : fused) {
-    const size_t bytes = response.sizes(i) * elem;
-    if (entries[i]) std::memcpy(entries[i]->output, from, bytes);
-    from += bytes;
+  if (response.prescale() != 1.0) {
+    for (const auto& [p, n] : pieces) {
+      collectives::Scale(p, n, dtype, response.prescale());
+    }
   }
-  timeline_->ActivityEnd(row);
-  return absl::OkStatus();
-}
-
-absl::Status Executor::AllreduceBuffer(
-    void* buffer, int64_t count, DataType dtype, ReduceOp op, double prescale,
-    const collectives::CollectiveOptions& options,
-    const collectives::Group& group, const std::string& row) {
-  if (prescale != 1.0) collectives::Scale(buffer, count, dtype, prescale);
+  absl::Status status;
   if (group.size() == 1) {  // No context in a job of one.
     if (options.postscale != 1.0) {
-      collectives::Scale(buffer, count, dtype, options.postscale);
+      for (const auto& [p, n] : pieces) {
+        collectives::Scale(p, n, dtype, options.postscale);
+      }
     }
-    return absl::OkStatus();
+  } else {
+    timeline_->ActivityStart(row, "ALLREDUCE");
+    // The collective applies options.postscale.
+    status = pieces.size() == 1
+                 ? collectives::Allreduce(*context_, group, pieces[0].first,
+                                          pieces[0].second, dtype, op, options)
+                 : collectives::AllreduceMany(*context_, group, pieces, dtype,
+                                              op, options);
+    timeline_->ActivityEnd(row);
   }
-  timeline_->ActivityStart(row, "ALLREDUCE");
-  // The collective applies options.postscale.
-  absl::Status status = collectives::Allreduce(*context_, group, buffer, count,
-                                               dtype, op, options);
-  timeline_->ActivityEnd(row);
-  return status;
+  if (!status.ok()) return WithTensor(status, response, row);
+  if (!small.empty()) {
+    timeline_->ActivityStart(row, "MEMCPY_OUT_FUSION_BUFFER");
+    const char* from = static_cast<const char*>(fusion);
+    for (size_t i : small) {
+      const size_t bytes = response.sizes(i) * elem;
+      if (entries[i]) std::memcpy(entries[i]->output, from, bytes);
+      from += bytes;
+    }
+    timeline_->ActivityEnd(row);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Executor::Allgather(const Response& response, TensorEntry& entry,

@@ -59,13 +59,6 @@ class Executor {
   void UpdateCache(const Response& response);
   absl::Status Allreduce(const Response& response, Entries& entries,
                          const collectives::Group& group);
-  // Allreduces `count` elements in place, prescaled here and postscaled by
-  // the collective (options.postscale).
-  absl::Status AllreduceBuffer(void* buffer, int64_t count, DataType dtype,
-                               ReduceOp op, double prescale,
-                               const collectives::CollectiveOptions& options,
-                               const collectives::Group& group,
-                               const std::string& row);
   absl::Status Allgather(const Response& response, TensorEntry& entry,
                          const collectives::Group& group);
   absl::Status Broadcast(const Response& response, TensorEntry& entry,
@@ -88,8 +81,8 @@ class Executor {
   collectives::CollectiveOptions options_;
   DeviceOps* device_;
   std::unique_ptr<HostBuffer> fusion_;  // persistent, grown on demand
-  // Tensors this large are allreduced in place even when fused
-  // (HVD_FUSION_IN_PLACE_BYTES, default 1 MiB).
+  // Fused tensors this large are allreduced where they are, as pieces of
+  // the response's one collective (HVD_FUSION_IN_PLACE_BYTES, 64 KiB).
   size_t fusion_in_place_bytes_;
 };
 
