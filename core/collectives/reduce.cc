@@ -114,6 +114,19 @@ void ScaleTyped(void* bytes, size_t count, double factor) {
   }
 }
 
+// dst[i] = (dst[i] + src[i]) * factor, rounded as Loop<SumOp> then
+// ScaleTyped round it: the sum to T, the product (in double) to T.
+template <typename T>
+void SumScaleLoop(void* dst_bytes, const void* src_bytes, size_t count,
+                  double factor) {
+  T* __restrict dst = static_cast<T*>(dst_bytes);
+  const T* __restrict src = static_cast<const T*>(src_bytes);
+  for (size_t i = 0; i < count; ++i) {
+    const T sum = dst[i] + src[i];
+    dst[i] = static_cast<T>(static_cast<double>(sum) * factor);
+  }
+}
+
 void ScaleBool(void* bytes, size_t count, double factor) {
   uint8_t* data = static_cast<uint8_t*>(bytes);
   const uint8_t keep = factor != 0.0;
@@ -148,6 +161,18 @@ void Reduce(void* dst, const void* src, size_t count, DataType dtype,
     case DataType::kBool:
       return ReduceBool(dst, src, count, op);
   }
+}
+
+void ReduceAndScale(void* dst, const void* src, size_t count, DataType dtype,
+                    ReduceOp op, double factor) {
+  if (op == ReduceOp::kSum && dtype == DataType::kFloat32) {
+    return SumScaleLoop<float>(dst, src, count, factor);
+  }
+  if (op == ReduceOp::kSum && dtype == DataType::kFloat64) {
+    return SumScaleLoop<double>(dst, src, count, factor);
+  }
+  Reduce(dst, src, count, dtype, op);
+  Scale(dst, count, dtype, factor);
 }
 
 void Scale(void* data, size_t count, DataType dtype, double factor) {

@@ -18,6 +18,12 @@ void Reduce(void* dst, const void* src, size_t count, DataType dtype,
 // integer types, truncated toward zero.
 void Scale(void* data, size_t count, DataType dtype, double factor);
 
+// Reduce, then Scale by `factor`, with bit-identical results, in one pass
+// over memory where a fused kernel exists (float32 and float64 Sum: the
+// Average of gradients), else as the two calls.
+void ReduceAndScale(void* dst, const void* src, size_t count, DataType dtype,
+                    ReduceOp op, double factor);
+
 }  // namespace hvd::collectives
 
 #endif  // HVD_CORE_COLLECTIVES_REDUCE_H_

@@ -19,6 +19,42 @@ std::vector<T> ReduceOf(std::vector<T> dst, const std::vector<T>& src,
   return dst;
 }
 
+// The fused kernel must round exactly like Reduce then Scale: on awkward
+// values (non-representable sums, a factor of 1/3) every bit agrees.
+TEST(ReduceAndScale, MatchesReduceThenScaleBitForBit) {
+  std::vector<float> a, b;
+  std::vector<double> c, d;
+  for (int i = 0; i < 1000; ++i) {
+    a.push_back(1.0f / (i + 1) + 1e7f * (i % 3));
+    b.push_back(std::sqrt(static_cast<float>(i)) - 3.3f);
+    c.push_back(1.0 / (i + 7) + 1e15 * (i % 5));
+    d.push_back(std::cbrt(static_cast<double>(i)) * -0.7);
+  }
+  for (double factor : {1.0 / 3, 0.5, -2.75}) {
+    std::vector<float> fused = a, split = a;
+    ReduceAndScale(fused.data(), b.data(), a.size(), DataType::kFloat32,
+                   ReduceOp::kSum, factor);
+    Reduce(split.data(), b.data(), a.size(), DataType::kFloat32,
+           ReduceOp::kSum);
+    Scale(split.data(), a.size(), DataType::kFloat32, factor);
+    EXPECT_EQ(std::memcmp(fused.data(), split.data(), a.size() * 4), 0);
+    std::vector<double> fused64 = c, split64 = c;
+    ReduceAndScale(fused64.data(), d.data(), c.size(), DataType::kFloat64,
+                   ReduceOp::kSum, factor);
+    Reduce(split64.data(), d.data(), c.size(), DataType::kFloat64,
+           ReduceOp::kSum);
+    Scale(split64.data(), c.size(), DataType::kFloat64, factor);
+    EXPECT_EQ(std::memcmp(fused64.data(), split64.data(), c.size() * 8), 0);
+    // Other dtypes and ops take the two-call path.
+    std::vector<int32_t> ints = {7, -9, 100}, more = {1, 2, 3};
+    ReduceAndScale(ints.data(), more.data(), 3, DataType::kInt32,
+                   ReduceOp::kMax, factor);
+    std::vector<int32_t> want = {7, 2, 100};
+    Scale(want.data(), 3, DataType::kInt32, factor);
+    EXPECT_EQ(ints, want);
+  }
+}
+
 TEST(Reduce, Int8SumWraps) {
   EXPECT_EQ(ReduceOf<int8_t>({127, -128, 100}, {1, -1, 100}, DataType::kInt8,
                              ReduceOp::kSum),

@@ -98,13 +98,16 @@ class RingRunner {
   }
 
   void Process(const RingRecv& recv) {
-    if (recv.reduce) {
-      Reduce(data_.At(recv.span.offset), SlotAddress(recv.slot),
-             recv.span.bytes / elem_size_, dtype_, op_);
-    }
-    if (recv.scale && postscale_ != 1.0) {
-      Scale(data_.At(recv.span.offset), recv.span.bytes / elem_size_, dtype_,
-            postscale_);
+    const bool scale = recv.scale && postscale_ != 1.0;
+    char* at = data_.At(recv.span.offset);
+    const size_t count = recv.span.bytes / elem_size_;
+    if (recv.reduce && scale) {
+      ReduceAndScale(at, SlotAddress(recv.slot), count, dtype_, op_,
+                     postscale_);
+    } else if (recv.reduce) {
+      Reduce(at, SlotAddress(recv.slot), count, dtype_, op_);
+    } else if (scale) {
+      Scale(at, count, dtype_, postscale_);
     }
     if (recv.forward) Send(recv.span);
   }
