@@ -1,5 +1,7 @@
 #include "core/runtime/response_cache.h"
 
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace hvd::runtime {
@@ -20,6 +22,36 @@ TEST(ResponseCache, LookupMatchesOnlyEqualParameters) {
   EXPECT_GE(cache.Lookup(Tensor("a")), 0);
   EXPECT_EQ(cache.Lookup(Tensor("a", 5)), -1);
   EXPECT_EQ(cache.Lookup(Tensor("b")), -1);
+}
+
+// Lookup compares fields one by one: every field but rank must count, and a
+// field added to Request must be added there (this test fails until it is).
+TEST(ResponseCache, EveryNegotiatedFieldMatters) {
+  const google::protobuf::Descriptor* d = Request::descriptor();
+  ASSERT_EQ(d->field_count(), 15)
+      << "Request gained a field: compare it in response_cache.cc";
+  const Request base = Tensor("a");
+  std::vector<Request> changed(14, base);
+  changed[0].set_type(ALLGATHER);
+  changed[1].set_name("b");
+  changed[2].set_dtype(9);
+  changed[3].add_shape(2);
+  changed[4].set_device(1);
+  changed[5].set_op(1);
+  changed[6].set_prescale(2);
+  changed[7].set_postscale(0.5);
+  changed[8].set_root(1);
+  changed[9].set_process_set(1);
+  changed[10].add_splits(1);
+  changed[11].set_group("g");
+  changed[12].set_group_size(2);
+  changed[13].add_set_ranks(0);
+  for (size_t i = 0; i < changed.size(); ++i) {
+    ResponseCache cache(2);
+    cache.Put(base);
+    EXPECT_EQ(cache.Lookup(changed[i]), -1) << "field change " << i;
+    EXPECT_GE(cache.Lookup(base), 0);
+  }
 }
 
 TEST(ResponseCache, RankDoesNotMatter) {

@@ -20,6 +20,7 @@ constexpr int64_t kDefaultSpinUs = 50;
 constexpr int64_t kDefaultPieceBytes = 64 << 10;
 constexpr int64_t kDefaultRingBytes = 1 << 20;
 constexpr int64_t kDefaultLivenessMs = 100;
+constexpr int64_t kDefaultHelperDelayUs = 50;
 
 int64_t ConfigOr(absl::string_view name, int64_t fallback, int64_t min) {
   absl::StatusOr<int64_t> value = GetConfigInt(name, fallback);
@@ -46,6 +47,7 @@ Tuning TuningFromEnv() {
       kSlot);
   t.ring_bytes = std::max(t.ring_bytes, 2 * kSlot);
   t.liveness_interval = absl::Milliseconds(kDefaultLivenessMs);
+  t.helper_delay = absl::Microseconds(kDefaultHelperDelayUs);
   t.yield = ConfigOr("SHM_YIELD", 1, 0) != 0;
   return t;
 }
@@ -212,12 +214,22 @@ void Core::PollUntil(const Done& done, absl::Time deadline) {
 
 void Core::HelperLoop() {
   std::atomic<uint32_t>& word = header_->helper_seq;
+  std::atomic<uint32_t>& pollers = header_->pollers;
   while (!helper_stop_.load(std::memory_order_acquire)) {
     const uint32_t seq = word.load(std::memory_order_seq_cst);
     if (StuckWork()) {
+      // A thread that just left a wait usually waits again within
+      // microseconds (the next receive of a ring): give it that chance
+      // rather than copy beside it, which on a machine with as many busy
+      // threads as cores only takes CPU from it.
+      FutexWait(&word, seq, tuning_.helper_delay);
+      if (pollers.load(std::memory_order_seq_cst) > 0 || !StuckWork()) {
+        continue;
+      }
       PollUntil(
-          [this] {
+          [this, &pollers] {
             return helper_stop_.load(std::memory_order_relaxed) ||
+                   pollers.load(std::memory_order_relaxed) > 1 ||
                    !StuckWork();
           },
           absl::InfiniteFuture());

@@ -37,6 +37,9 @@ struct Tuning {
   bool yield;
   // A sleeping waiter wakes this often to check that its peers still live.
   absl::Duration liveness_interval;
+  // How long the helper thread leaves stuck work to the owner's threads
+  // before it moves the bytes itself.
+  absl::Duration helper_delay;
 };
 Tuning TuningFromEnv();
 
