@@ -70,6 +70,7 @@ HandleTable::WaitResult HandleTable::Wait(int64_t handle,
     if (state == nullptr) return kInvalid;
     if (state->pending == 0) return kDone;
   }
+  const absl::Time deadline = absl::Now() + timeout;  // infinite stays so
   // A small op completes within microseconds; polling for it saves the
   // wakeup of a sleeping thread.
   if (spin_ > absl::ZeroDuration()) {
@@ -86,8 +87,8 @@ HandleTable::WaitResult HandleTable::Wait(int64_t handle,
     mu_.Await(absl::Condition(&done));
     return kDone;
   }
-  return mu_.AwaitWithTimeout(absl::Condition(&done), timeout) ? kDone
-                                                               : kTimeout;
+  return mu_.AwaitWithDeadline(absl::Condition(&done), deadline) ? kDone
+                                                                 : kTimeout;
 }
 
 absl::Status HandleTable::GetStatus(int64_t handle) {

@@ -149,8 +149,9 @@ class Runner:
             self.mpi_bench = os.path.join(self.out, "mpi_bench")
             subprocess.run(["mpicc", "-O2", "-o", self.mpi_bench,
                             os.path.join(HERE, "mpi_bench.c")], check=True)
-        cmd = ["mpirun", "--allow-run-as-root", "-np", str(self.np),
-               "--mca", "btl", "self,vader", self.mpi_bench] + \
+        over = ["--oversubscribe"] if self.np > (os.cpu_count() or 1) else []
+        cmd = ["mpirun", "--allow-run-as-root", "-np", str(self.np)] + over + \
+              ["--mca", "btl", "self,vader", self.mpi_bench] + \
             self.sweep_args() + ["--csv", csv_path]
         return self.run(cmd, log)
 
