@@ -303,6 +303,26 @@ int KillPeer(Checker& c, int rank, int size) {
   return 0;
 }
 
+// Each rank in turn submits 200 ms after the others, twice per tensor (the
+// second time negotiated by response-cache bit). Run with an HVD_CYCLE_TIME
+// far beyond the job's timeout: a tensor that waited out a cycle would
+// never finish in time, whichever rank was late.
+int Staggered(Checker& c, int rank, int size) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int late = 0; late < size; ++late) {
+      if (rank == late) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      Tensor<float> t({16}, 1.0f);
+      const std::string name = "staggered." + std::to_string(late);
+      hvd_options o = Opts(name.c_str());
+      c.Ok(name, Wait(hvd_allreduce_async(&t.dl, nullptr, &o)));
+      c.Equal(name, t.data[0], float(size));
+    }
+  }
+  return 0;
+}
+
 int Timeline(Checker& c, int rank, int size) {
   for (int i = 0; i < 3; ++i) {
     Tensor<float> a({100}, 1.0f), b({50}, 2.0f);
@@ -334,7 +354,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::function<int(Checker&, int, int)>> scenarios = {
       {"collectives", Collectives}, {"steps", Steps}, {"stall", Stall},
       {"stall_shutdown", StallShutdown}, {"kill_peer", KillPeer},
-      {"timeline", Timeline}};
+      {"timeline", Timeline}, {"staggered", Staggered}};
   int rc = 2;
   if (scenario.rfind("mismatch_", 0) == 0) {
     rc = Mismatch(c, c.rank, size, scenario.substr(9));

@@ -68,6 +68,19 @@ std::string StepsStats(const std::map<std::string, std::string>& env) {
   return at == std::string::npos ? "" : err.substr(at, err.find('\n', at) - at);
 }
 
+// Negotiation is driven by submissions, not by the cycle timer: with a
+// 10-minute HVD_CYCLE_TIME the job (60 s timeout) still finishes, whichever
+// rank submits last, in full and by cache bit.
+TEST(Runtime, LateRankNeverWaitsOutTheCycleTime) {
+  for (int size : {2, 3}) {
+    JobSpec spec;
+    spec.size = size;
+    spec.args = {"staggered"};
+    spec.env["HVD_CYCLE_TIME"] = "600000";
+    ExpectAllPass(RunJob(spec));
+  }
+}
+
 TEST(Runtime, FusionAndCacheOnByDefault) {
   const std::string stats = StepsStats({});
   EXPECT_FALSE(absl::StrContains(stats, " 0 tensors by cache bit")) << stats;
