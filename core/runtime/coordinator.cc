@@ -72,11 +72,11 @@ ResponseList Coordinator::Compute(const std::vector<RequestList>& lists,
         last_joined_ = static_cast<int>(r);
         continue;
       }
-      AddRequest(request, /*from_bit=*/false, now, out);
+      AddRequest(request, /*from_bit=*/false, now);
       ++stats_.full_requests;
     }
   }
-  ApplyCacheBits(lists, now, out, ready);
+  ApplyCacheBits(lists, now, ready);
   CollectReady(ready);
   Fuse(ready, out);
   if (static_cast<int>(joined_.size()) == options_.size) AddJoinResponse(out);
@@ -87,7 +87,7 @@ ResponseList Coordinator::Compute(const std::vector<RequestList>& lists,
 }
 
 void Coordinator::AddRequest(const Request& request, bool from_bit,
-                             absl::Time now, ResponseList& out) {
+                             absl::Time now) {
   Key key{request.process_set(), request.name()};
   auto [it, inserted] = table_.try_emplace(key);
   Pending& pending = it->second;
@@ -114,7 +114,7 @@ void Coordinator::AddRequest(const Request& request, bool from_bit,
 }
 
 void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
-                                 absl::Time now, ResponseList& out,
+                                 absl::Time now,
                                  std::vector<Response>& ready) {
   // Only slots some rank set a bit for, or that wait from an earlier cycle,
   // can change anything: visiting just those (ascending, as a scan of every
@@ -157,7 +157,7 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
       for (int r : with) {
         Request request = *cached;
         request.set_rank(r);
-        AddRequest(request, /*from_bit=*/true, now, out);
+        AddRequest(request, /*from_bit=*/true, now);
       }
       bit_first_seen_.erase(slot);
       continue;

@@ -67,10 +67,9 @@ class Coordinator {
     int64_t order = 0;
   };
 
-  void AddRequest(const Request& request, bool from_bit, absl::Time now,
-                  ResponseList& out);
+  void AddRequest(const Request& request, bool from_bit, absl::Time now);
   void ApplyCacheBits(const std::vector<RequestList>& lists, absl::Time now,
-                      ResponseList& out, std::vector<Response>& ready);
+                      std::vector<Response>& ready);
   std::vector<int> MissingRanks(const Pending& pending,
                                 const std::vector<int>& members) const;
   std::vector<int> JoinedMembers(const std::vector<int>& members) const;

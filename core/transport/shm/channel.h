@@ -12,6 +12,7 @@
 #ifndef HVD_CORE_TRANSPORT_SHM_CHANNEL_H_
 #define HVD_CORE_TRANSPORT_SHM_CHANNEL_H_
 
+#include "core/transport/op_kind.h"
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +30,7 @@ namespace hvd::transport::shm_internal {
 // One posted send or receive.
 class Op {
  public:
-  enum class Kind { kSend, kRecv, kRecvAny };
+  using Kind = ::hvd::transport::OpKind;
 
   // kSend: `data`/`len` is the payload; kRecv: `data` receives exactly `len`
   // bytes; kRecvAny: `out` is resized to the message.

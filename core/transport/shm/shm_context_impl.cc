@@ -3,21 +3,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace hvd::transport::shm_internal {
-namespace {
-
-const char* KindName(Op::Kind kind) {
-  switch (kind) {
-    case Op::Kind::kSend:
-      return "Send";
-    case Op::Kind::kRecv:
-      return "Recv";
-    case Op::Kind::kRecvAny:
-      return "RecvAny";
-  }
-  return "?";
-}
-
-}  // namespace
 
 absl::Status ShmRequest::Wait(absl::Time deadline) {
   if (core_->Wait(*op_, deadline)) return op_->status();
@@ -28,7 +13,7 @@ absl::Status ShmRequest::Wait(absl::Time deadline) {
           : absl::StrCat(op_->payload_done(), " of ", op_->len(),
                          " bytes transferred");
   return absl::DeadlineExceededError(absl::StrCat(
-      "rank ", core_->rank(), ": ", KindName(op_->kind()),
+      "rank ", core_->rank(), ": ", OpKindName(op_->kind()),
       op_->is_send() ? " to rank " : " from rank ", op_->peer(),
       " (shared memory, pid ", core_->peer_pid(op_->peer()),
       ") not complete by the deadline: ", progress));

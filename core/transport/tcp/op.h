@@ -8,6 +8,7 @@
 #ifndef HVD_CORE_TRANSPORT_TCP_OP_H_
 #define HVD_CORE_TRANSPORT_TCP_OP_H_
 
+#include "core/transport/op_kind.h"
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -23,7 +24,7 @@ namespace hvd::transport::tcp_internal {
 
 class Op {
  public:
-  enum class Kind { kSend, kRecv, kRecvAny };
+  using Kind = ::hvd::transport::OpKind;
 
   // kSend: `data`/`len` is the payload. kRecv: `data` must receive exactly
   // `len` bytes. kRecvAny: `out` is resized to the message.

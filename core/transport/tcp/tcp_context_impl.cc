@@ -16,18 +16,6 @@ inline void CpuRelax() {
 #endif
 }
 
-const char* KindName(Op::Kind kind) {
-  switch (kind) {
-    case Op::Kind::kSend:
-      return "Send";
-    case Op::Kind::kRecv:
-      return "Recv";
-    case Op::Kind::kRecvAny:
-      return "RecvAny";
-  }
-  return "?";
-}
-
 }  // namespace
 
 TcpRequest::TcpRequest(std::shared_ptr<Core> core, std::shared_ptr<Op> op,
@@ -71,7 +59,7 @@ absl::Status TcpRequest::DeadlineError() const {
           : absl::StrCat(op_->bytes_done(), " of ", op_->len(),
                          " bytes transferred");
   return absl::DeadlineExceededError(absl::StrCat(
-      "rank ", core_->rank(), ": ", KindName(op_->kind()),
+      "rank ", core_->rank(), ": ", OpKindName(op_->kind()),
       op_->is_send() ? " to rank " : " from rank ", op_->peer(), " (",
       pair_->address(), ") not complete by the deadline: ", progress));
 }
@@ -84,7 +72,7 @@ std::unique_ptr<Request> TcpContext::Post(std::shared_ptr<Op> op, bool watch) {
   Pair* pair = core_->pair(op->peer());
   if (pair == nullptr) {
     op->Complete(absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank(), ": ", KindName(op->kind()), " with peer ", op->peer(),
+        "rank ", rank(), ": ", OpKindName(op->kind()), " with peer ", op->peer(),
         ", which is not another rank of this size-", size(), " context")));
   } else if (op->is_send()) {
     pair->PostSend(op);
