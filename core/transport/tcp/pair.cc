@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <span>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -164,8 +165,11 @@ void Pair::PostRecv(std::shared_ptr<Op> op, bool watch) {
   if (!failure.ok()) observer_->OnPairFailure(failure);
 }
 
-absl::Status Pair::CheckHeader(Op& op) {
+absl::Status Pair::CheckHeader(Op& op, size_t payload_got) {
   const uint64_t len = LoadLE64(op.header);
+  if (len & kStopNoticeFlag) {
+    return ReadStopNotice(op, len & ~kStopNoticeFlag, payload_got);
+  }
   if (len > kMaxMessageBytes) {
     return absl::InternalError(absl::StrCat(
         "rank ", rank_, ": message header from rank ", peer_, " (", address_,
@@ -180,6 +184,26 @@ absl::Status Pair::CheckHeader(Op& op) {
       "rank ", rank_, ": message from rank ", peer_, " (", address_, ") is ",
       len, " bytes but the receive posted for it expects ", op.len(),
       " bytes"));
+}
+
+// The peer wrote the reason in one go right behind the header, so it is
+// (nearly always) all in the socket already; a part that is not is left out.
+absl::Status Pair::ReadStopNotice(const Op& op, size_t len,
+                                  size_t payload_got) {
+  len = std::min(len, kMaxNoticeBytes);
+  std::string reason;
+  if (payload_got > 0) reason.assign(op.payload(), std::min(payload_got, len));
+  while (reason.size() < len) {
+    char buf[kMaxNoticeBytes];
+    error_code ec;
+    const size_t n =
+        socket_.read_some(asio::buffer(buf, len - reason.size()), ec);
+    if (ec) break;
+    reason.append(buf, n);
+  }
+  return absl::UnavailableError(absl::StrCat("rank ", rank_, ": rank ", peer_,
+                                             " (", address_, ") stopped: ",
+                                             reason));
 }
 
 absl::Status Pair::DoRecv() {
@@ -212,7 +236,7 @@ absl::Status Pair::DoRecv() {
       const size_t h = std::min(got, kHeaderBytes - op.header_done);
       op.header_done += h;
       got -= h;
-      if (op.header_done == kHeaderBytes) failure = CheckHeader(op);
+      if (op.header_done == kHeaderBytes) failure = CheckHeader(op, got);
     }
     if (!failure.ok()) {
       FailLocked(recv_, failure);
@@ -269,12 +293,29 @@ void Pair::Watch() {
 void Pair::Fail(const absl::Status& status) {
   absl::MutexLock send_lock(&send_.mu);
   absl::MutexLock recv_lock(&recv_.mu);
+  // Within a half-written message a notice would corrupt the stream; then
+  // the peer learns only that the connection closed.
+  const bool between_messages =
+      send_.error.ok() &&
+      (send_.queue.empty() || send_.queue.front()->header_done == 0);
   FailLocked(send_, status);
   FailLocked(recv_, status);
   if (!send_.closed) {
+    if (between_messages) SendStopNotice(status.message());
     error_code ignored;
     socket_.shutdown(asio::socket_base::shutdown_both, ignored);
   }
+}
+
+void Pair::SendStopNotice(absl::string_view reason) {
+  reason = reason.substr(0, kMaxNoticeBytes);
+  std::string frame(kHeaderBytes, '\0');
+  StoreLE64(kStopNoticeFlag | reason.size(),
+            reinterpret_cast<unsigned char*>(frame.data()));
+  frame.append(reason.data(), reason.size());
+  // Best effort, never blocking: a full socket buffer takes part or none.
+  error_code ignored;
+  socket_.write_some(asio::buffer(frame), ignored);
 }
 
 void Pair::Close(const absl::Status& status) {

@@ -74,7 +74,9 @@ class Pair {
   bool TakeNeedsWatch() { return needs_watch_.exchange(false); }
 
   // Fails every pending and future op with `status` (the first one given
-  // sticks) and shuts the socket down so the peer notices.
+  // sticks) and shuts the socket down so the peer notices. Between messages
+  // it first tells the peer why (a stop notice, see wire.h), so that a rank
+  // waiting on this one learns the real cause, say the rank this one lost.
   void Fail(const absl::Status& status);
   // Fail, then close the socket. The io thread must no longer run.
   void Close(const absl::Status& status);
@@ -91,7 +93,13 @@ class Pair {
   // Each returns the failure it hit after failing the direction's ops.
   absl::Status DoSend() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_.mu);
   absl::Status DoRecv() ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_.mu);
-  absl::Status CheckHeader(Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_.mu);
+  // `payload_got`: bytes read past the header into the op's payload.
+  absl::Status CheckHeader(Op& op, size_t payload_got)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_.mu);
+  absl::Status ReadStopNotice(const Op& op, size_t len, size_t payload_got)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_.mu);
+  void SendStopNotice(absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_.mu);
   void WatchSend() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_.mu);
   void WatchRecv() ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_.mu);
   void OnWritable(const boost::system::error_code& ec);

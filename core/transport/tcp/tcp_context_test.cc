@@ -225,13 +225,57 @@ TEST_F(TcpContextTest, AbortWakesBlockedWaitWithTheReason) {
   EXPECT_EQ(contexts[1]->Recv(0, data, 1)->Wait(Deadline()), waited);
 }
 
-TEST_F(TcpContextTest, AbortReachesPeersThroughClosedConnections) {
+TEST_F(TcpContextTest, AbortTellsPeersTheReason) {
   auto contexts = Connect(2);
   const std::string address = contexts[0]->PeerAddress(1);
   char data[16];
   auto recv = contexts[0]->Recv(1, data, sizeof(data));
-  contexts[1]->Abort(absl::AbortedError("bye"));
+  contexts[1]->Abort(absl::AbortedError("stall inspector gave up"));
   const absl::Status status = recv->Wait(Deadline());
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("rank 0: rank 1 (", address,
+                         ") stopped: stall inspector gave up"));
+}
+
+TEST_F(TcpContextTest, AbortReasonReachesAReceiveOfAnyLength) {
+  auto contexts = Connect(2);
+  const std::string address = contexts[0]->PeerAddress(1);
+  contexts[1]->Abort(absl::AbortedError(std::string(5000, 'x')));
+  std::string message;
+  const absl::Status status = contexts[0]->RecvAny(1, &message)->Wait(Deadline());
+  EXPECT_EQ(status.message(),
+            absl::StrCat("rank 0: rank 1 (", address, ") stopped: ",
+                         std::string(1024, 'x')));
+  EXPECT_TRUE(message.empty());
+}
+
+// Rank 0 loses rank 2; rank 1, which waits only on rank 0, is told so
+// instead of learning merely that rank 0 went away.
+TEST_F(TcpContextTest, RankWaitingOnAFailedPeerLearnsWhichRankWasLost) {
+  auto contexts = Connect(3);
+  const std::string address_of_2 = contexts[0]->PeerAddress(2);
+  const std::string address_of_0 = contexts[1]->PeerAddress(0);
+  char data[16];
+  auto from_2 = contexts[0]->Recv(2, data, sizeof(data));
+  auto from_0 = contexts[1]->Recv(0, data, sizeof(data));
+  contexts[2].reset();
+  const std::string lost = absl::StrCat("rank 0: connection to rank 2 (",
+                                        address_of_2, ") closed by peer");
+  EXPECT_EQ(from_2->Wait(Deadline()).message(), lost);
+  EXPECT_EQ(from_0->Wait(Deadline()).message(),
+            absl::StrCat("rank 1: rank 0 (", address_of_0, ") stopped: ", lost));
+}
+
+TEST_F(TcpContextTest, AbortMidMessageOnlyClosesTheConnection) {
+  auto contexts = Connect(2);
+  const std::string address = contexts[0]->PeerAddress(1);
+  const size_t len = 64 << 20;  // far more than the socket buffers hold
+  std::string out = Pattern(len, 3), in(len, '\0');
+  auto send = contexts[1]->Send(0, out.data(), len);
+  EXPECT_FALSE(send->Wait(absl::Now() + absl::Milliseconds(50)).ok());
+  contexts[1]->Abort(absl::AbortedError("bye"));
+  const absl::Status status = contexts[0]->Recv(1, in.data(), len)->Wait(Deadline());
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(status.message(), absl::StrCat("rank 0: connection to rank 1 (",
                                            address, ") closed by peer"));

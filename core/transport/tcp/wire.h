@@ -14,6 +14,12 @@ inline constexpr size_t kHeaderBytes = 8;
 // A header claiming more than this is taken as stream corruption.
 inline constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 40;
 
+// A header with this bit set is a stop notice, the last thing a failing
+// context writes to each peer (between messages only): the other bits are
+// the length of the reason (text, at most kMaxNoticeBytes) that follows.
+inline constexpr uint64_t kStopNoticeFlag = uint64_t{1} << 63;
+inline constexpr size_t kMaxNoticeBytes = 1024;
+
 inline void StoreLE32(uint32_t v, unsigned char* p) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
