@@ -25,6 +25,7 @@ std::map<std::pair<std::string, int>, int64_t>& NameCounters() {
   return *counters;
 }
 thread_local std::string t_last_error;
+thread_local int t_last_error_code = 0;
 
 }  // namespace
 
@@ -40,6 +41,7 @@ std::shared_ptr<runtime::Runtime> Current() {
 
 int SetLastError(const absl::Status& status) {
   t_last_error = std::string(status.message());
+  t_last_error_code = static_cast<int>(status.code());
   return HVD_ERROR;
 }
 
@@ -103,6 +105,7 @@ int hvd_shutdown(void) {
 int hvd_is_initialized(void) { return Current() != nullptr; }
 
 const char* hvd_last_error(void) { return hvd::api::t_last_error.c_str(); }
+int hvd_last_error_code(void) { return hvd::api::t_last_error_code; }
 
 const char* hvd_version(void) { return "0.1.0"; }
 

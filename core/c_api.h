@@ -88,6 +88,8 @@ int hvd_shutdown(void);
 int hvd_is_initialized(void);
 /* The calling thread's last error from a non-handle call; "" if none. */
 const char* hvd_last_error(void);
+/* Its absl::StatusCode (0 if none), to pick an exception class. */
+int hvd_last_error_code(void);
 const char* hvd_version(void);
 
 /* Topology; -1 before init. */

@@ -165,9 +165,7 @@ def forget_pending():
 
 def _submit(handle, keep, finish):
     if handle <= 0:
-        raise HvdInternalError("hvd returned invalid handle %d: %s"
-                               % (handle, _lib.decode(
-                                   _lib.lib().hvd_last_error())))
+        raise _lib.last_error("enqueueing the operation (handle %d)" % handle)
     with _pending_lock:
         _pending[handle] = _Pending(keep, finish)
     return handle

@@ -100,6 +100,7 @@ _PROTOTYPES = {
     "hvd_shutdown": (_c_int, []),
     "hvd_is_initialized": (_c_int, []),
     "hvd_last_error": (_c_str, []),
+    "hvd_last_error_code": (_c_int, []),
     "hvd_version": (_c_str, []),
     "hvd_rank": (_c_int, []),
     "hvd_size": (_c_int, []),
@@ -208,6 +209,14 @@ def _declare(handle, path):
 def decode(raw):
     """A C string returned by the library as Python text ("" for NULL)."""
     return raw.decode("utf-8", "replace") if raw else ""
+
+
+def last_error(what):
+    """The exception for the calling thread's last failed non-handle call:
+    the class its status code maps to, the message prefixed with `what`."""
+    from hvd.exceptions import from_status  # late: exceptions is pure Python
+    return from_status(lib().hvd_last_error_code(),
+                       "%s failed: %s" % (what, decode(lib().hvd_last_error())))
 
 
 def default_options():

@@ -4,7 +4,6 @@ import atexit
 import warnings
 
 from hvd import _lib
-from hvd.exceptions import HvdInternalError
 
 # Reduction ops (values of core/c_api.h).
 Sum = _lib.OP_SUM
@@ -34,8 +33,7 @@ def init(comm=None, process_sets=None):
                          "communicators; start the job with hvdrun instead")
     lib = _lib.lib()
     if lib.hvd_init() != _lib.HVD_OK:
-        raise HvdInternalError("hvd.init() failed: %s"
-                               % _lib.decode(lib.hvd_last_error()))
+        raise _lib.last_error("hvd.init()")
     if not _atexit_registered:
         atexit.register(_shutdown_at_exit)
         _atexit_registered = True
@@ -54,8 +52,7 @@ def shutdown():
     from hvd import process_sets as _ps
     _ps._on_shutdown()
     if rc != _lib.HVD_OK:
-        raise HvdInternalError("hvd.shutdown() failed: %s"
-                               % _lib.decode(lib.hvd_last_error()))
+        raise _lib.last_error("hvd.shutdown()")
 
 
 def _shutdown_at_exit():
@@ -164,16 +161,14 @@ def start_timeline(file_path, mark_cycles=False):
     lib = _lib.lib()
     if lib.hvd_start_timeline(str(file_path).encode(), int(bool(mark_cycles))) \
             != _lib.HVD_OK:
-        raise HvdInternalError("hvd.start_timeline(%r) failed: %s"
-                               % (file_path, _lib.decode(lib.hvd_last_error())))
+        raise _lib.last_error("hvd.start_timeline(%r)" % (file_path,))
 
 
 def stop_timeline():
     """Stops the timeline started by start_timeline() and closes its file."""
     lib = _lib.lib()
     if lib.hvd_stop_timeline() != _lib.HVD_OK:
-        raise HvdInternalError("hvd.stop_timeline() failed: %s"
-                               % _lib.decode(lib.hvd_last_error()))
+        raise _lib.last_error("hvd.stop_timeline()")
 
 
 def resolve_op(op, average, default=Average):

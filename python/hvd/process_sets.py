@@ -8,7 +8,6 @@ ranks, including the root_rank of a broadcast within a set.
 import ctypes
 
 from hvd import _lib
-from hvd.exceptions import HvdInternalError
 
 
 class ProcessSet:
@@ -118,8 +117,7 @@ def add_process_set(process_set):
     lib = _lib.lib()
     set_id = lib.hvd_add_process_set(arr, len(ranks))
     if set_id < 0:
-        raise HvdInternalError("hvd.add_process_set(%s) failed: %s"
-                               % (ranks, _lib.decode(lib.hvd_last_error())))
+        raise _lib.last_error("hvd.add_process_set(%s)" % (ranks,))
     process_set.process_set_id = set_id
     _registered[set_id] = process_set
     return process_set
@@ -136,9 +134,7 @@ def remove_process_set(process_set):
         return False
     lib = _lib.lib()
     if lib.hvd_remove_process_set(set_id) != _lib.HVD_OK:
-        raise HvdInternalError("hvd.remove_process_set(%s) failed: %s"
-                               % (process_set,
-                                  _lib.decode(lib.hvd_last_error())))
+        raise _lib.last_error("hvd.remove_process_set(%s)" % (process_set,))
     _registered.pop(set_id, None)
     process_set.process_set_id = None
     return True

@@ -49,6 +49,13 @@ def test_collective_before_init_raises_not_initialized():
         hvd.allreduce(torch.ones(2))
 
 
+def test_process_set_before_init_raises_not_initialized():
+    with pytest.raises(hvd.HvdNotInitializedError,
+                       match=r"add_process_set\(\[0\]\) failed: .*not "
+                             r"initialized"):
+        hvd.add_process_set([0])
+
+
 def test_init_makes_a_job_of_size_one():
     hvd.init()
     hvd.init()  # twice is fine
@@ -133,6 +140,19 @@ def test_errors_name_the_problem():
         hvd.reducescatter(torch.ones(2), op=hvd.Max)
     with pytest.raises(ValueError, match="supersedes"):
         hvd.allreduce(torch.ones(1), average=True, op=hvd.Sum)
+
+
+def test_failed_calls_raise_the_class_of_their_status():
+    with pytest.raises(hvd.HvdInvalidArgumentError,
+                       match=r"add_process_set\(\[5\]\) failed: process set "
+                             r"ranks \[5\] must be distinct ranks in \[0, 1\)"):
+        hvd.add_process_set([5])
+    with pytest.raises(hvd.HvdInvalidArgumentError,
+                       match="a process set with ranks \\[0\\] already exists"):
+        hvd.add_process_set([0])
+    with pytest.raises(hvd.HvdInvalidArgumentError,
+                       match="cannot write timeline '/nonexistent/t.json'"):
+        hvd.start_timeline("/nonexistent/t.json")
 
 
 def test_objects_round_trip():
