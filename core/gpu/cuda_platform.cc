@@ -1,5 +1,6 @@
 #include "core/gpu/cuda_platform.h"
 
+#include <cuda.h>  // types of cuDevicePrimaryCtxGetState only: no libcuda link
 #include <nccl.h>
 
 #include <algorithm>
@@ -21,26 +22,44 @@ namespace {
 constexpr size_t kBatchedCopyMaxBytes = size_t{1} << 20;
 constexpr size_t kScratchGranularity = size_t{2} << 20;
 
+// Destroyed wherever the entry goes (the completion thread, a framework
+// thread): with its device current, so that no thread that never used CUDA
+// gets a context made on GPU 0 for it.
 class CudaReady : public runtime::ReadyEvent {
  public:
   CudaReady(int device, cudaEvent_t event) : device(device), event(event) {}
-  ~CudaReady() override { cudaEventDestroy(event); }
+  ~CudaReady() override {
+    ScopedDevice scoped(device);
+    cudaEventDestroy(event);
+  }
   const int device;
   const cudaEvent_t event;
 };
 
+// Polled on the completion thread and on the device thread (staged path).
 class CudaEvent : public Event {
  public:
-  explicit CudaEvent(cudaEvent_t event) : event_(event) {}
-  ~CudaEvent() override { cudaEventDestroy(event_); }
+  CudaEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
+  ~CudaEvent() override {
+    ScopedDevice scoped(device_);
+    cudaEventDestroy(event_);
+  }
   absl::StatusOr<bool> Done() override {
+    ScopedDevice scoped(device_);
     const cudaError_t e = cudaEventQuery(event_);
     if (e == cudaSuccess) return true;
-    if (e == cudaErrorNotReady) return false;
+    if (e == cudaErrorNotReady) {
+      // cudaErrorNotReady is also recorded as the thread's last error: left
+      // there, the next kernel launch on this thread (which checks
+      // cudaGetLastError) would fail with it.
+      cudaGetLastError();
+      return false;
+    }
     return CudaStatus(e, "cudaEventQuery");
   }
 
  private:
+  const int device_;
   cudaEvent_t event_;
 };
 
@@ -78,7 +97,9 @@ std::string UuidText(const cudaUUID_t& uuid) {
   return absl::StrCat("GPU-", hex);
 }
 
-absl::StatusOr<std::unique_ptr<Event>> RecordOn(cudaStream_t stream) {
+// On `stream` of `device`, which is current.
+absl::StatusOr<std::unique_ptr<Event>> RecordOn(int device,
+                                                cudaStream_t stream) {
   cudaEvent_t event;
   if (absl::Status s =
           CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
@@ -86,13 +107,37 @@ absl::StatusOr<std::unique_ptr<Event>> RecordOn(cudaStream_t stream) {
       !s.ok()) {
     return s;
   }
-  auto owned = std::make_unique<CudaEvent>(event);
+  auto owned = std::make_unique<CudaEvent>(device, event);
   if (absl::Status s =
           CudaStatus(cudaEventRecord(event, stream), "cudaEventRecord");
       !s.ok()) {
     return s;
   }
   return owned;
+}
+
+// Whether `device`'s primary context exists (the driver's
+// cuDevicePrimaryCtxGetState, reached through the runtime so that libhvd.so
+// does not link libcuda). True when that cannot be told.
+bool HasPrimaryContext(int device) {
+  using GetState = CUresult (*)(CUdevice, unsigned int*, int*);
+  static const GetState get_state = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn,
+                                         12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<GetState>(nullptr);
+    }
+    return reinterpret_cast<GetState>(fn);
+  }();
+  if (get_state == nullptr) return true;
+  unsigned int flags = 0;
+  int active = 0;
+  if (get_state(device, &flags, &active) != CUDA_SUCCESS) return true;
+  return active != 0;
 }
 
 }  // namespace
@@ -109,7 +154,12 @@ ScopedDevice::ScopedDevice(int device) {
   status_ = CudaStatus(cudaGetDevice(&current), "cudaGetDevice");
   if (!status_.ok()) return;
   if (current == device) return;
-  previous_ = current;
+  // A thread that never chose a device reports device 0. Since CUDA 12,
+  // cudaSetDevice makes the device's primary context, so restoring 0 there
+  // would cost every process on a multi-GPU host a context (hundreds of MB)
+  // on GPU 0: restore only a device whose context exists (as PyTorch's
+  // device guards do). Such a thread then stays on `device`.
+  if (HasPrimaryContext(current)) previous_ = current;
   status_ = CudaStatus(cudaSetDevice(device),
                        absl::StrCat("cudaSetDevice(", device, ")"));
 }
@@ -147,7 +197,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int id) {
 
 CudaDevice::~CudaDevice() {
   ScopedDevice scoped(id_);
-  auto event = RecordOn(stream_);
+  auto event = RecordOn(id_, stream_);
   const bool idle =
       event.ok() && WaitEvent(**event, absl::Now() + absl::Seconds(10),
                               "hvd stream at shutdown", nullptr)
@@ -251,7 +301,7 @@ absl::Status CudaDevice::Scale(void* data, size_t count, DataType dtype,
 
 absl::StatusOr<std::unique_ptr<Event>> CudaDevice::Record() {
   ScopedDevice scoped(id_);
-  return RecordOn(stream_);
+  return RecordOn(id_, stream_);
 }
 
 absl::StatusOr<void*> CudaDevice::Scratch(int slot, size_t bytes) {
@@ -288,7 +338,7 @@ absl::StatusOr<void*> CudaDevice::HostScratch(size_t bytes,
   ScopedDevice scoped(id_);
   if (host_.data != nullptr) {
     // Copies queued on the stream may still read the old block.
-    auto event = RecordOn(stream_);
+    auto event = RecordOn(id_, stream_);
     if (!event.ok()) return event.status();
     if (absl::Status s =
             WaitEvent(**event, deadline,
@@ -344,6 +394,7 @@ absl::StatusOr<Device*> CudaPlatform::GetDevice(int id) {
   if (absl::Status s =
           CudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
       !s.ok()) {
+    cudaGetLastError();  // Not left for the framework thread's next check.
     devices_.erase(id);
     return absl::FailedPreconditionError(
         absl::StrCat("GPU ", id, " is not usable: ", s.message()));

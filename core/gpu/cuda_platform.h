@@ -3,7 +3,8 @@
 //
 // Every CUDA call runs with its device current on the calling thread and the
 // thread's previous device restored afterwards, so a framework thread that
-// enqueues (MarkReady) keeps the device it had.
+// enqueues (MarkReady) keeps the device it had. (A thread that never chose a
+// device is left on hvd's: see ScopedDevice.)
 #ifndef HVD_CORE_GPU_CUDA_PLATFORM_H_
 #define HVD_CORE_GPU_CUDA_PLATFORM_H_
 
@@ -23,7 +24,10 @@ namespace hvd::gpu {
 // OK for cudaSuccess, else Internal: "<what>: cudaErrorX (text)".
 absl::Status CudaStatus(cudaError_t error, absl::string_view what);
 
-// Makes `device` current on this thread until destroyed, then restores.
+// Makes `device` current on this thread until destroyed, then restores the
+// previous device, unless that one has no primary context (a thread that
+// never chose a device reports 0): since CUDA 12 cudaSetDevice makes the
+// context, which would put one on GPU 0 for every process of a host.
 class ScopedDevice {
  public:
   explicit ScopedDevice(int device);

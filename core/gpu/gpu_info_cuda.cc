@@ -15,7 +15,12 @@ std::string Describe() {
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) {
+    // Not left as this thread's last error (a framework thread: PyTorch
+    // checks cudaGetLastError after its own kernel launches).
+    cudaGetLastError();
+    devices = 0;
+  }
   return absl::StrCat("NCCL ", nccl / 10000, ".", (nccl % 10000) / 100, ".",
                       nccl % 100, ", CUDA runtime ", runtime / 1000, ".",
                       (runtime % 1000) / 10, ", ", devices, " device(s)");

@@ -127,6 +127,9 @@ __global__ void BatchedCopy(CopyBatch batch, int per_copy) {
 cudaError_t LaunchScale(void* data, size_t count, int32_t dtype, double factor,
                         cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
+  // The launch's error is read from the thread's last error below: clear
+  // one an earlier call left there (its caller already had it returned).
+  cudaGetLastError();
   const int blocks = Blocks(count);
   switch (dtype) {
     case kUint8:
@@ -191,6 +194,7 @@ cudaError_t LaunchBatchedCopy(void* const* dsts, const void* const* srcs,
   size_t per_copy = (largest + 4095) / 4096;
   if (per_copy < 1) per_copy = 1;
   if (per_copy > 16) per_copy = 16;
+  cudaGetLastError();  // As in LaunchScale: only this launch's error below.
   BatchedCopy<<<static_cast<int>(per_copy) * count, kThreads, 0, stream>>>(
       batch, static_cast<int>(per_copy));
   return cudaGetLastError();

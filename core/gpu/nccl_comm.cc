@@ -92,6 +92,10 @@ bool AllEqual(const std::vector<size_t>& values) {
 absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(
     CudaDevice* device, const std::string& id, int rank, int size,
     absl::Time deadline, std::string who) {
+  // A later call's ncclInProgress gets the whole op timeout, not what the
+  // init left of it.
+  const absl::Duration timeout =
+      std::max(deadline - absl::Now(), absl::Seconds(1));
   if (id.size() != NCCL_UNIQUE_ID_BYTES) {
     return absl::InvalidArgumentError(
         absl::StrCat(who, ": NCCL unique id of ", id.size(),
@@ -129,8 +133,7 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(
                      "; NCCL_DEBUG=WARN says more"));
   }
   return std::unique_ptr<NcclComm>(
-      new NcclComm(device, comm, rank, size, std::move(who),
-                   std::max(deadline - absl::Now(), absl::Seconds(1))));
+      new NcclComm(device, comm, rank, size, std::move(who), timeout));
 }
 
 NcclComm::NcclComm(CudaDevice* device, ncclComm_t comm, int rank, int size,
