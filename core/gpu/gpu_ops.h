@@ -20,6 +20,7 @@
 #ifndef HVD_CORE_GPU_GPU_OPS_H_
 #define HVD_CORE_GPU_GPU_OPS_H_
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -118,6 +119,9 @@ class GpuOps : public runtime::DeviceOps {
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Comm>> comms_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::string> paths_ ABSL_GUARDED_BY(mu_);
+  // A GPU tensor was enqueued (MarkReady) or a GPU op executed: Abort then
+  // warns; before, it logs at debug level only (a CPU-only job).
+  std::atomic<bool> used_{false};
 
   Finalizer finalizer_;
   std::thread thread_;  // last: started when the rest exists

@@ -583,6 +583,35 @@ TEST(GpuOps, AbortFailsLaterOpsWithTheReason) {
               HasSubstr("negotiation with rank 0 failed"));
 }
 
+// A CPU-only job of a CUDA build has this backend too: its peer-lost abort
+// is the runtime's to report, not a GPU warning on every rank.
+TEST(GpuOps, AnAbortBeforeAnyGpuTensorLogsNoWarning) {
+  Job job(Distinct(1));
+  ::testing::internal::CaptureStderr();
+  job.ops(0).Abort(absl::UnavailableError("rank 1: peer lost"));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("GPU backend stops"))) << log;
+  std::vector<float> v = {1};
+  std::vector<std::unique_ptr<TensorEntry>> entries;
+  entries.push_back(
+      job.Entry(0, "x", DataType::kFloat32, {1}, v.data(), v.data()));
+  EXPECT_EQ(job.Execute(0,
+                        AllreduceResponse({"x"}, {1}, DataType::kFloat32,
+                                          ReduceOp::kSum),
+                        std::move(entries))
+                .code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(GpuOps, AnAbortAfterAGpuOpWarnsWithTheReason) {
+  Job job(Distinct(1));
+  RunAllreduce(job, {2}, ReduceOp::kSum);
+  ::testing::internal::CaptureStderr();
+  job.ops(0).Abort(absl::UnavailableError("rank 1: peer lost"));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("WARNING] GPU backend stops: rank 1: peer lost"));
+}
+
 TEST(GpuOps, APeerLostMidOpFailsTheSurvivorInsteadOfHanging) {
   Options options = Shared(2);
   options.timeout = absl::Seconds(10);
