@@ -31,25 +31,13 @@ namespace {
     signal(sig, SIG_IGN);
   }
   std::set<pid_t> groups;
-  std::string pending;
-  char buf[256];
-  while (true) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    pending.append(buf, static_cast<size_t>(n));
-    size_t nl;
-    while ((nl = pending.find('\n')) != std::string::npos) {
-      std::string line = pending.substr(0, nl);
-      pending.erase(0, nl + 1);
-      pid_t pgid;
-      if (line.size() < 2 || !absl::SimpleAtoi(line.substr(1), &pgid)) {
-        continue;
-      }
-      if (line[0] == '+') groups.insert(pgid);
-      if (line[0] == '-') groups.erase(pgid);
-    }
-  }
+  // An unterminated last line is a write the agent did not finish: ignored.
+  launcher::ReadLines(fd, [&groups](absl::string_view line) {
+    pid_t pgid;
+    if (line.size() < 2 || !absl::SimpleAtoi(line.substr(1), &pgid)) return;
+    if (line[0] == '+') groups.insert(pgid);
+    if (line[0] == '-') groups.erase(pgid);
+  });
   for (pid_t g : groups) killpg(g, SIGTERM);
   absl::Time deadline = absl::Now() + grace;
   while (absl::Now() < deadline) {

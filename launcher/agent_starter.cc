@@ -1,6 +1,5 @@
 #include "launcher/agent_starter.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -106,22 +105,12 @@ absl::Status AgentStarter::Start(int index, const std::string& host,
 
 void AgentStarter::Monitor(Agent* a) {
   int fd = a->process->TakeStderr();
-  std::string pending, tail;
-  char buf[4096];
-  while (true) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    pending.append(buf, static_cast<size_t>(n));
-    size_t nl;
-    while ((nl = pending.find('\n')) != std::string::npos) {
-      std::string line = pending.substr(0, nl);
-      pending.erase(0, nl + 1);
-      if (on_line_) on_line_(a->index, line);
-      tail += line + "\n";
-    }
+  std::string tail;  // the last 2 KiB of whole lines
+  const std::string pending = ReadLines(fd, [&](absl::string_view line) {
+    if (on_line_) on_line_(a->index, std::string(line));
+    absl::StrAppend(&tail, line, "\n");
     if (tail.size() > 2048) tail.erase(0, tail.size() - 2048);
-  }
+  });
   if (!pending.empty()) {
     if (on_line_) on_line_(a->index, pending);
     tail += pending;

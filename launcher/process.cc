@@ -142,6 +142,25 @@ absl::Status WriteAll(int fd, absl::string_view data) {
   return absl::OkStatus();
 }
 
+std::string ReadLines(int fd,
+                      absl::FunctionRef<void(absl::string_view)> on_line) {
+  std::string pending;
+  char buf[4096];
+  while (true) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    pending.append(buf, static_cast<size_t>(n));
+    size_t start = 0, nl;
+    while ((nl = pending.find('\n', start)) != std::string::npos) {
+      on_line(absl::string_view(pending).substr(start, nl - start));
+      start = nl + 1;
+    }
+    pending.erase(0, start);
+  }
+  return pending;
+}
+
 namespace {
 
 // What the child reports on the close-on-exec error pipe: which step failed

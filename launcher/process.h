@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -114,6 +115,13 @@ std::string EnvValue(const std::vector<std::string>& env,
 
 // Writes all of `data` (retrying short writes and EINTR).
 absl::Status WriteAll(int fd, absl::string_view data);
+
+// Reads `fd` until end of file or an error (EINTR is retried), calling
+// `on_line` with each '\n'-terminated line, without its '\n', as it
+// completes. Returns what followed the last '\n' (empty if the stream ended
+// on one). Blocks; does not close `fd`. Allocates: not for a child between
+// fork and exec of a multi-threaded parent.
+std::string ReadLines(int fd, absl::FunctionRef<void(absl::string_view)> on_line);
 
 // Sends `sig` to process group `pgid`, waits up to `grace` for it to empty,
 // then SIGKILLs what is left and waits up to `kill_wait` more. True if the

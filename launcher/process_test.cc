@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -12,6 +13,7 @@ namespace hvd {
 namespace launcher {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string ReadAll(int fd) {
@@ -126,6 +128,33 @@ TEST(Spawn, StdinPipeFeedsChild) {
   close((*p)->TakeStdin());
   EXPECT_EQ(ReadAll((*p)->stdout_fd()), "got:hello\n");
   (*p)->Wait().IgnoreError();
+}
+
+TEST(ReadLines, HandsOutWholeLinesAndReturnsTheUnterminatedRest) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  // Lines split across writes, an empty line, and a line longer than one read.
+  const std::string long_line(10000, 'x');
+  ASSERT_TRUE(WriteAll(p[1], "one\ntw").ok());
+  ASSERT_TRUE(WriteAll(p[1], "o\n\n" + long_line + "\nrest").ok());
+  close(p[1]);
+  std::vector<std::string> lines;
+  const std::string rest = ReadLines(
+      p[0], [&](absl::string_view line) { lines.emplace_back(line); });
+  close(p[0]);
+  EXPECT_THAT(lines, ElementsAre("one", "two", "", long_line));
+  EXPECT_EQ(rest, "rest");
+}
+
+TEST(ReadLines, StreamEndingOnANewlineLeavesNoRest) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  ASSERT_TRUE(WriteAll(p[1], "a\n").ok());
+  close(p[1]);
+  int calls = 0;
+  EXPECT_EQ(ReadLines(p[0], [&](absl::string_view) { ++calls; }), "");
+  close(p[0]);
+  EXPECT_EQ(calls, 1);
 }
 
 TEST(FindProgram, UsesGivenPath) {
