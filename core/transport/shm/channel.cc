@@ -42,6 +42,53 @@ void Nudge(SegmentHeader* owner) {
   FutexWakeAll(&owner->helper_seq);
 }
 
+bool Op::MovePayload(const Ring& ring, size_t piece_bytes, uint64_t* cursor,
+                     size_t* room, absl::FunctionRef<void()> published) {
+  size_t done = payload_done_.load(std::memory_order_relaxed);
+  while (done < len_ && *room > 0) {
+    const size_t offset = *cursor % ring.bytes;
+    const size_t n =
+        std::min({len_ - done, *room, ring.bytes - offset, piece_bytes});
+    if (is_send()) {
+      std::memcpy(ring.data + offset, data_ + done, n);
+    } else {
+      std::memcpy(data_ + done, ring.data + offset, n);
+    }
+    done += n;
+    // Only the last piece may end off a slot boundary: pad it (*room and
+    // ring.bytes - offset are multiples of kSlot, so the padding fits).
+    const size_t advance = done == len_ ? RoundUp(n, kSlot) : n;
+    *cursor += advance;
+    *room -= advance;
+    payload_done_.store(done, std::memory_order_relaxed);
+    published();
+  }
+  return done == len_;
+}
+
+bool OpQueue::Push(std::shared_ptr<Op> op) {
+  if (!error_.ok()) {
+    op->Complete(error_);
+    return false;
+  }
+  ops_.push_back(std::move(op));
+  pending_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void OpQueue::CompleteFront() {
+  ops_.front()->Complete(absl::OkStatus());
+  ops_.pop_front();
+  pending_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void OpQueue::Fail(const absl::Status& status) {
+  if (error_.ok()) error_ = status;
+  for (auto& op : ops_) op->Complete(error_);
+  pending_.fetch_sub(static_cast<int>(ops_.size()), std::memory_order_relaxed);
+  ops_.clear();
+}
+
 // ---- sending --------------------------------------------------------------
 
 SendChannel::SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes)
@@ -52,12 +99,7 @@ SendChannel::SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes)
 
 int SendChannel::Post(std::shared_ptr<Op> op) {
   absl::MutexLock lock(&mu_);
-  if (!error_.ok()) {
-    op->Complete(error_);
-    return kCompleted;
-  }
-  queue_.push_back(std::move(op));
-  pending_.fetch_add(1, std::memory_order_relaxed);
+  if (!queue_.Push(std::move(op))) return kCompleted;
   // Ops behind an unfinished one are written when it is.
   return queue_.size() == 1 ? ProgressLocked() : kNothing;
 }
@@ -76,7 +118,7 @@ int SendChannel::ProgressLocked() {
   while (true) {
     uint64_t tail = ring_.header->tail.load(std::memory_order_acquire);
     while (!queue_.empty()) {
-      Op& op = *queue_.front();
+      Op& op = queue_.front();
       size_t free = cap - (head_ - tail);
       if (!op.header_done_) {
         if (free < kSlot) break;
@@ -86,31 +128,19 @@ int SendChannel::ProgressLocked() {
         op.header_done_ = true;
         result |= kMoved;
       }
-      size_t done = op.payload_done_.load(std::memory_order_relaxed);
-      while (done < op.len_ && free > 0) {
-        const size_t offset = head_ % cap;
-        const size_t n = std::min({op.len_ - done, free, cap - offset,
-                                   piece_bytes_});
-        std::memcpy(ring_.data + offset, op.data_ + done, n);
-        done += n;
-        // Only the last piece may end off a slot boundary: pad it (free and
-        // cap - offset are multiples of kSlot, so the padding fits).
-        const size_t advance = done == op.len_ ? RoundUp(n, kSlot) : n;
-        head_ += advance;
-        free -= advance;
-        op.payload_done_.store(done, std::memory_order_relaxed);
-        ring_.header->head.store(head_, std::memory_order_release);
-        RingBell(&peer_->bell);
-        result |= kMoved;
-      }
-      if (done < op.len_) break;
+      const bool complete = op.MovePayload(
+          ring_, piece_bytes_, &head_, &free,
+          [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            ring_.header->head.store(head_, std::memory_order_release);
+            RingBell(&peer_->bell);
+            result |= kMoved;
+          });
+      if (!complete) break;
       if (op.len_ == 0) {
         ring_.header->head.store(head_, std::memory_order_release);
         RingBell(&peer_->bell);
       }
-      op.Complete(absl::OkStatus());
-      queue_.pop_front();
-      pending_.fetch_sub(1, std::memory_order_relaxed);
+      queue_.CompleteFront();
       result |= kCompleted;
     }
     std::atomic<uint32_t>& waiting = ring_.header->writer_waiting;
@@ -142,11 +172,7 @@ bool SendChannel::can_progress() const {
 
 void SendChannel::Fail(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
-  if (error_.ok()) error_ = status;
-  for (auto& op : queue_) op->Complete(error_);
-  pending_.fetch_sub(static_cast<int>(queue_.size()),
-                     std::memory_order_relaxed);
-  queue_.clear();
+  queue_.Fail(status);
 }
 
 // ---- receiving ------------------------------------------------------------
@@ -162,12 +188,7 @@ RecvChannel::RecvChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes,
 
 int RecvChannel::Post(std::shared_ptr<Op> op, absl::Status* failure) {
   absl::MutexLock lock(&mu_);
-  if (!error_.ok()) {
-    op->Complete(error_);
-    return kCompleted;
-  }
-  queue_.push_back(std::move(op));
-  pending_.fetch_add(1, std::memory_order_relaxed);
+  if (!queue_.Push(std::move(op))) return kCompleted;
   return queue_.size() == 1 ? ProgressLocked(failure) : kNothing;
 }
 
@@ -205,7 +226,7 @@ int RecvChannel::ProgressLocked(absl::Status* failure) {
   const size_t cap = ring_.bytes;
   uint64_t head = ring_.header->head.load(std::memory_order_acquire);
   while (!queue_.empty()) {
-    Op& op = *queue_.front();
+    Op& op = queue_.front();
     size_t avail = head - tail_;
     if (!op.header_done_) {
       if (avail < kSlot) break;
@@ -220,7 +241,7 @@ int RecvChannel::ProgressLocked(absl::Status* failure) {
             " (shared memory) is ", len,
             " bytes but the receive posted for it expects ", op.len_,
             " bytes"));
-        FailLocked(*failure);
+        queue_.Fail(*failure);
         return result | kCompleted;
       }
       tail_ += kSlot;
@@ -228,25 +249,15 @@ int RecvChannel::ProgressLocked(absl::Status* failure) {
       op.header_done_ = true;
       result |= kMoved;
     }
-    size_t done = op.payload_done_.load(std::memory_order_relaxed);
-    while (done < op.len_ && avail > 0) {
-      const size_t offset = tail_ % cap;
-      const size_t n = std::min({op.len_ - done, avail, cap - offset,
-                                 piece_bytes_});
-      std::memcpy(op.data_ + done, ring_.data + offset, n);
-      done += n;
-      const size_t advance = done == op.len_ ? RoundUp(n, kSlot) : n;
-      tail_ += advance;
-      avail -= advance;
-      op.payload_done_.store(done, std::memory_order_relaxed);
-      PublishTail();
-      result |= kMoved;
-    }
-    if (done < op.len_) break;
+    const bool complete = op.MovePayload(
+        ring_, piece_bytes_, &tail_, &avail,
+        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          PublishTail();
+          result |= kMoved;
+        });
+    if (!complete) break;
     if (op.len_ == 0) PublishTail();
-    op.Complete(absl::OkStatus());
-    queue_.pop_front();
-    pending_.fetch_sub(1, std::memory_order_relaxed);
+    queue_.CompleteFront();
     result |= kCompleted;
   }
   return result;
@@ -254,15 +265,7 @@ int RecvChannel::ProgressLocked(absl::Status* failure) {
 
 void RecvChannel::Fail(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
-  FailLocked(status);
-}
-
-void RecvChannel::FailLocked(const absl::Status& status) {
-  if (error_.ok()) error_ = status;
-  for (auto& op : queue_) op->Complete(error_);
-  pending_.fetch_sub(static_cast<int>(queue_.size()),
-                     std::memory_order_relaxed);
-  queue_.clear();
+  queue_.Fail(status);
 }
 
 }  // namespace hvd::transport::shm_internal

@@ -12,7 +12,6 @@
 #ifndef HVD_CORE_TRANSPORT_SHM_CHANNEL_H_
 #define HVD_CORE_TRANSPORT_SHM_CHANNEL_H_
 
-#include "core/transport/op_kind.h"
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -21,11 +20,19 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "core/transport/op_kind.h"
 #include "core/transport/shm/layout.h"
 
 namespace hvd::transport::shm_internal {
+
+struct Ring {
+  RingHeader* header;
+  char* data;
+  size_t bytes;  // capacity, a multiple of kSlot
+};
 
 // One posted send or receive.
 class Op {
@@ -61,6 +68,15 @@ class Op {
   friend class SendChannel;
   friend class RecvChannel;
 
+  // Moves payload from position *cursor of `ring` while *room allows: into
+  // the ring for a send, out of it for a receive, in pieces of at most
+  // `piece_bytes`. Each piece advances *cursor and takes from *room (the
+  // last piece padded to a slot boundary), then `published()` runs so the
+  // caller can hand the piece over to the other side. Returns whether the
+  // whole payload has moved. Under the owning channel's lock.
+  bool MovePayload(const Ring& ring, size_t piece_bytes, uint64_t* cursor,
+                   size_t* room, absl::FunctionRef<void()> published);
+
   const Kind kind_;
   const int peer_;
   char* data_;
@@ -74,10 +90,32 @@ class Op {
   std::atomic<bool> done_{false};
 };
 
-struct Ring {
-  RingHeader* header;
-  char* data;
-  size_t bytes;  // capacity, a multiple of kSlot
+// The posted ops of one channel, oldest first, and the channel's failure
+// (the first one sticks). The owning channel's lock guards it, except
+// pending(), which may be read without the lock.
+class OpQueue {
+ public:
+  OpQueue() = default;
+  OpQueue(const OpQueue&) = delete;
+  OpQueue& operator=(const OpQueue&) = delete;
+
+  // Queues `op`; once the channel has failed, completes it with the failure
+  // instead and returns false.
+  bool Push(std::shared_ptr<Op> op);
+  bool empty() const { return ops_.empty(); }
+  size_t size() const { return ops_.size(); }
+  Op& front() const { return *ops_.front(); }
+  // Completes the oldest op with OK and drops it.
+  void CompleteFront();
+  // Fails every queued op, and every later Push, with `status` unless an
+  // earlier failure is recorded already (then with that one).
+  void Fail(const absl::Status& status);
+  bool pending() const { return pending_.load(std::memory_order_relaxed) > 0; }
+
+ private:
+  std::deque<std::shared_ptr<Op>> ops_;
+  absl::Status error_;
+  std::atomic<int> pending_{0};
 };
 
 // What a Progress call did.
@@ -108,7 +146,7 @@ class SendChannel {
   int Post(std::shared_ptr<Op> op);
   // Writes what fits, unless another thread is at it.
   int Progress();
-  bool pending() const { return pending_.load(std::memory_order_relaxed) > 0; }
+  bool pending() const { return queue_.pending(); }
   // Whether a pending op could move bytes now (the ring has room).
   bool can_progress() const;
   // Fails queued and future ops with `status` (the first one sticks).
@@ -121,10 +159,8 @@ class SendChannel {
   SegmentHeader* const peer_;
   const size_t piece_bytes_;
   absl::Mutex mu_;
-  std::deque<std::shared_ptr<Op>> queue_ ABSL_GUARDED_BY(mu_);
+  OpQueue queue_;  // under mu_, except queue_.pending()
   uint64_t head_ ABSL_GUARDED_BY(mu_);  // our copy of ring_.header->head
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  std::atomic<int> pending_{0};
 };
 
 // This process reads `ring` (which lives in its own segment).
@@ -141,7 +177,7 @@ class RecvChannel {
   // context).
   int Post(std::shared_ptr<Op> op, absl::Status* failure);
   int Progress(absl::Status* failure);
-  bool pending() const { return pending_.load(std::memory_order_relaxed) > 0; }
+  bool pending() const { return queue_.pending(); }
   // Whether unread bytes wait in the ring.
   bool has_data() const;
   // Whether a pending receive could take bytes a blocked writer waits to
@@ -152,7 +188,6 @@ class RecvChannel {
  private:
   int ProgressLocked(absl::Status* failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishTail() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Ring ring_;
   SegmentHeader* const peer_;
@@ -160,10 +195,8 @@ class RecvChannel {
   const int self_;
   const int peer_rank_;
   absl::Mutex mu_;
-  std::deque<std::shared_ptr<Op>> queue_ ABSL_GUARDED_BY(mu_);
+  OpQueue queue_;  // under mu_, except queue_.pending()
   uint64_t tail_ ABSL_GUARDED_BY(mu_);  // our copy of ring_.header->tail
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  std::atomic<int> pending_{0};
 };
 
 }  // namespace hvd::transport::shm_internal
