@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/common/env.h"
 
@@ -46,16 +48,20 @@ absl::Status ReadTunables(Config& c) {
   auto ms = GetConfigDouble("CYCLE_TIME", 1.0);
   if (!ms.ok()) return ms.status();
   c.cycle_time = absl::Microseconds(static_cast<int64_t>(*ms * 1000));
+  auto idle_ms = GetConfigDouble("IDLE_CYCLE_TIME", 20.0);
+  if (!idle_ms.ok()) return idle_ms.status();
+  c.idle_cycle_time = absl::Microseconds(static_cast<int64_t>(*idle_ms * 1000));
   auto fusion = GetConfigInt("FUSION_THRESHOLD", c.fusion_threshold);
   if (!fusion.ok()) return fusion.status();
   c.fusion_threshold = *fusion;
   auto cache = GetConfigInt("CACHE_CAPACITY", c.cache_capacity);
   if (!cache.ok()) return cache.status();
   c.cache_capacity = *cache;
-  if (c.fusion_threshold < 0 || c.cache_capacity < 0 || *ms < 0) {
+  if (c.fusion_threshold < 0 || c.cache_capacity < 0 || *ms < 0 ||
+      *idle_ms < 0) {
     return absl::InvalidArgumentError(
-        "HVD_FUSION_THRESHOLD, HVD_CACHE_CAPACITY and HVD_CYCLE_TIME must not "
-        "be negative");
+        "HVD_FUSION_THRESHOLD, HVD_CACHE_CAPACITY, HVD_CYCLE_TIME and "
+        "HVD_IDLE_CYCLE_TIME must not be negative");
   }
   auto secs = [](absl::string_view name, double fallback,
                  absl::Duration* out) {
@@ -82,6 +88,14 @@ absl::Status ReadTunables(Config& c) {
 }
 
 }  // namespace
+
+absl::Duration CycleTimeAfter(const Config& config, int idle_cycles) {
+  absl::Duration wait = config.cycle_time;
+  for (int i = 0; i < idle_cycles && wait < config.idle_cycle_time; ++i) {
+    wait = std::min(wait * 2, config.idle_cycle_time);
+  }
+  return wait;
+}
 
 absl::StatusOr<Config> ConfigFromEnv() {
   Config c;

@@ -23,6 +23,9 @@ struct Config {
   std::string iface;            // data-plane interface or address; empty: all
 
   absl::Duration cycle_time = absl::Milliseconds(1);
+  // While the whole job is idle the wait between cycles doubles each cycle
+  // up to this (HVD_IDLE_CYCLE_TIME, ms); at or below cycle_time: no back-off.
+  absl::Duration idle_cycle_time = absl::Milliseconds(20);
   int64_t fusion_threshold = int64_t{64} << 20;  // bytes; 0 disables fusion
   int64_t cache_capacity = 1024;                 // 0 disables the cache
   std::string timeline_path;
@@ -37,6 +40,10 @@ struct Config {
 // size 1. InvalidArgument naming the variable for malformed or inconsistent
 // values.
 absl::StatusOr<Config> ConfigFromEnv();
+
+// How long a rank waits for work before its next cycle when the last
+// `idle_cycles` cycles in a row found the job idle (ResponseList.idle).
+absl::Duration CycleTimeAfter(const Config& config, int idle_cycles);
 
 }  // namespace hvd::runtime
 

@@ -83,7 +83,20 @@ ResponseList Coordinator::Compute(const std::vector<RequestList>& lists,
   if (std::string stall = CheckStalls(now); !stall.empty()) {
     out.set_shutdown(stall);
   }
+  out.set_idle(Idle(lists, out));
   return out;
+}
+
+bool Coordinator::Idle(const std::vector<RequestList>& lists,
+                       const ResponseList& out) const {
+  if (out.responses_size() > 0 || !out.shutdown().empty() || !table_.empty() ||
+      !partial_bits_.empty() || !joined_.empty()) {
+    return false;
+  }
+  for (const RequestList& list : lists) {
+    if (list.requests_size() > 0 || !list.cache_bits().empty()) return false;
+  }
+  return sets_->EverySetHasEveryRank();
 }
 
 void Coordinator::AddRequest(const Request& request, bool from_bit,

@@ -46,6 +46,13 @@ class Coordinator {
   // every peer back to sleep.
   bool WaitingFor(int rank) const;
 
+  // Whether `out`, computed from `lists`, leaves the whole job idle: no
+  // request, bit or response this cycle, nothing pending or joined, and no
+  // set that leaves a rank out (a non-member would otherwise oversleep the
+  // members' next operation, since nothing of its own wakes it).
+  bool Idle(const std::vector<RequestList>& lists,
+            const ResponseList& out) const;
+
   // Counters since construction, for the log and the tests.
   struct Stats {
     int64_t cycles = 0;

@@ -218,6 +218,41 @@ TEST_F(CoordinatorTest, AnyRankShuttingDownEndsTheJob) {
             "rank 1 shut hvd down");
 }
 
+TEST_F(CoordinatorTest, IdleOnlyWhileNothingIsUnderWayAnywhere) {
+  EXPECT_TRUE(Cycle({{}, {}}).idle());
+  EXPECT_FALSE(Cycle({{Allreduce(0, "a")}, {}}).idle());  // a request
+  EXPECT_FALSE(Cycle({{}, {}}).idle());  // 'a' still waits for rank 1
+  ResponseList done = Cycle({{}, {Allreduce(1, "a")}});
+  EXPECT_EQ(done.responses_size(), 1);
+  EXPECT_FALSE(done.idle());  // a response
+  EXPECT_TRUE(Cycle({{}, {}}).idle());
+}
+
+TEST_F(CoordinatorTest, NotIdleWhileARankHasJoined) {
+  Request join;
+  join.set_rank(1);
+  join.set_type(JOIN);
+  EXPECT_FALSE(Cycle({{}, {join}}).idle());
+  EXPECT_FALSE(Cycle({{}, {}}).idle());
+}
+
+// Nothing of its own would wake a rank outside a set when the set's members
+// start an operation: with such a set the job never counts as idle.
+TEST_F(CoordinatorTest, NeverIdleWithASetThatLeavesARankOut) {
+  sets_.Add(1, {0, 1});
+  EXPECT_TRUE(Cycle({{}, {}}).idle());
+  sets_.Add(2, {1});
+  EXPECT_FALSE(Cycle({{}, {}}).idle());
+  sets_.Remove(2);
+  EXPECT_TRUE(Cycle({{}, {}}).idle());
+}
+
+TEST_F(CoordinatorTest, ShutdownIsNotIdle) {
+  std::vector<RequestList> lists(2);
+  lists[0].set_shutdown(true);
+  EXPECT_FALSE(coordinator_->Compute(lists, absl::UnixEpoch()).idle());
+}
+
 class CachedCoordinatorTest : public CoordinatorTest {
  protected:
   CachedCoordinatorTest() : CoordinatorTest(2, 1 << 20, 4) {}

@@ -5,7 +5,7 @@
 
 namespace hvd::runtime {
 
-ProcessSetTable::ProcessSetTable(int world_size) {
+ProcessSetTable::ProcessSetTable(int world_size) : world_size_(world_size) {
   std::vector<int> all(world_size);
   std::iota(all.begin(), all.end(), 0);
   sets_[0] = std::move(all);
@@ -40,6 +40,13 @@ int ProcessSetTable::Find(const std::vector<int>& ranks) const {
     if (members == ranks) return id;
   }
   return -1;
+}
+
+bool ProcessSetTable::EverySetHasEveryRank() const {
+  absl::MutexLock lock(&mu_);
+  return std::all_of(sets_.begin(), sets_.end(), [this](const auto& set) {
+    return set.second.size() == world_size_;
+  });
 }
 
 void ProcessSetTable::Add(int id, std::vector<int> ranks) {

@@ -23,12 +23,15 @@ class ProcessSetTable {
   std::vector<int> Ids() const;
   // The id a set with exactly `ranks` already has, or -1.
   int Find(const std::vector<int>& ranks) const;
+  // True when no set leaves a rank of the job out.
+  bool EverySetHasEveryRank() const;
 
   void Add(int id, std::vector<int> ranks);
   void Remove(int id);
 
  private:
   mutable absl::Mutex mu_;
+  const size_t world_size_;
   std::map<int, std::vector<int>> sets_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -275,7 +275,8 @@ void Runtime::Shutdown() {
 }
 
 bool Runtime::WaitForWork(absl::Time cycle_start) {
-  const absl::Time cycle_end = cycle_start + config_.cycle_time;
+  const absl::Time cycle_end =
+      cycle_start + CycleTimeAfter(config_, idle_cycles_);
   // Work tends to follow work (a training step submits tensor after tensor,
   // a benchmark call after call): right after a busy cycle, poll for it a
   // little instead of sleeping, which would cost a thread wakeup -- tens of
@@ -329,6 +330,7 @@ void Runtime::Loop() {
       return;
     }
     if (busy || responses->responses_size() > 0) last_busy_ = absl::Now();
+    idle_cycles_ = responses->idle() ? idle_cycles_ + 1 : 0;
     if (!responses->shutdown().empty()) {
       FailAll(absl::FailedPreconditionError(
           absl::StrCat("hvd has been shut down: ", responses->shutdown())));

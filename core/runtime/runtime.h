@@ -104,6 +104,7 @@ class Runtime {
   std::atomic<bool> has_work_{false};
   absl::Duration spin_;        // HVD_BACKGROUND_SPIN_US
   absl::Time last_busy_;       // background thread only
+  int idle_cycles_ = 0;        // background thread only; ResponseList.idle
 };
 
 }  // namespace hvd::runtime
