@@ -32,12 +32,7 @@ absl::Status AllgatherDirect(transport::Context& context, const Group& group,
   const int n = group.size();
   const int me = group.index;
   std::vector<RequestPtr> requests;
-  for (int k = 1; k < n; ++k) {
-    const int j = internal::Mod(me - k, n);
-    if (blocks[j].bytes == 0) continue;
-    requests.push_back(context.Recv(group.ranks[j], output + blocks[j].offset,
-                                    blocks[j].bytes));
-  }
+  internal::PostRecvsFromOthers(context, group, output, blocks, &requests);
   if (blocks[me].bytes > 0) {
     for (int k = 1; k < n; ++k) {
       requests.push_back(context.Send(internal::RingPeer(group, k),

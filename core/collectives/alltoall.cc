@@ -38,12 +38,7 @@ absl::Status Exchange(transport::Context& context, const Group& group,
   const int n = group.size();
   const int me = group.index;
   std::vector<RequestPtr> requests;
-  for (int k = 1; k < n; ++k) {
-    const int j = internal::Mod(me - k, n);
-    if (recvs[j].bytes == 0) continue;
-    requests.push_back(
-        context.Recv(group.ranks[j], output + recvs[j].offset, recvs[j].bytes));
-  }
+  internal::PostRecvsFromOthers(context, group, output, recvs, &requests);
   for (int k = 1; k < n; ++k) {
     const int j = internal::Mod(me + k, n);
     if (sends[j].bytes == 0) continue;

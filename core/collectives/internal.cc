@@ -196,6 +196,18 @@ absl::Status WaitAll(const std::vector<RequestPtr>& requests,
   return absl::OkStatus();
 }
 
+void PostRecvsFromOthers(transport::Context& context, const Group& group,
+                         char* output, const std::vector<Span>& blocks,
+                         std::vector<RequestPtr>* requests) {
+  const int n = group.size();
+  for (int k = 1; k < n; ++k) {
+    const int j = Mod(group.index - k, n);
+    if (blocks[j].bytes == 0) continue;
+    requests->push_back(context.Recv(group.ranks[j], output + blocks[j].offset,
+                                     blocks[j].bytes));
+  }
+}
+
 bool AllDone(const std::vector<RequestPtr>& requests) {
   return std::all_of(requests.begin(), requests.end(),
                      [](const RequestPtr& r) { return !r || r->Done(); });

@@ -102,6 +102,14 @@ absl::Status Wait(transport::Request& request, absl::Duration timeout);
 absl::Status WaitAll(const std::vector<RequestPtr>& requests,
                      absl::Duration timeout);
 
+// Posts a receive from every other member j of `group`, nearest predecessor
+// first (j = index - 1, index - 2, ...), of blocks[j].bytes into
+// output + blocks[j].offset, and appends the requests to *requests. An
+// empty block gets no receive.
+void PostRecvsFromOthers(transport::Context& context, const Group& group,
+                         char* output, const std::vector<Span>& blocks,
+                         std::vector<RequestPtr>* requests);
+
 // True if every non-null request has completed.
 bool AllDone(const std::vector<RequestPtr>& requests);
 
