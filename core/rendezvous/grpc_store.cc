@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "proto/job_token.h"
@@ -45,6 +46,15 @@ int64_t CeilMilliseconds(absl::Duration d) {
   return absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1)));
 }
 
+// How many had arrived at a barrier, as the server says in the trailing
+// metadata of a try that timed out; "not all" when it does not say.
+std::string BarrierArrivals(const grpc::ClientContext& context) {
+  const auto& trailing = context.GetServerTrailingMetadata();
+  auto it = trailing.find(kBarrierArrivedKey);
+  if (it == trailing.end()) return "not all";
+  return std::string(it->second.data(), it->second.size());
+}
+
 }  // namespace
 
 class GrpcStore::Rpc {
@@ -59,6 +69,31 @@ class GrpcStore::Rpc {
                       absl::Duration timeout) {
     context->AddMetadata(rendezvous::kJobTokenMetadataKey, token);
     context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+
+  // A blocking call (Get, Barrier) made in slices until `deadline`: each
+  // try asks the server to wait at most the rest of the wait, capped at
+  // options.max_wait_per_rpc (`call(context, timeout_ms)` puts timeout_ms
+  // in its request), and gives the answer a grace of rpc_timeout (at most
+  // kMaxWaitGrace) on top. Tries again while the server answers
+  // DEADLINE_EXCEEDED before `deadline`; returns the last try's status.
+  static grpc::Status CallInSlices(
+      const std::string& token, const GrpcStoreOptions& options,
+      absl::Time deadline,
+      absl::FunctionRef<grpc::Status(grpc::ClientContext*, int64_t)> call) {
+    const absl::Duration grace = std::min(options.rpc_timeout, kMaxWaitGrace);
+    while (true) {
+      const absl::Duration slice =
+          std::clamp(deadline - absl::Now(), absl::ZeroDuration(),
+                     options.max_wait_per_rpc);
+      grpc::ClientContext context;
+      Prepare(&context, token, slice + grace);
+      grpc::Status status = call(&context, CeilMilliseconds(slice));
+      if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED ||
+          absl::Now() >= deadline) {
+        return status;
+      }
+    }
   }
 
  private:
@@ -151,61 +186,52 @@ absl::Status GrpcStore::Set(absl::string_view key, absl::string_view value) {
 absl::StatusOr<std::string> GrpcStore::Get(absl::string_view key,
                                            absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  const absl::Duration grace = std::min(options_.rpc_timeout, kMaxWaitGrace);
   pb::GetRequest request;
   request.set_key(std::string(key));
-  while (true) {
-    const absl::Duration slice = std::clamp(
-        deadline - absl::Now(), absl::ZeroDuration(), options_.max_wait_per_rpc);
-    request.set_timeout_ms(CeilMilliseconds(slice));
-    grpc::ClientContext context;
-    Rpc::Prepare(&context, token_, slice + grace);
-    pb::GetResponse response;
-    grpc::Status status = rpc_->stub().Get(&context, request, &response);
-    if (status.ok()) return std::move(*response.mutable_value());
-    if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return FromGrpc(status, address_, absl::StrCat("Get ", Quote(key)));
-    }
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("rendezvous ", address_, ": key ", Quote(key),
-                       " not set within ", absl::FormatDuration(timeout)));
-    }
+  pb::GetResponse response;
+  const grpc::Status status = Rpc::CallInSlices(
+      token_, options_, deadline,
+      [&](grpc::ClientContext* context, int64_t timeout_ms) {
+        request.set_timeout_ms(timeout_ms);
+        response.Clear();
+        return rpc_->stub().Get(context, request, &response);
+      });
+  if (status.ok()) return std::move(*response.mutable_value());
+  if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return FromGrpc(status, address_, absl::StrCat("Get ", Quote(key)));
   }
+  return absl::DeadlineExceededError(
+      absl::StrCat("rendezvous ", address_, ": key ", Quote(key),
+                   " not set within ", absl::FormatDuration(timeout)));
 }
 
 absl::Status GrpcStore::Barrier(absl::string_view name, int count,
                                 absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  const absl::Duration grace = std::min(options_.rpc_timeout, kMaxWaitGrace);
   pb::BarrierRequest request;
   request.set_name(std::string(name));
   request.set_count(count);
   request.set_participant(
       absl::StrCat(instance_id_, "-", next_participant_.fetch_add(1)));
-  while (true) {
-    const absl::Duration slice = std::clamp(
-        deadline - absl::Now(), absl::ZeroDuration(), options_.max_wait_per_rpc);
-    request.set_timeout_ms(CeilMilliseconds(slice));
-    grpc::ClientContext context;
-    Rpc::Prepare(&context, token_, slice + grace);
-    pb::BarrierResponse response;
-    grpc::Status status = rpc_->stub().Barrier(&context, request, &response);
-    if (status.ok()) return absl::OkStatus();
-    if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return FromGrpc(status, address_, absl::StrCat("Barrier ", Quote(name)));
-    }
-    if (absl::Now() >= deadline) {
-      std::string arrived = "not all";
-      const auto& trailing = context.GetServerTrailingMetadata();
-      if (auto it = trailing.find(kBarrierArrivedKey); it != trailing.end()) {
-        arrived = std::string(it->second.data(), it->second.size());
-      }
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rendezvous ", address_, ": barrier ", Quote(name), ": ", arrived,
-          " of ", count, " arrived within ", absl::FormatDuration(timeout)));
-    }
+  std::string arrived;  // as the last try that timed out said
+  const grpc::Status status = Rpc::CallInSlices(
+      token_, options_, deadline,
+      [&](grpc::ClientContext* context, int64_t timeout_ms) {
+        request.set_timeout_ms(timeout_ms);
+        pb::BarrierResponse response;
+        grpc::Status s = rpc_->stub().Barrier(context, request, &response);
+        if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+          arrived = BarrierArrivals(*context);
+        }
+        return s;
+      });
+  if (status.ok()) return absl::OkStatus();
+  if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return FromGrpc(status, address_, absl::StrCat("Barrier ", Quote(name)));
   }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rendezvous ", address_, ": barrier ", Quote(name), ": ", arrived,
+      " of ", count, " arrived within ", absl::FormatDuration(timeout)));
 }
 
 }  // namespace hvd
