@@ -121,7 +121,8 @@ absl::Status WriteAll(int fd, absl::string_view data);
 // completes. Returns what followed the last '\n' (empty if the stream ended
 // on one). Blocks; does not close `fd`. Allocates: not for a child between
 // fork and exec of a multi-threaded parent.
-std::string ReadLines(int fd, absl::FunctionRef<void(absl::string_view)> on_line);
+std::string ReadLines(int fd,
+                      absl::FunctionRef<void(absl::string_view)> on_line);
 
 // Sends `sig` to process group `pgid`, waits up to `grace` for it to empty,
 // then SIGKILLs what is left and waits up to `kill_wait` more. True if the

@@ -57,6 +57,8 @@ class RendezvousServer::Impl final : public pb::Rendezvous::Service {
   std::vector<int> WaitForRanks(int size, absl::Duration timeout) const
       ABSL_LOCKS_EXCLUDED(mu_);
   int BlockedCalls() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool WaitForBlockedCalls(int count, absl::Duration timeout) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::Status Register(grpc::ServerContext* context,
                         const pb::RegisterRequest* request,
@@ -195,6 +197,15 @@ std::vector<int> RendezvousServer::Impl::WaitForRanks(
 int RendezvousServer::Impl::BlockedCalls() const {
   absl::MutexLock lock(&mu_);
   return blocked_;
+}
+
+bool RendezvousServer::Impl::WaitForBlockedCalls(int count,
+                                                 absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return blocked_ == count;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
 }
 
 absl::Status RendezvousServer::Impl::WaitLocked(
@@ -391,6 +402,10 @@ std::vector<int> RendezvousServer::WaitForRanks(int size,
 }
 
 int RendezvousServer::BlockedCalls() const { return impl_->BlockedCalls(); }
+bool RendezvousServer::WaitForBlockedCalls(int count,
+                                           absl::Duration timeout) const {
+  return impl_->WaitForBlockedCalls(count, timeout);
+}
 
 void RendezvousServer::Shutdown() { impl_->Shutdown(); }
 

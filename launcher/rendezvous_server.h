@@ -81,6 +81,9 @@ class RendezvousServer {
 
   // Get and Barrier calls blocked right now (for observability and tests).
   int BlockedCalls() const;
+  // Waits until exactly `count` Get and Barrier calls are blocked, or
+  // `timeout` passes; returns whether they were.
+  bool WaitForBlockedCalls(int count, absl::Duration timeout) const;
 
   // Stops serving: blocked calls fail with UNAVAILABLE, in-flight calls get
   // a short grace period, then the port is closed. Idempotent; thread-safe.

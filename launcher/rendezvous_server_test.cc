@@ -27,17 +27,6 @@ using ::testing::Not;
 
 constexpr char kToken[] = "0123456789abcdef-job-token";
 
-// Polls `condition` until it holds or `timeout` passes; returns whether it held.
-bool WaitUntil(const std::function<bool()>& condition,
-               absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
-}
-
 // A second service hosted on the rendezvous server; counts handler runs.
 class EchoService final : public tpb::Echo::Service {
  public:
@@ -352,21 +341,27 @@ TEST_F(RendezvousServerTest, BlockedGetIsReleasedWhenTheClientCancels) {
     grpc::Status status = stub_->Get(&context, request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
   });
-  ASSERT_TRUE(WaitUntil([&] { return server_->BlockedCalls() == 1; }));
+  ASSERT_TRUE(server_->WaitForBlockedCalls(1, absl::Seconds(20)));
   context.TryCancel();
   waiter.join();
-  EXPECT_TRUE(WaitUntil([&] { return server_->BlockedCalls() == 0; }));
+  EXPECT_TRUE(server_->WaitForBlockedCalls(0, absl::Seconds(20)));
 }
 
 TEST_F(RendezvousServerTest, ShutdownFailsBlockedGetWithUnavailable) {
   StartServer();
   grpc::Status status;
   std::thread waiter([&] { status = Get("k", absl::Seconds(50)); });
-  ASSERT_TRUE(WaitUntil([&] { return server_->BlockedCalls() == 1; }));
+  ASSERT_TRUE(server_->WaitForBlockedCalls(1, absl::Seconds(20)));
   server_->Shutdown();
   waiter.join();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(status.error_message(), HasSubstr("shutting down"));
+}
+
+TEST_F(RendezvousServerTest, WaitForBlockedCallsSaysWhetherTheCountWasReached) {
+  StartServer();
+  EXPECT_TRUE(server_->WaitForBlockedCalls(0, absl::Seconds(20)));
+  EXPECT_FALSE(server_->WaitForBlockedCalls(1, absl::Milliseconds(20)));
 }
 
 TEST_F(RendezvousServerTest, ShutdownIsIdempotent) {

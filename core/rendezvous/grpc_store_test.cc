@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,16 +21,6 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr char kToken[] = "f00dfeed-grpc-store-test";
-
-bool WaitUntil(const std::function<bool()>& condition,
-               absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
-}
 
 // A loopback port nothing listens on (bound, then released).
 int UnusedPort() {
@@ -94,7 +83,7 @@ TEST_F(GrpcStoreTest, BinaryKeysAndValuesRoundTrip) {
 TEST_F(GrpcStoreTest, GetBlocksUntilALaterSetFromAnotherThread) {
   absl::StatusOr<std::string> value;
   std::thread getter([&] { value = store_->Get("nccl_id", absl::Seconds(60)); });
-  ASSERT_TRUE(WaitUntil([&] { return server_->BlockedCalls() == 1; }));
+  ASSERT_TRUE(server_->WaitForBlockedCalls(1, absl::Seconds(20)));
   std::unique_ptr<GrpcStore> setter = Connect();
   ASSERT_TRUE(setter->Set("nccl_id", "id-bytes").ok());
   getter.join();
@@ -209,7 +198,7 @@ TEST_F(GrpcStoreTest, WrongTokenIsUnauthenticatedForEveryCall) {
 TEST_F(GrpcStoreTest, ShutdownWhileGetIsBlockedReturnsPromptly) {
   absl::StatusOr<std::string> value;
   std::thread getter([&] { value = store_->Get("k", absl::Seconds(60)); });
-  ASSERT_TRUE(WaitUntil([&] { return server_->BlockedCalls() == 1; }));
+  ASSERT_TRUE(server_->WaitForBlockedCalls(1, absl::Seconds(20)));
   server_->Shutdown();
   getter.join();
   // Not DeadlineExceeded: the wait ended because the server went away.
