@@ -425,12 +425,13 @@ absl::StatusOr<std::string> CudaPlatform::NewNcclId() {
 
 absl::StatusOr<std::unique_ptr<Comm>> CudaPlatform::NewNcclComm(
     Device* device, const std::string& id, int rank, int size,
-    absl::Time deadline, const std::string& who) {
+    absl::Time deadline, const std::function<absl::Status()>& stop,
+    const std::string& who) {
   auto* cuda = dynamic_cast<CudaDevice*>(device);
   if (cuda == nullptr) {
     return absl::InvalidArgumentError("not a device of this platform");
   }
-  auto comm = NcclComm::Create(cuda, id, rank, size, deadline, who);
+  auto comm = NcclComm::Create(cuda, id, rank, size, deadline, stop, who);
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Comm>(std::move(*comm));
 }

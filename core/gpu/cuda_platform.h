@@ -92,7 +92,8 @@ class CudaPlatform : public Platform {
   absl::StatusOr<std::string> NewNcclId() override;
   absl::StatusOr<std::unique_ptr<Comm>> NewNcclComm(
       Device* device, const std::string& id, int rank, int size,
-      absl::Time deadline, const std::string& who) override;
+      absl::Time deadline, const std::function<absl::Status()>& stop,
+      const std::string& who) override;
 
  private:
   absl::Mutex mu_;

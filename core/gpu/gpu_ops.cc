@@ -396,8 +396,9 @@ absl::StatusOr<std::shared_ptr<Comm>> GpuOps::MakeNccl(Device* device,
                         absl::StrCat(who, ": NCCL unique id '", key,
                                      "': ", id.status().message()));
   }
-  auto comm = platform_->NewNcclComm(device, *id, rank, size,
-                                     absl::Now() + env_.config.timeout, who);
+  auto comm = platform_->NewNcclComm(
+      device, *id, rank, size, absl::Now() + env_.config.timeout,
+      [this] { return Fatal(); }, who);
   if (!comm.ok()) return comm.status();
   std::shared_ptr<Comm> shared = std::move(*comm);
   Register(shared);

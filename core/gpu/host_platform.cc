@@ -140,7 +140,7 @@ absl::StatusOr<std::string> HostPlatform::NewNcclId() {
 
 absl::StatusOr<std::unique_ptr<Comm>> HostPlatform::NewNcclComm(
     Device* device, const std::string& id, int rank, int size, absl::Time,
-    const std::string& who) {
+    const std::function<absl::Status()>&, const std::string& who) {
   if (!options_.nccl) return absl::UnimplementedError("no NCCL here");
   std::unique_ptr<transport::Context> context;
   if (size > 1) {

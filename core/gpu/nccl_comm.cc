@@ -91,7 +91,8 @@ bool AllEqual(const std::vector<size_t>& values) {
 
 absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(
     CudaDevice* device, const std::string& id, int rank, int size,
-    absl::Time deadline, std::string who) {
+    absl::Time deadline, const std::function<absl::Status()>& stop,
+    std::string who) {
   // A later call's ncclInProgress gets the whole op timeout, not what the
   // init left of it.
   const absl::Duration timeout =
@@ -118,6 +119,15 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(
           who, ": ncclCommInitRank (", size,
           " ranks) did not complete in time: a member is missing or cannot "
           "reach this one"));
+    }
+    if (stop) {
+      // The backend stopped (a peer lost): members may never come.
+      if (absl::Status s = stop(); !s.ok()) {
+        ncclCommAbort(comm);
+        return absl::Status(
+            s.code(), absl::StrCat(who, ": ncclCommInitRank (", size,
+                                   " ranks) given up: ", s.message()));
+      }
     }
     Nap(nap);
     if (ncclCommGetAsyncError(comm, &result) != ncclSuccess) break;

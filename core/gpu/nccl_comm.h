@@ -20,6 +20,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,13 +35,14 @@ class NcclComm : public Comm {
  public:
   // ncclCommInitRankConfig on `device` with the 128-byte unique id `id`.
   // DeadlineExceeded (the half-made communicator aborted) when not every
-  // member joined by `deadline`; Internal with the NCCL error string and
-  // ncclGetLastError otherwise. `who` prefixes every error.
-  static absl::StatusOr<std::unique_ptr<NcclComm>> Create(CudaDevice* device,
-                                                          const std::string& id,
-                                                          int rank, int size,
-                                                          absl::Time deadline,
-                                                          std::string who);
+  // member joined by `deadline`; `stop`'s status when it returns non-OK
+  // meanwhile (polled every millisecond at most; may be empty); Internal
+  // with the NCCL error string and ncclGetLastError otherwise. `who`
+  // prefixes every error.
+  static absl::StatusOr<std::unique_ptr<NcclComm>> Create(
+      CudaDevice* device, const std::string& id, int rank, int size,
+      absl::Time deadline, const std::function<absl::Status()>& stop,
+      std::string who);
   // ncclCommFinalize + ncclCommDestroy (10 s at most, then ncclCommAbort).
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;

@@ -4,6 +4,7 @@
 #ifndef HVD_CORE_GPU_PLATFORM_H_
 #define HVD_CORE_GPU_PLATFORM_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,12 +32,14 @@ class Platform {
   // A new NCCL unique id (the bytes rank 0 of a set publishes).
   virtual absl::StatusOr<std::string> NewNcclId() = 0;
   // Joins the NCCL communicator `id` as `rank` of `size` on `device`. Gives
-  // up at `deadline` (DeadlineExceeded; the half-made communicator is
-  // aborted). `who` prefixes errors ("rank 3 (member 1 of 4 of process set
-  // 0)").
+  // up at `deadline` (DeadlineExceeded) or as soon as `stop` (may be empty;
+  // polled while waiting for the other members) returns non-OK (that
+  // status); the half-made communicator is then aborted. `who` prefixes
+  // errors ("rank 3 (member 1 of 4 of process set 0)").
   virtual absl::StatusOr<std::unique_ptr<Comm>> NewNcclComm(
       Device* device, const std::string& id, int rank, int size,
-      absl::Time deadline, const std::string& who) = 0;
+      absl::Time deadline, const std::function<absl::Status()>& stop,
+      const std::string& who) = 0;
 };
 
 }  // namespace hvd::gpu
