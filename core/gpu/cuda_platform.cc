@@ -184,6 +184,12 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int id) {
       !s.ok()) {
     return s;
   }
+  int pools = 0;
+  if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, id) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    pools = 0;
+  }
   cudaStream_t stream;
   if (absl::Status s = CudaStatus(cudaStreamCreateWithPriority(
                                       &stream, cudaStreamNonBlocking, greatest),
@@ -192,7 +198,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int id) {
     return s;
   }
   return std::unique_ptr<CudaDevice>(
-      new CudaDevice(id, UuidText(props.uuid), stream));
+      new CudaDevice(id, UuidText(props.uuid), stream, pools != 0));
 }
 
 CudaDevice::~CudaDevice() {
@@ -308,6 +314,31 @@ absl::StatusOr<void*> CudaDevice::Scratch(int slot, size_t bytes) {
   Block& block = scratch_[slot];
   if (block.data != nullptr && block.size >= bytes) return block.data;
   ScopedDevice scoped(id_);
+  const size_t size =
+      std::max(RoundUp(bytes, kScratchGranularity), kScratchGranularity);
+  if (!stream_ordered_) {
+    // No memory pools on this device (some virtual GPUs): the old block goes
+    // once the stream is idle, the new one comes from cudaMalloc.
+    if (block.data != nullptr) {
+      if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream_),
+                                      "cudaStreamSynchronize");
+          !s.ok()) {
+        return s;
+      }
+      cudaFree(block.data);
+      block = Block();
+    }
+    if (absl::Status s =
+            CudaStatus(cudaMalloc(&block.data, size),
+                       absl::StrCat("GPU ", id_, ": cudaMalloc of ", size,
+                                    " bytes (fusion buffer)"));
+        !s.ok()) {
+      block = Block();
+      return s;
+    }
+    block.size = size;
+    return block.data;
+  }
   // Stream-ordered: the old block goes after the work queued on it, the new
   // one is usable by what is queued next, and the host never waits.
   if (block.data != nullptr) {
@@ -318,8 +349,6 @@ absl::StatusOr<void*> CudaDevice::Scratch(int slot, size_t bytes) {
     }
     block = Block();
   }
-  const size_t size =
-      std::max(RoundUp(bytes, kScratchGranularity), kScratchGranularity);
   if (absl::Status s =
           CudaStatus(cudaMallocAsync(&block.data, size, stream_),
                      absl::StrCat("GPU ", id_, ": cudaMallocAsync of ", size,

@@ -69,8 +69,12 @@ class CudaDevice : public Device {
       size_t bytes) override;
 
  private:
-  CudaDevice(int id, std::string identity, cudaStream_t stream)
-      : id_(id), identity_(std::move(identity)), stream_(stream) {}
+  CudaDevice(int id, std::string identity, cudaStream_t stream,
+             bool stream_ordered)
+      : id_(id),
+        identity_(std::move(identity)),
+        stream_(stream),
+        stream_ordered_(stream_ordered) {}
   struct Block {
     void* data = nullptr;
     size_t size = 0;
@@ -79,7 +83,10 @@ class CudaDevice : public Device {
   const int id_;
   const std::string identity_;
   cudaStream_t stream_;
-  std::map<int, Block> scratch_;  // device memory, stream-ordered
+  // cudaMallocAsync works here (cudaDevAttrMemoryPoolsSupported); else the
+  // fusion buffers come from cudaMalloc.
+  const bool stream_ordered_;
+  std::map<int, Block> scratch_;  // device memory
   Block host_;                    // pinned
 };
 
