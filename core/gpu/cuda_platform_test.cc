@@ -81,11 +81,16 @@ class CudaDeviceTest : public ::testing::Test {
             .ok());
   }
 
+  // cudaMemcpy from pageable memory may return before its DMA (on the
+  // legacy stream) has landed, and hvd's non-blocking stream does not wait
+  // for that stream: synchronise, or a kernel queued next could read stale
+  // bytes.
   void* DeviceCopyOf(const std::vector<char>& bytes) {
     void* p = nullptr;
     EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes.size(), 1)), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
               cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     allocations_.push_back(p);
     return p;
   }

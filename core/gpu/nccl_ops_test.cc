@@ -52,11 +52,15 @@ class NcclOpsTest : public ::testing::Test {
     for (void* p : allocations_) cudaFree(p);
   }
 
+  // cudaMemcpy from pageable memory may return before its DMA has landed;
+  // the ops wait for the legacy stream (MarkReady), but the producer-stream
+  // test's own stream does not: synchronise.
   void* Upload(const std::vector<char>& bytes) {
     void* p = nullptr;
     EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes.size(), 1)), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
               cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     allocations_.push_back(p);
     return p;
   }
