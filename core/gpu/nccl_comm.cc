@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/common/logging.h"
 
 namespace hvd::gpu {
 namespace {
@@ -169,6 +170,12 @@ NcclComm::~NcclComm() {
   if (state == ncclSuccess) {
     ncclCommDestroy(comm_);
   } else {
+    HVD_LOG(WARNING) << who_ << ": ncclCommFinalize "
+                     << (state == ncclInProgress
+                             ? std::string("still in progress after 10 s")
+                             : absl::StrCat("failed: ",
+                                            ncclGetErrorString(state)))
+                     << "; aborting the communicator instead";
     ncclCommAbort(comm_);
   }
   comm_ = nullptr;
