@@ -9,23 +9,29 @@
 // hvdrun) sends Terminate to every agent -> every agent gets Shutdown and
 // exits. Run() returns hvdrun's exit code.
 //
-// Threading: Attach runs on gRPC threads, one per agent; AgentProcessExited
-// and Interrupt may be called from any thread; Run on one thread (hvdrun's
-// main thread). All state is under mu_; worker output is printed outside it.
+// The pieces: launcher/agent_conn.h (one agent's stream), job_host.h (what
+// the job knows of a host), job_addresses.h (choosing data-plane addresses),
+// job_messages.h (what goes to agents, what an exit report means); job.cc
+// (joining, the agents' messages, the phases) and job_end.cc (lost agents,
+// the first failure, termination and shutdown) are this class.
+//
+// Threading: Attach runs on gRPC threads, one per agent; AgentProcessExited,
+// AgentStartFailed and Interrupt may be called from any thread; Run on one
+// thread (hvdrun's main thread). All state, each agent's AgentConn included,
+// is under mu_; worker output is printed outside it.
 #ifndef HVD_LAUNCHER_JOB_H_
 #define HVD_LAUNCHER_JOB_H_
 
-#include <deque>
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "launcher/hosts.h"
+#include "launcher/job_config.h"
 #include "launcher/output.h"
 #include "launcher/process.h"
 #include "proto/launcher.grpc.pb.h"
@@ -33,26 +39,8 @@
 namespace hvd {
 namespace launcher {
 
-struct JobConfig {
-  // false: hvdrun started the agents, one per entry of `hosts`, and knows
-  // each one's index. true: agents join by themselves (orchestrator mode);
-  // the job forms, in join order, once their slots reach `np`.
-  bool orchestrated = false;
-  int np = 0;
-  std::vector<HostAssignment> hosts;  // launcher mode
-  // The workers' command. Orchestrator mode: may be empty, then each agent's
-  // own command is used.
-  std::vector<std::string> command;
-  std::map<std::string, std::string> env;  // put over each agent's own
-  std::string cwd;                         // empty: each agent's own
-  std::vector<std::string> network_interfaces;  // empty: probe
-  absl::Duration start_timeout = absl::Seconds(30);  // infinite: none
-  absl::Duration kill_grace = absl::Seconds(5);
-  absl::Duration heartbeat_interval = absl::Seconds(1);
-  absl::Duration heartbeat_timeout = absl::Seconds(10);
-  absl::Duration probe_timeout = absl::Seconds(2);
-  bool verbose = false;
-};
+class AgentConn;  // launcher/agent_conn.h
+struct JobHost;   // launcher/job_host.h
 
 class Job final : public AgentService::Service {
  public:
@@ -88,22 +76,47 @@ class Job final : public AgentService::Service {
  private:
   enum class Phase { kWaiting, kProbing, kRunning, kTerminating, kShutdown,
                      kDone };
-  struct Conn;
-  struct Host;
 
-  absl::Status Join(Conn* conn, const Hello& hello)
+  // ---- Joining and the agents' messages (job.cc) ----
+  // Accepts `hello` on `conn` (or says why not) and welcomes the agent.
+  absl::Status Join(AgentConn* conn, const Hello& hello)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnMessage(Conn* conn, const AgentMessage& m);
-  void OnStreamEnded(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The index of the host a Hello joins as: launcher mode, the one hvdrun
+  // started it for; orchestrator mode, a new host.
+  absl::StatusOr<int> AdmitLaunched(const Hello& hello)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int> AdmitOrchestrated(const Hello& hello)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnMessage(AgentConn* conn, const AgentMessage& m)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnOutput(AgentConn* conn, const WorkerOutput& output)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnProbeResult(JobHost& host, const ProbeResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- The phases up to running (job.cc) ----
   void Step(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StepWaiting(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StepProbing(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StepRunning(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FormOrchestratedJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Data-plane addresses: named by --network-interfaces (or loopback for
+  // one host), then Launch; else start probing.
   void ChooseAddresses() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool UseNamedAddresses(const std::vector<int>& in_job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartProbing(const std::vector<int>& in_job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Picks data-plane addresses if the probe results so far decide them
   // (all of them, when `final`) and launches; false while undecided.
   bool FinishProbing(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Launch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- Lost agents and the job's end (job_end.cc) ----
+  // Heartbeats to every agent when due; a host silent past the timeout is
+  // lost.
   void Heartbeats(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnStreamEnded(AgentConn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HostLost(int host, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the job's first failure (later ones are ignored), prints it and
@@ -111,10 +124,14 @@ class Job final : public AgentService::Service {
   void Fail(int code, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BeginShutdown(int code) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StepTerminating(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StepShutdown(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllWorkersExited() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- Shared (job.cc) ----
   void Send(int host, LauncherMessage m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Say(const std::string& line);  // hvdrun's own stderr line
   std::vector<int> InJob() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool AllWorkersExited() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string HostName(int host) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobConfig config_;
@@ -124,9 +141,10 @@ class Job final : public AgentService::Service {
 
   mutable absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kWaiting;
-  std::vector<Host> hosts_ ABSL_GUARDED_BY(mu_);
-  std::set<Conn*> conns_ ABSL_GUARDED_BY(mu_);
-  std::map<int, int> host_of_rank_ ABSL_GUARDED_BY(mu_);
+  std::vector<JobHost> hosts_ ABSL_GUARDED_BY(mu_);
+  // The open streams of agents whose Hello was accepted; each lives on the
+  // stack of its Attach call.
+  std::set<AgentConn*> conns_ ABSL_GUARDED_BY(mu_);
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   int exit_code_ ABSL_GUARDED_BY(mu_) = 0;
   int signal_ ABSL_GUARDED_BY(mu_) = 0;

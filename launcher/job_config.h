@@ -1,0 +1,40 @@
+// What hvdrun tells a Job: the job's size and hosts, the workers' command and
+// environment, and the time limits of its phases.
+#ifndef HVD_LAUNCHER_JOB_CONFIG_H_
+#define HVD_LAUNCHER_JOB_CONFIG_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "launcher/hosts.h"
+
+namespace hvd {
+namespace launcher {
+
+struct JobConfig {
+  // false: hvdrun started the agents, one per entry of `hosts`, and knows
+  // each one's index. true: agents join by themselves (orchestrator mode);
+  // the job forms, in join order, once their slots reach `np`.
+  bool orchestrated = false;
+  int np = 0;
+  std::vector<HostAssignment> hosts;  // launcher mode
+  // The workers' command. Orchestrator mode: may be empty, then each agent's
+  // own command is used.
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;  // put over each agent's own
+  std::string cwd;                         // empty: each agent's own
+  std::vector<std::string> network_interfaces;  // empty: probe
+  absl::Duration start_timeout = absl::Seconds(30);  // infinite: none
+  absl::Duration kill_grace = absl::Seconds(5);
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  absl::Duration probe_timeout = absl::Seconds(2);
+  bool verbose = false;
+};
+
+}  // namespace launcher
+}  // namespace hvd
+
+#endif  // HVD_LAUNCHER_JOB_CONFIG_H_
