@@ -2,8 +2,9 @@
 # Builds the GPU tests, libhvd.so, hvdrun and the GPU benchmark here, and
 # gathers them with the shared libraries they load (from Debian and from
 # Bazel's own solib tree) into a git-ignored folder that the device tool can
-# carry to a GPU machine, which has no Bazel. docs/gpu.md says how to run it
-# there.
+# carry to a GPU machine, which has no Bazel (at most 64 MiB: the script
+# fails above 60). There, core/gpu/run_on_device.sh runs everything
+# (docs/gpu.md).
 #
 #   core/gpu/bundle_for_device.sh [DIR]        (default: .device/gpu)
 #
@@ -64,5 +65,10 @@ main=$(newest "$OUT"/lib/* "$OUT"/bin/* "$OUT"/core/gpu/*[!y])
 cxx=$(newest "$OUT"/lib-cxx/*)
 cxxabi=$(objdump -T "$OUT"/lib/* "$OUT"/bin/* "$OUT"/core/gpu/*[!y] 2>/dev/null |
          grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -1)
-echo "bundle: $OUT ($(du -sh "$OUT" | cut -f1)); needs glibc >= ${main#GLIBC_}" \
+mib=$(du -sm "$OUT" | cut -f1)
+echo "bundle: $OUT (${mib} MiB); needs glibc >= ${main#GLIBC_}" \
      "and a libstdc++ with $cxxabi (lib-cxx/ has one; it needs glibc >= ${cxx#GLIBC_})"
+if ((mib > 60)); then
+  echo "bundle_for_device.sh: ${mib} MiB is too much for the device tool (64 MiB in all)" >&2
+  exit 1
+fi
