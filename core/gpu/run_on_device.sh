@@ -4,7 +4,7 @@
 # overhead benchmark. Run from the repository root with the bundle made by
 # core/gpu/bundle_for_device.sh carried at .device/gpu (docs/gpu.md):
 #
-#   core/gpu/run_on_device.sh [STEP|GROUP ...]        (default: all)
+#   bash core/gpu/run_on_device.sh [STEP|GROUP ...]        (default: all)
 #
 # Steps, in order:
 #   env             nvidia-smi -L, versions, libraries the bundle resolves
@@ -67,6 +67,13 @@ for a in "$@"; do
        exit 2 ;;
   esac
 done
+
+# A copy that lost its mode bits (the bundle travels as files) still runs.
+if [[ -n "$B" ]]; then
+  for f in "$B"/core/gpu/* "$B"/bin/*; do
+    [[ "$f" == *.py || -x "$f" ]] || chmod u+x "$f" 2>/dev/null
+  done
+fi
 
 # ---- libraries: the bundle's, NCCL from PyTorch's install ----
 py_path() {  # a package folder of nvidia.X (namespace packages: __path__)
@@ -243,7 +250,7 @@ bench_step() {
   fi
   # The script's three runs have their own limits; the step's bounds all.
   BENCH_TIMEOUT_S=170 PYTHON="$PYTHON" \
-    run_step bench 540 "$ROOT" tools/bench/gpu_overhead.sh "$B"
+    run_step bench 540 "$ROOT" bash tools/bench/gpu_overhead.sh "$B"
   cp "$OUT/logs/bench.log" "$OUT/gpu_overhead.txt" 2>/dev/null
   if [[ $RC -eq 200 ]]; then record bench SKIPPED "out of time (RUN_BUDGET_S=$BUDGET)" 0; return; fi
   if timed_out; then record bench TIMEOUT "killed after ${LIMIT}s (partial table in gpu_overhead.txt)" "$TOOK"; return; fi
