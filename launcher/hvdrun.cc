@@ -147,7 +147,8 @@ JobConfig BaseConfig(const Options& o, int np) {
   JobConfig c;
   // Not a flag (rarely worth changing); tests shorten it. The interval is a
   // quarter of the timeout, at most a second.
-  absl::StatusOr<int64_t> timeout_ms = GetConfigInt("HEARTBEAT_TIMEOUT_MS", 10000);
+  absl::StatusOr<int64_t> timeout_ms =
+      GetConfigInt("HEARTBEAT_TIMEOUT_MS", 10000);
   if (timeout_ms.ok() && *timeout_ms >= 100) {
     c.heartbeat_timeout = absl::Milliseconds(*timeout_ms);
     c.heartbeat_interval =
@@ -174,6 +175,41 @@ std::function<void(const WorkerInfo&)> RegistrationCounter(
                                  " s"));
     }
   };
+}
+
+// Every address of this machine (or of --network-interfaces) with the
+// rendezvous port, comma-separated: which one a node can reach is for the
+// node to find out; hvd-agent takes a list.
+std::string RendezvousAddressList(const Options& o, int port) {
+  std::vector<std::string> addrs = LauncherAddresses(o);
+  if (addrs.empty()) addrs = {"127.0.0.1"};
+  for (std::string& a : addrs) a = absl::StrCat(a, ":", port);
+  return absl::StrJoin(addrs, ",");
+}
+
+// Tells the orchestrator where the rendezvous is and the job token: in
+// --rendezvous-file (mode 0600; only the address goes to stdout), else on
+// stdout. False when the file cannot be written.
+bool AnnounceRendezvous(const Options& o, const std::string& addr,
+                        const std::string& token) {
+  if (o.rendezvous_file.empty()) {
+    std::printf("HVD_RENDEZVOUS_ADDR=%s\nHVD_JOB_TOKEN=%s\n", addr.c_str(),
+                token.c_str());
+    std::fflush(stdout);
+    return true;
+  }
+  int fd = open(o.rendezvous_file.c_str(),
+                O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0 || fchmod(fd, 0600) != 0 ||
+      !WriteAll(fd, absl::StrCat("HVD_RENDEZVOUS_ADDR=", addr,
+                                 "\nHVD_JOB_TOKEN=", token, "\n"))
+           .ok()) {
+    return false;
+  }
+  close(fd);
+  std::printf("HVD_RENDEZVOUS_ADDR=%s\n", addr.c_str());
+  std::fflush(stdout);
+  return true;
 }
 
 int RendezvousOnly(const Options& o) {
@@ -205,29 +241,11 @@ int RendezvousOnly(const Options& o) {
   so.on_register = RegistrationCounter(&sink, *o.num_proc, o.verbose);
   RendezvousServer server(so);
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
-  // Every address of this machine (or of --network-interfaces): which one a
-  // node can reach is for the node to find out; hvd-agent takes a list.
-  std::vector<std::string> addrs = LauncherAddresses(o);
-  if (addrs.empty()) addrs = {"127.0.0.1"};
-  for (std::string& a : addrs) a = absl::StrCat(a, ":", server.port());
-  std::string addr = absl::StrJoin(addrs, ",");
-  if (!o.rendezvous_file.empty()) {
-    int fd = open(o.rendezvous_file.c_str(),
-                  O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-    if (fd < 0 || fchmod(fd, 0600) != 0 ||
-        !WriteAll(fd, absl::StrCat("HVD_RENDEZVOUS_ADDR=", addr,
-                                   "\nHVD_JOB_TOKEN=", token, "\n"))
-             .ok()) {
-      return Failure(absl::StrCat("cannot write --rendezvous-file ",
-                                  o.rendezvous_file));
-    }
-    close(fd);
-    std::printf("HVD_RENDEZVOUS_ADDR=%s\n", addr.c_str());
-  } else {
-    std::printf("HVD_RENDEZVOUS_ADDR=%s\nHVD_JOB_TOKEN=%s\n", addr.c_str(),
-                token.c_str());
+  const std::string addr = RendezvousAddressList(o, server.port());
+  if (!AnnounceRendezvous(o, addr, token)) {
+    return Failure(
+        absl::StrCat("cannot write --rendezvous-file ", o.rendezvous_file));
   }
-  std::fflush(stdout);
   sink.Message(absl::StrCat(
       "hvdrun: waiting for ", *o.num_proc, " slots: start `hvd-agent "
       "--rendezvous ", addr, " --slots K` on each node, with the token in ",
@@ -235,6 +253,156 @@ int RendezvousOnly(const Options& o) {
                                 : "--token-file " + o.rendezvous_file));
   int code = job->Run();
   job->CloseStreams();
+  server.Shutdown();
+  return code;
+}
+
+// The hosts of a job hvdrun launches: -H, --hostfile, or this machine.
+absl::StatusOr<std::vector<HostSlots>> LaunchHosts(const Options& o) {
+  if (!o.hosts.empty()) return ParseHostList(o.hosts);
+  if (!o.hostfile.empty()) return ReadHostfile(o.hostfile);
+  return std::vector<HostSlots>{{"localhost", *o.num_proc}};
+}
+
+// What a launched job is started with, worked out before anything starts.
+struct LaunchPlan {
+  std::vector<HostAssignment> assignment;
+  int np = 0;
+  std::vector<bool> local;  // per host: this machine (no ssh)
+  bool any_remote = false;
+  AgentStarterOptions starter;
+  std::vector<std::string> launcher_addrs;  // for remote agents to dial
+  std::string token;
+  std::string cwd;
+};
+
+// How hvdrun starts the agents: the local binary (looked up only if some
+// host is this machine), what ssh runs elsewhere, and ssh's options.
+absl::StatusOr<AgentStarterOptions> StarterOptions(const Options& o,
+                                                   bool any_local) {
+  AgentStarterOptions ao;
+  if (any_local) {
+    absl::StatusOr<std::string> agent = LocalAgent(o);
+    if (!agent.ok()) return agent.status();
+    ao.local_agent = *agent;
+  }
+  ao.remote_agent = RemoteAgent(o);
+  // Local workers start from the same filtered environment as remote ones,
+  // not from this session's (SSH_CONNECTION, HOSTNAME, ... of this login).
+  for (const auto& [k, v] : ForwardedEnvironment(CurrentEnvironment(), {})) {
+    ao.local_env.push_back(absl::StrCat(k, "=", v));
+  }
+  ao.ssh_port = o.ssh_port;
+  ao.ssh_identity_file = o.ssh_identity_file;
+  ao.ssh_config_file = o.ssh_config_file;
+  ao.connect_timeout = o.start_timeout;
+  ao.verbose = o.verbose;
+  return ao;
+}
+
+// Fills `plan`; returns -1, or the exit code when the job cannot start
+// (2 for bad input, 1 for anything else).
+int PlanLaunch(const Options& o, LaunchPlan* plan) {
+  absl::StatusOr<std::vector<HostSlots>> hosts = LaunchHosts(o);
+  if (!hosts.ok()) return BadInput(hosts.status().message());
+  int slots = 0;
+  for (const HostSlots& h : *hosts) slots += h.slots;
+  plan->np = o.num_proc.value_or(slots);
+  absl::StatusOr<std::vector<HostAssignment>> assignment =
+      AssignRanks(*hosts, plan->np);
+  if (!assignment.ok()) return BadInput(assignment.status().message());
+  plan->assignment = *std::move(assignment);
+  if (!o.output_filename.empty() && !MakeDirs(o.output_filename)) {
+    return BadInput(absl::StrCat("cannot create --output-filename directory ",
+                                 o.output_filename, ": ", strerror(errno)));
+  }
+  bool any_local = false;
+  for (const HostAssignment& a : plan->assignment) {
+    plan->local.push_back(IsLocalHost(a.name));
+    plan->any_remote = plan->any_remote || !plan->local.back();
+    any_local = any_local || plan->local.back();
+  }
+  absl::StatusOr<AgentStarterOptions> starter = StarterOptions(o, any_local);
+  if (!starter.ok()) return Failure(starter.status().message());
+  plan->starter = *std::move(starter);
+  plan->launcher_addrs = LauncherAddresses(o);
+  if (plan->any_remote && plan->launcher_addrs.empty()) {
+    return Failure("no non-loopback IPv4 address here for remote agents to "
+                   "dial back to");
+  }
+  absl::StatusOr<std::string> token = NewJobToken();
+  if (!token.ok()) return Failure(token.status().message());
+  plan->token = *token;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) cwd[0] = '\0';
+  plan->cwd = cwd;
+  return -1;
+}
+
+// What the agent of host `i` is told on its stdin: the token, its index and
+// name, and the rendezvous addresses it may dial (loopback for this
+// machine).
+Bootstrap AgentBootstrap(const Options& o, const LaunchPlan& plan, size_t i,
+                         int port) {
+  Bootstrap b;
+  b.token = plan.token;
+  b.host_index = static_cast<int>(i);
+  b.host_name = plan.assignment[i].name;
+  b.verbose = o.verbose;
+  b.connect_timeout = o.start_timeout;
+  if (plan.local[i]) {
+    b.rendezvous = {absl::StrCat("127.0.0.1:", port)};
+  } else {
+    for (const std::string& a : plan.launcher_addrs) {
+      b.rendezvous.push_back(absl::StrCat(a, ":", port));
+    }
+  }
+  return b;
+}
+
+int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
+  sigset_t signals = BlockTerminationSignals();
+  static OutputSink sink(1, 2, o.output_filename);
+  JobConfig c = BaseConfig(o, plan.np);
+  c.hosts = plan.assignment;
+  c.env = ForwardedEnvironment(CurrentEnvironment(), o.env);
+  for (const auto& [k, v] : TunableEnvironment(o)) c.env[k] = v;
+  c.cwd = plan.cwd;
+  auto* job = new Job(c, &sink);  // lives until exit: the signal thread uses it
+  WatchSignals(signals, job);
+
+  RendezvousServerOptions so;
+  const char* host = plan.any_remote ? "0.0.0.0" : "127.0.0.1";
+  so.address = absl::StrCat(host, ":", o.port.value_or(0));
+  so.token = plan.token;
+  so.extra_services = {job};
+  so.size = plan.np;
+  so.on_register = RegistrationCounter(&sink, plan.np, o.verbose);
+  RendezvousServer server(so);
+  if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
+
+  AgentStarter starter(
+      plan.starter, RealOs(),
+      [job](int host, std::string why) {
+        job->AgentProcessExited(host, std::move(why));
+      },
+      [&](int host, std::string line) {
+        if (o.verbose) {
+          sink.Message(absl::StrCat("hvdrun: [agent ",
+                                    plan.assignment[host].name, "] ", line));
+        }
+      });
+  for (size_t i = 0; i < plan.assignment.size(); ++i) {
+    Bootstrap b = AgentBootstrap(o, plan, i, server.port());
+    absl::Status s =
+        starter.Start(static_cast<int>(i), b.host_name, plan.local[i], b);
+    if (!s.ok()) {
+      job->AgentStartFailed(static_cast<int>(i), std::string(s.message()));
+    }
+  }
+  int code = job->Run();
+  job->CloseStreams();
+  starter.KillAll(absl::Seconds(1));
   server.Shutdown();
   return code;
 }
@@ -253,118 +421,14 @@ int HvdrunMain(const std::vector<std::string>& args) {
     std::printf("hvdrun %s\n", kVersion);
     return 0;
   }
-  if (absl::Status s = ValidateOptions(o); !s.ok()) return BadInput(s.message());
+  if (absl::Status s = ValidateOptions(o); !s.ok()) {
+    return BadInput(s.message());
+  }
   SetLogLevel(o.verbose ? LogLevel::kInfo : LogLevel::kWarning);
   if (o.rendezvous_only) return RendezvousOnly(o);
-
-  std::vector<HostSlots> hosts;
-  if (!o.hosts.empty()) {
-    absl::StatusOr<std::vector<HostSlots>> h = ParseHostList(o.hosts);
-    if (!h.ok()) return BadInput(h.status().message());
-    hosts = *h;
-  } else if (!o.hostfile.empty()) {
-    absl::StatusOr<std::vector<HostSlots>> h = ReadHostfile(o.hostfile);
-    if (!h.ok()) return BadInput(h.status().message());
-    hosts = *h;
-  } else {
-    hosts = {{"localhost", *o.num_proc}};
-  }
-  int slots = 0;
-  for (const HostSlots& h : hosts) slots += h.slots;
-  const int np = o.num_proc.value_or(slots);
-  absl::StatusOr<std::vector<HostAssignment>> assignment = AssignRanks(hosts, np);
-  if (!assignment.ok()) return BadInput(assignment.status().message());
-  if (!o.output_filename.empty() && !MakeDirs(o.output_filename)) {
-    return BadInput(absl::StrCat("cannot create --output-filename directory ",
-                                 o.output_filename, ": ", strerror(errno)));
-  }
-
-  std::vector<bool> local;
-  bool any_remote = false, any_local = false;
-  for (const HostAssignment& a : *assignment) {
-    local.push_back(IsLocalHost(a.name));
-    any_remote = any_remote || !local.back();
-    any_local = any_local || local.back();
-  }
-  AgentStarterOptions ao;
-  if (any_local) {
-    absl::StatusOr<std::string> agent = LocalAgent(o);
-    if (!agent.ok()) return Failure(agent.status().message());
-    ao.local_agent = *agent;
-  }
-  ao.remote_agent = RemoteAgent(o);
-  // Local workers start from the same filtered environment as remote ones,
-  // not from this session's (SSH_CONNECTION, HOSTNAME, ... of this login).
-  for (const auto& [k, v] : ForwardedEnvironment(CurrentEnvironment(), {})) {
-    ao.local_env.push_back(absl::StrCat(k, "=", v));
-  }
-  ao.ssh_port = o.ssh_port;
-  ao.ssh_identity_file = o.ssh_identity_file;
-  ao.ssh_config_file = o.ssh_config_file;
-  ao.connect_timeout = o.start_timeout;
-  ao.verbose = o.verbose;
-  std::vector<std::string> launcher_addrs = LauncherAddresses(o);
-  if (any_remote && launcher_addrs.empty()) {
-    return Failure("no non-loopback IPv4 address here for remote agents to "
-                   "dial back to");
-  }
-  absl::StatusOr<std::string> token = NewJobToken();
-  if (!token.ok()) return Failure(token.status().message());
-  char cwd[PATH_MAX];
-  if (getcwd(cwd, sizeof(cwd)) == nullptr) cwd[0] = '\0';
-
-  sigset_t signals = BlockTerminationSignals();
-  static OutputSink sink(1, 2, o.output_filename);
-  JobConfig c = BaseConfig(o, np);
-  c.hosts = *assignment;
-  c.env = ForwardedEnvironment(CurrentEnvironment(), o.env);
-  for (const auto& [k, v] : TunableEnvironment(o)) c.env[k] = v;
-  c.cwd = cwd;
-  auto* job = new Job(c, &sink);  // lives until exit: the signal thread uses it
-  WatchSignals(signals, job);
-
-  RendezvousServerOptions so;
-  so.address = any_remote ? "0.0.0.0:0" : "127.0.0.1:0";
-  if (o.port.has_value()) so.address = absl::StrCat(any_remote ? "0.0.0.0:" : "127.0.0.1:", *o.port);
-  so.token = *token;
-  so.extra_services = {job};
-  so.size = np;
-  so.on_register = RegistrationCounter(&sink, np, o.verbose);
-  RendezvousServer server(so);
-  if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
-
-  AgentStarter starter(
-      ao, RealOs(), [job](int host, std::string why) {
-        job->AgentProcessExited(host, std::move(why));
-      },
-      [&](int host, std::string line) {
-        if (o.verbose) {
-          sink.Message(absl::StrCat("hvdrun: [agent ", (*assignment)[host].name,
-                                    "] ", line));
-        }
-      });
-  for (size_t i = 0; i < assignment->size(); ++i) {
-    Bootstrap b;
-    b.token = *token;
-    b.host_index = static_cast<int>(i);
-    b.host_name = (*assignment)[i].name;
-    b.verbose = o.verbose;
-    b.connect_timeout = o.start_timeout;
-    if (local[i]) {
-      b.rendezvous = {absl::StrCat("127.0.0.1:", server.port())};
-    } else {
-      for (const std::string& a : launcher_addrs) {
-        b.rendezvous.push_back(absl::StrCat(a, ":", server.port()));
-      }
-    }
-    absl::Status s = starter.Start(static_cast<int>(i), b.host_name, local[i], b);
-    if (!s.ok()) job->AgentStartFailed(static_cast<int>(i), std::string(s.message()));
-  }
-  int code = job->Run();
-  job->CloseStreams();
-  starter.KillAll(absl::Seconds(1));
-  server.Shutdown();
-  return code;
+  LaunchPlan plan;
+  if (int code = PlanLaunch(o, &plan); code >= 0) return code;
+  return RunLaunchedJob(o, plan);
 }
 
 }  // namespace launcher
