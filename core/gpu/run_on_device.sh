@@ -26,8 +26,9 @@
 # tool's 10 minutes and still writes its summary; a step that no longer fits
 # is reported SKIPPED). Writes to $OUT (the device tool's output folder;
 # default a new /tmp/hvd-device.* folder): summary.txt (one line per step,
-# written as each finishes), env.txt, logs/<step>.log, gtest/<step>.xml,
-# gpu_overhead.txt (the benchmark table). Prints the summary last, after the
+# written as each finishes), env.txt, gpu_overhead.txt (the benchmark
+# table), logs.tar.gz (logs/<step>.log and gtest/<step>.xml, packed at the
+# end: the device tool brings back at most 8 files). Prints the summary last, after the
 # tail of the log of each step that did not pass.
 #
 # Verdicts: PASS; SKIPPED (gtest skipped GPU tests for want of a GPU, torch
@@ -285,7 +286,10 @@ if [[ -s "$OUT/gpu_overhead.txt" && " ${NOT_PASSED[*]} " != *" bench "* ]]; then
   echo "---- gpu_overhead.txt"
   grep -v '^\[hvd\|NCCL INFO' "$OUT/gpu_overhead.txt" | tail -n 30 | cut -c1-200
 fi
+# The device tool brings back at most 8 files from $OUT: logs and gtest XML
+# travel as one archive.
+tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs gtest && rm -rf "$OUT/logs" "$OUT/gtest"
 echo
-echo "==== summary ($((SECONDS - START))s; files in $OUT)"
+echo "==== summary ($((SECONDS - START))s; files in $OUT: $(cd "$OUT" && echo *))"
 cat "$SUMMARY"
 exit $FAILED
