@@ -316,43 +316,27 @@ absl::StatusOr<void*> CudaDevice::Scratch(int slot, size_t bytes) {
   ScopedDevice scoped(id_);
   const size_t size =
       std::max(RoundUp(bytes, kScratchGranularity), kScratchGranularity);
-  if (!stream_ordered_) {
-    // No memory pools on this device (some virtual GPUs): the old block goes
-    // once the stream is idle, the new one comes from cudaMalloc.
-    if (block.data != nullptr) {
-      if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream_),
-                                      "cudaStreamSynchronize");
-          !s.ok()) {
-        return s;
-      }
-      cudaFree(block.data);
-      block = Block();
-    }
-    if (absl::Status s =
-            CudaStatus(cudaMalloc(&block.data, size),
-                       absl::StrCat("GPU ", id_, ": cudaMalloc of ", size,
-                                    " bytes (fusion buffer)"));
-        !s.ok()) {
-      block = Block();
-      return s;
-    }
-    block.size = size;
-    return block.data;
-  }
-  // Stream-ordered: the old block goes after the work queued on it, the new
-  // one is usable by what is queued next, and the host never waits.
+  // Stream-ordered where the device has memory pools: the old block goes
+  // after the work queued on it, the new one is usable by what is queued
+  // next, and the host never waits. Without pools (some virtual GPUs) the
+  // old block goes once the stream is idle and cudaMalloc makes the new one.
   if (block.data != nullptr) {
-    if (absl::Status s =
-            CudaStatus(cudaFreeAsync(block.data, stream_), "cudaFreeAsync");
-        !s.ok()) {
-      return s;
-    }
+    absl::Status freed =
+        stream_ordered_
+            ? CudaStatus(cudaFreeAsync(block.data, stream_), "cudaFreeAsync")
+            : CudaStatus(cudaStreamSynchronize(stream_),
+                         "cudaStreamSynchronize");
+    if (!freed.ok()) return freed;
+    if (!stream_ordered_) cudaFree(block.data);
     block = Block();
   }
-  if (absl::Status s =
-          CudaStatus(cudaMallocAsync(&block.data, size, stream_),
-                     absl::StrCat("GPU ", id_, ": cudaMallocAsync of ", size,
-                                  " bytes (fusion buffer)"));
+  const cudaError_t made = stream_ordered_
+                               ? cudaMallocAsync(&block.data, size, stream_)
+                               : cudaMalloc(&block.data, size);
+  if (absl::Status s = CudaStatus(
+          made, absl::StrCat("GPU ", id_, ": ",
+                             stream_ordered_ ? "cudaMallocAsync" : "cudaMalloc",
+                             " of ", size, " bytes (fusion buffer)"));
       !s.ok()) {
     block = Block();
     return s;
