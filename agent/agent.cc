@@ -43,6 +43,25 @@ std::vector<std::string> OrderCandidates(std::vector<std::string> candidates) {
   return candidates;
 }
 
+// The identity variables of the worker `w` of `spec` (launcher/environment.h).
+launcher::WorkerIdentity IdentityOf(const launcher::LaunchSpec& spec,
+                                    const launcher::WorkerSpec& w,
+                                    const std::string& rendezvous_addr,
+                                    const std::string& token) {
+  launcher::WorkerIdentity id;
+  id.rank = w.rank();
+  id.size = spec.size();
+  id.local_rank = w.local_rank();
+  id.local_size = w.local_size();
+  id.cross_rank = w.cross_rank();
+  id.cross_size = w.cross_size();
+  id.hostname = spec.hostname();
+  id.rendezvous_addr = rendezvous_addr;
+  id.job_token = token;
+  id.iface = spec.data_plane_address();
+  return id;
+}
+
 }  // namespace
 
 Agent::Agent(AgentOptions options, launcher::Os* os, Reaper* reaper)
@@ -158,67 +177,66 @@ void Agent::Probe(const launcher::ProbeRequest& request) {
 }
 
 void Agent::Launch(const launcher::LaunchSpec& spec) {
-  std::vector<std::string> base = launcher::CurrentEnvironment();
-  std::map<std::string, std::string> overlay(spec.env().begin(),
-                                             spec.env().end());
-  std::vector<std::string> command(spec.command().begin(),
-                                   spec.command().end());
+  const std::vector<std::string> base = launcher::CurrentEnvironment();
+  const std::map<std::string, std::string> overlay(spec.env().begin(),
+                                                   spec.env().end());
+  const std::vector<std::string> command(spec.command().begin(),
+                                         spec.command().end());
   for (const launcher::WorkerSpec& w : spec.workers()) {
-    launcher::WorkerIdentity id;
-    id.rank = w.rank();
-    id.size = spec.size();
-    id.local_rank = w.local_rank();
-    id.local_size = w.local_size();
-    id.cross_rank = w.cross_rank();
-    id.cross_size = w.cross_size();
-    id.hostname = spec.hostname();
-    id.rendezvous_addr = rendezvous_addr_;
-    id.job_token = options_.token;
-    id.iface = spec.data_plane_address();
     launcher::SpawnOptions o;
     o.argv = command;
-    o.env = launcher::WorkerEnvironment(base, overlay, id);
+    o.env = launcher::WorkerEnvironment(
+        base, overlay,
+        IdentityOf(spec, w, rendezvous_addr_, options_.token));
     o.cwd = spec.cwd();
     o.new_process_group = true;
     // Delivered when this (the main) thread ends: with the agent.
     o.parent_death_signal = SIGKILL;
     o.stdin_mode = launcher::Stdio::kNull;
-    WorkerCallbacks cb;
-    cb.output = [this](int rank, launcher::OutputStream s, std::string lines) {
-      AgentMessage m;
-      auto* out = m.mutable_output();
-      out->set_rank(rank);
-      out->set_stream(s == launcher::OutputStream::kStdout
-                          ? launcher::WorkerOutput::STDOUT
-                          : launcher::WorkerOutput::STDERR);
-      out->set_data(std::move(lines));
-      Send(m);
-    };
-    cb.exited = [this](int rank, launcher::ExitStatus status) {
-      launcher::WorkerExit e;
-      e.set_rank(rank);
-      e.set_exit_code(status.code);
-      e.set_signal(status.signal);
-      absl::MutexLock lock(&mu_);
-      exits_.push_back(e);
-    };
-    absl::StatusOr<std::unique_ptr<Worker>> worker =
-        Worker::Start(os_, w.rank(), std::move(o), std::move(cb));
-    AgentMessage m;
-    if (!worker.ok()) {
-      auto* e = m.mutable_exit();
-      e->set_rank(w.rank());
-      e->set_exit_code(127);
-      e->set_start_error(std::string(worker.status().message()));
-      Send(m);
-      continue;
-    }
-    reaper_->Track((*worker)->pid());
-    m.mutable_started()->set_rank(w.rank());
-    m.mutable_started()->set_pid((*worker)->pid());
-    Send(m);
-    workers_.push_back(*std::move(worker));
+    StartWorker(w.rank(), std::move(o));
   }
+}
+
+void Agent::StartWorker(int rank, launcher::SpawnOptions options) {
+  absl::StatusOr<std::unique_ptr<Worker>> worker =
+      Worker::Start(os_, rank, std::move(options), WorkerReports());
+  AgentMessage m;
+  if (!worker.ok()) {
+    auto* e = m.mutable_exit();
+    e->set_rank(rank);
+    e->set_exit_code(127);
+    e->set_start_error(std::string(worker.status().message()));
+    Send(m);
+    return;
+  }
+  reaper_->Track((*worker)->pid());
+  m.mutable_started()->set_rank(rank);
+  m.mutable_started()->set_pid((*worker)->pid());
+  Send(m);
+  workers_.push_back(*std::move(worker));
+}
+
+WorkerCallbacks Agent::WorkerReports() {
+  WorkerCallbacks cb;
+  cb.output = [this](int rank, launcher::OutputStream s, std::string lines) {
+    AgentMessage m;
+    auto* out = m.mutable_output();
+    out->set_rank(rank);
+    out->set_stream(s == launcher::OutputStream::kStdout
+                        ? launcher::WorkerOutput::STDOUT
+                        : launcher::WorkerOutput::STDERR);
+    out->set_data(std::move(lines));
+    Send(m);
+  };
+  cb.exited = [this](int rank, launcher::ExitStatus status) {
+    launcher::WorkerExit e;
+    e.set_rank(rank);
+    e.set_exit_code(status.code);
+    e.set_signal(status.signal);
+    absl::MutexLock lock(&mu_);
+    exits_.push_back(e);
+  };
+  return cb;
 }
 
 void Agent::TerminateWorkers(int sig) {
@@ -256,7 +274,8 @@ void Agent::Handle(const LauncherMessage& m) {
           absl::Milliseconds(std::max(10, m.welcome().heartbeat_interval_ms()));
       heartbeat_timeout_ =
           absl::Milliseconds(std::max(100, m.welcome().heartbeat_timeout_ms()));
-      kill_grace_ = absl::Milliseconds(std::max(0, m.welcome().kill_grace_ms()));
+      kill_grace_ =
+          absl::Milliseconds(std::max(0, m.welcome().kill_grace_ms()));
       break;
     case LauncherMessage::kProbe:
       helpers_.emplace_back([this, req = m.probe()] { Probe(req); });
@@ -366,34 +385,19 @@ int Agent::Run() {
   }
   reader_ = std::thread([this] { ReadLoop(); });
   Send(MakeHello((*probe)->port(), nonce));  // a failure ends the stream
+  return Serve();
+}
 
+int Agent::Serve() {
   absl::Time next_heartbeat = os_->Now() + heartbeat_interval_;
   while (true) {
-    std::deque<LauncherMessage> inbox;
-    std::vector<launcher::WorkerExit> exits;
-    bool ended, fd_closed;
-    int sig;
-    absl::Time last_heard;
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !inbox_.empty() || !exits_.empty() || stream_ended_ ||
-               signal_ != 0 || launcher_fd_closed_;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100));
-      inbox.swap(inbox_);
-      exits.swap(exits_);
-      ended = stream_ended_;
-      fd_closed = launcher_fd_closed_;
-      sig = signal_;
-      last_heard = last_heard_;
-    }
-    for (const launcher::WorkerExit& e : exits) {
+    Events events = NextEvents();
+    for (const launcher::WorkerExit& e : events.exits) {
       AgentMessage m;
       *m.mutable_exit() = e;
       Send(m);
     }
-    for (const LauncherMessage& m : inbox) {
+    for (const LauncherMessage& m : events.inbox) {
       if (m.kind_case() == LauncherMessage::kShutdown) {
         // Normally every worker has exited and been reported by now.
         EndWorkers();
@@ -403,7 +407,8 @@ int Agent::Run() {
       Handle(m);
     }
     if (std::optional<int> code =
-            EndIfLauncherGone(ended, fd_closed, sig, last_heard)) {
+            EndIfLauncherGone(events.stream_ended, events.fd_closed,
+                              events.signal, events.last_heard)) {
       return *code;
     }
     absl::Time now = os_->Now();
@@ -418,6 +423,23 @@ int Agent::Run() {
       next_heartbeat = now + heartbeat_interval_;
     }
   }
+}
+
+Agent::Events Agent::NextEvents() {
+  Events events;
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !inbox_.empty() || !exits_.empty() || stream_ended_ ||
+           signal_ != 0 || launcher_fd_closed_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100));
+  events.inbox.swap(inbox_);
+  events.exits.swap(exits_);
+  events.stream_ended = stream_ended_;
+  events.fd_closed = launcher_fd_closed_;
+  events.signal = signal_;
+  events.last_heard = last_heard_;
+  return events;
 }
 
 }  // namespace agent

@@ -61,13 +61,31 @@ class Agent {
  private:
   using Stream = grpc::ClientReaderWriter<launcher::AgentMessage,
                                           launcher::LauncherMessage>;
+  // What the main loop acts on, taken from under mu_ in one go.
+  struct Events {
+    std::deque<launcher::LauncherMessage> inbox;
+    std::vector<launcher::WorkerExit> exits;
+    bool stream_ended = false;
+    bool fd_closed = false;
+    int signal = 0;
+    absl::Time last_heard;
+  };
+
   absl::Status Connect();
+  // The main loop, once the stream is open: runs until the job ends.
+  int Serve();
+  // Waits up to 100 ms for something to happen; returns what did.
+  Events NextEvents() ABSL_LOCKS_EXCLUDED(mu_);
   void ReadLoop();
   void WatchLauncherFd();
   bool Send(const launcher::AgentMessage& message);
   void Handle(const launcher::LauncherMessage& message);
   void Probe(const launcher::ProbeRequest& request);
   void Launch(const launcher::LaunchSpec& spec);
+  // Starts a worker and reports it started (or why it could not start).
+  void StartWorker(int rank, launcher::SpawnOptions options);
+  // Where a worker's output and exit go: to the launcher, and to exits_.
+  WorkerCallbacks WorkerReports();
   launcher::AgentMessage MakeHello(int probe_port,
                                   const std::string& nonce) const;
   // The exit code when the launcher is gone (stream ended, stdin closed,

@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -60,6 +62,46 @@ int BadInput(const std::string& message) {
   return 2;
 }
 
+// Applies one flag; `value(&v)` fetches its value (after '=', or the next
+// argument) and is false when there is none. Returns -1 to go on, else the
+// exit code to return (0 after --help and --version).
+int ApplyFlag(const std::string& name,
+              absl::FunctionRef<bool(std::string*)> value, Args* a) {
+  std::string v;
+  if (name == "--help" || name == "-h") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  } else if (name == "--version") {
+    std::printf("hvd-agent %s\n", hvd::launcher::kVersion);
+    return 0;
+  } else if (name == "--launcher-stdin") {
+    a->launcher_stdin = true;
+  } else if (name == "--verbose") {
+    a->verbose = true;
+  } else if (name == "--rendezvous") {
+    if (!value(&v)) return BadInput("--rendezvous needs a value");
+    a->rendezvous = v;
+  } else if (name == "--slots") {
+    if (!value(&v) || !absl::SimpleAtoi(v, &a->slots) || a->slots <= 0) {
+      return BadInput("--slots needs a positive integer");
+    }
+  } else if (name == "--token-file") {
+    if (!value(&v)) return BadInput("--token-file needs a value");
+    a->token_file = v;
+  } else if (name == "--hostname") {
+    if (!value(&v) || v.empty()) return BadInput("--hostname needs a value");
+    a->hostname = v;
+  } else if (name == "--connect-timeout") {
+    if (!value(&v) || !absl::SimpleAtod(v, &a->connect_timeout_s) ||
+        !(a->connect_timeout_s > 0)) {
+      return BadInput("--connect-timeout needs a positive number of seconds");
+    }
+  } else {
+    return BadInput(absl::StrCat("unknown flag '", name, "'"));
+  }
+  return -1;
+}
+
 // Returns -1 when parsing succeeded, else the exit code to return.
 int Parse(int argc, char** argv, Args* a) {
   int i = 1;
@@ -70,50 +112,22 @@ int Parse(int argc, char** argv, Args* a) {
       break;
     }
     if (arg.size() < 2 || arg[0] != '-') break;
-    std::string name = arg, value;
-    bool has_value = false;
+    std::string name = arg;
+    std::optional<std::string> given;  // "--flag=value"
     if (size_t eq = arg.find('='); eq != std::string::npos) {
       name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
+      given = arg.substr(eq + 1);
     }
-    auto need = [&]() -> bool {
-      if (has_value) return true;
+    auto value = [&](std::string* out) {
+      if (given.has_value()) {
+        *out = *given;
+        return true;
+      }
       if (i + 1 >= argc) return false;
-      value = argv[++i];
+      *out = argv[++i];
       return true;
     };
-    if (name == "--help" || name == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (name == "--version") {
-      std::printf("hvd-agent %s\n", hvd::launcher::kVersion);
-      return 0;
-    } else if (name == "--launcher-stdin") {
-      a->launcher_stdin = true;
-    } else if (name == "--verbose") {
-      a->verbose = true;
-    } else if (name == "--rendezvous") {
-      if (!need()) return BadInput("--rendezvous needs a value");
-      a->rendezvous = value;
-    } else if (name == "--slots") {
-      if (!need() || !absl::SimpleAtoi(value, &a->slots) || a->slots <= 0) {
-        return BadInput("--slots needs a positive integer");
-      }
-    } else if (name == "--token-file") {
-      if (!need()) return BadInput("--token-file needs a value");
-      a->token_file = value;
-    } else if (name == "--hostname") {
-      if (!need() || value.empty()) return BadInput("--hostname needs a value");
-      a->hostname = value;
-    } else if (name == "--connect-timeout") {
-      if (!need() || !absl::SimpleAtod(value, &a->connect_timeout_s) ||
-          !(a->connect_timeout_s > 0)) {
-        return BadInput("--connect-timeout needs a positive number of seconds");
-      }
-    } else {
-      return BadInput(absl::StrCat("unknown flag '", name, "'"));
-    }
+    if (int rc = ApplyFlag(name, value, a); rc >= 0) return rc;
   }
   for (; i < argc; ++i) a->command.emplace_back(argv[i]);
   if (a->launcher_stdin == !a->rendezvous.empty()) {
@@ -154,6 +168,40 @@ int ReadToken(const Args& a, std::string* token) {
   return -1;
 }
 
+// Started by hvdrun: everything comes from the bootstrap on stdin. Returns
+// -1, or the exit code when it cannot be read.
+int OptionsFromLauncher(Args* args, hvd::agent::AgentOptions* options) {
+  absl::StatusOr<hvd::launcher::Bootstrap> b =
+      hvd::launcher::ReadBootstrap(0, absl::Seconds(30));
+  if (!b.ok()) {
+    std::fprintf(stderr, "hvd-agent: %s\n",
+                 std::string(b.status().message()).c_str());
+    return 2;
+  }
+  options->rendezvous = b->rendezvous;
+  options->token = b->token;
+  options->host_index = b->host_index;
+  options->hostname = b->host_name;
+  options->connect_timeout = b->connect_timeout;
+  options->launcher_fd = 0;  // its end means hvdrun (or its ssh) is gone
+  args->verbose = args->verbose || b->verbose;
+  return -1;
+}
+
+// Started by an orchestrator: flags, and the token from a file or the
+// environment. Returns -1, or the exit code for bad input.
+int OptionsFromFlags(const Args& args, hvd::agent::AgentOptions* options) {
+  if (int rc = ReadToken(args, &options->token); rc >= 0) return rc;
+  // A list is tried in order (hvdrun prints all its addresses).
+  options->rendezvous =
+      absl::StrSplit(args.rendezvous, ',', absl::SkipEmpty());
+  options->slots = args.slots;
+  options->hostname = args.hostname;
+  options->command = args.command;
+  options->connect_timeout = absl::Seconds(args.connect_timeout_s);
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,29 +210,10 @@ int main(int argc, char** argv) {
   if (int rc = Parse(argc, argv, &args); rc >= 0) return rc;
 
   hvd::agent::AgentOptions options;
-  if (args.launcher_stdin) {
-    absl::StatusOr<hvd::launcher::Bootstrap> b =
-        hvd::launcher::ReadBootstrap(0, absl::Seconds(30));
-    if (!b.ok()) {
-      std::fprintf(stderr, "hvd-agent: %s\n",
-                   std::string(b.status().message()).c_str());
-      return 2;
-    }
-    options.rendezvous = b->rendezvous;
-    options.token = b->token;
-    options.host_index = b->host_index;
-    options.hostname = b->host_name;
-    options.connect_timeout = b->connect_timeout;
-    options.launcher_fd = 0;  // its end means hvdrun (or its ssh) is gone
-    args.verbose = args.verbose || b->verbose;
-  } else {
-    if (int rc = ReadToken(args, &options.token); rc >= 0) return rc;
-    // A list is tried in order (hvdrun prints all its addresses).
-    options.rendezvous = absl::StrSplit(args.rendezvous, ',', absl::SkipEmpty());
-    options.slots = args.slots;
-    options.hostname = args.hostname;
-    options.command = args.command;
-    options.connect_timeout = absl::Seconds(args.connect_timeout_s);
+  if (int rc = args.launcher_stdin ? OptionsFromLauncher(&args, &options)
+                                   : OptionsFromFlags(args, &options);
+      rc >= 0) {
+    return rc;
   }
   if (args.verbose) hvd::SetLogLevel(hvd::LogLevel::kDebug);
 
