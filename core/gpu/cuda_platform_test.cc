@@ -81,25 +81,10 @@ class CudaDeviceTest : public ::testing::Test {
             .ok());
   }
 
-  // cudaMemcpy from pageable memory may return before its DMA (on the
-  // legacy stream) has landed, and hvd's non-blocking stream does not wait
-  // for that stream: synchronise, or a kernel queued next could read stale
-  // bytes.
   void* DeviceCopyOf(const std::vector<char>& bytes) {
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes.size(), 1)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
-              cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    void* p = Upload(bytes);
     allocations_.push_back(p);
     return p;
-  }
-
-  std::vector<char> HostCopyOf(const void* p, size_t bytes) {
-    std::vector<char> out(bytes);
-    EXPECT_EQ(cudaMemcpy(out.data(), p, bytes, cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return out;
   }
 
   void TearDown() override {
@@ -157,7 +142,7 @@ TEST_F(CudaDeviceTest, ScaleMatchesTheCpuBitForBitForEveryType) {
       ASSERT_TRUE(device_->Scale(data, count, dtype, factor).ok());
       Finish();
       collectives::Scale(want.data(), count, dtype, factor);
-      EXPECT_EQ(HostCopyOf(data, want.size()), want)
+      EXPECT_EQ(Download(data, want.size()), want)
           << DataTypeName(dtype) << " x " << factor;
     }
   }
@@ -188,7 +173,7 @@ TEST_F(CudaDeviceTest, BatchedCopiesOfManySizesAndAlignments) {
   }
   ASSERT_TRUE(device_->CopyBatch(ops).ok());
   Finish();
-  EXPECT_TRUE(HostCopyOf(dst, total) == want);
+  EXPECT_TRUE(Download(dst, total) == want);
 }
 
 TEST_F(CudaDeviceTest, TheStreamWaitsForTheProducersWorkAtMarkReady) {
@@ -217,7 +202,7 @@ TEST_F(CudaDeviceTest, TheStreamWaitsForTheProducersWorkAtMarkReady) {
   ASSERT_TRUE(device_->WaitFor(**ready).ok());
   ASSERT_TRUE(device_->Copy(dst, src, bytes).ok());
   Finish();
-  EXPECT_TRUE(HostCopyOf(dst, bytes) == pattern);
+  EXPECT_TRUE(Download(dst, bytes) == pattern);
   cudaStreamDestroy(producer);
   cudaFreeHost(pinned);
 }

@@ -7,7 +7,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -24,6 +26,29 @@ inline std::string NoGpuReason() {
   }
   if (count == 0) return "no CUDA device: cudaGetDeviceCount found 0";
   return "";
+}
+
+// A device copy of `bytes` (the caller cudaFree's it). cudaMemcpy from
+// pageable memory may return before its DMA (on the legacy stream) has
+// landed, and hvd's non-blocking stream does not wait for that stream:
+// synchronise, or a kernel queued next could read stale bytes.
+inline void* Upload(const std::vector<char>& bytes) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes.size(), 1)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return p;
+}
+
+// `bytes` bytes at device address `p`. cudaMemcpy runs on the legacy
+// default stream, which does not wait for hvd's non-blocking stream: what it
+// reads right after an op completed is what the GPU had finished writing.
+inline std::vector<char> Download(const void* p, size_t bytes) {
+  std::vector<char> out(bytes);
+  EXPECT_EQ(cudaMemcpy(out.data(), p, bytes, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  return out;
 }
 
 }  // namespace hvd::gpu

@@ -52,27 +52,13 @@ class NcclOpsTest : public ::testing::Test {
     for (void* p : allocations_) cudaFree(p);
   }
 
-  // cudaMemcpy from pageable memory may return before its DMA has landed;
-  // the ops wait for the legacy stream (MarkReady), but the producer-stream
-  // test's own stream does not: synchronise.
+  // Device memory freed at TearDown; the ops wait for the legacy stream
+  // (MarkReady), the producer-stream test's own stream relies on Upload's
+  // synchronisation.
   void* Upload(const std::vector<char>& bytes) {
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes.size(), 1)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
-              cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    void* p = ::hvd::gpu::Upload(bytes);
     allocations_.push_back(p);
     return p;
-  }
-
-  // cudaMemcpy runs on the legacy default stream, which does not wait for
-  // hvd's non-blocking stream: what it reads right after completion is what
-  // the GPU had finished writing.
-  static std::vector<char> Download(const void* p, size_t bytes) {
-    std::vector<char> out(bytes);
-    EXPECT_EQ(cudaMemcpy(out.data(), p, bytes, cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return out;
   }
 
   std::unique_ptr<TensorEntry> Entry(const std::string& name, DataType dtype,

@@ -45,30 +45,39 @@ absl::Status ReadTopology(Config& c) {
 }
 
 absl::Status ReadTunables(Config& c) {
-  auto ms = GetConfigDouble("CYCLE_TIME", 1.0);
-  if (!ms.ok()) return ms.status();
-  c.cycle_time = absl::Microseconds(static_cast<int64_t>(*ms * 1000));
-  auto idle_ms = GetConfigDouble("IDLE_CYCLE_TIME", 20.0);
-  if (!idle_ms.ok()) return idle_ms.status();
-  c.idle_cycle_time = absl::Microseconds(static_cast<int64_t>(*idle_ms * 1000));
+  // `name` in units a thousand times `grain` (seconds read to the
+  // millisecond, milliseconds to the microsecond), fractions allowed.
+  auto duration = [](absl::string_view name, double fallback,
+                     absl::Duration grain, absl::Duration* out) {
+    auto value = GetConfigDouble(name, fallback);
+    if (!value.ok()) return value.status();
+    *out = static_cast<int64_t>(*value * 1000) * grain;
+    return absl::OkStatus();
+  };
+  auto millis = [&](absl::string_view name, double fallback,
+                    absl::Duration* out) {
+    return duration(name, fallback, absl::Microseconds(1), out);
+  };
+  if (auto s = millis("CYCLE_TIME", 1.0, &c.cycle_time); !s.ok()) return s;
+  if (auto s = millis("IDLE_CYCLE_TIME", 20.0, &c.idle_cycle_time); !s.ok()) {
+    return s;
+  }
   auto fusion = GetConfigInt("FUSION_THRESHOLD", c.fusion_threshold);
   if (!fusion.ok()) return fusion.status();
   c.fusion_threshold = *fusion;
   auto cache = GetConfigInt("CACHE_CAPACITY", c.cache_capacity);
   if (!cache.ok()) return cache.status();
   c.cache_capacity = *cache;
-  if (c.fusion_threshold < 0 || c.cache_capacity < 0 || *ms < 0 ||
-      *idle_ms < 0) {
+  if (c.fusion_threshold < 0 || c.cache_capacity < 0 ||
+      c.cycle_time < absl::ZeroDuration() ||
+      c.idle_cycle_time < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "HVD_FUSION_THRESHOLD, HVD_CACHE_CAPACITY, HVD_CYCLE_TIME and "
         "HVD_IDLE_CYCLE_TIME must not be negative");
   }
-  auto secs = [](absl::string_view name, double fallback,
-                 absl::Duration* out) {
-    auto value = GetConfigDouble(name, fallback);
-    if (!value.ok()) return value.status();
-    *out = absl::Milliseconds(static_cast<int64_t>(*value * 1000));
-    return absl::OkStatus();
+  auto secs = [&](absl::string_view name, double fallback,
+                  absl::Duration* out) {
+    return duration(name, fallback, absl::Milliseconds(1), out);
   };
   if (auto s = secs("STALL_CHECK_TIME_SECONDS", 60, &c.stall_check_time);
       !s.ok()) {
@@ -91,6 +100,7 @@ absl::Status ReadTunables(Config& c) {
 
 absl::Duration CycleTimeAfter(const Config& config, int idle_cycles) {
   absl::Duration wait = config.cycle_time;
+  if (wait <= absl::ZeroDuration()) return wait;  // doubling leaves it at 0
   for (int i = 0; i < idle_cycles && wait < config.idle_cycle_time; ++i) {
     wait = std::min(wait * 2, config.idle_cycle_time);
   }

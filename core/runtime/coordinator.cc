@@ -94,7 +94,7 @@ bool Coordinator::Idle(const std::vector<RequestList>& lists,
     return false;
   }
   for (const RequestList& list : lists) {
-    if (list.requests_size() > 0 || !list.cache_bits().empty()) return false;
+    if (Announces(list)) return false;
   }
   return sets_->EverySetHasEveryRank();
 }

@@ -29,6 +29,12 @@ struct CoordinatorOptions {
 // Not thread-safe: the background thread of rank 0 owns it. `sets`, `cache`
 // and `timeline` are not owned and must outlive it; the cache is read only
 // (the runtime updates it while executing responses, on every rank alike).
+// Whether a rank's list announces anything to negotiate: a request in full
+// or a cache bit.
+inline bool Announces(const RequestList& list) {
+  return list.requests_size() > 0 || !list.cache_bits().empty();
+}
+
 class Coordinator {
  public:
   Coordinator(CoordinatorOptions options, const ProcessSetTable* sets,

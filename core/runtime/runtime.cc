@@ -302,6 +302,10 @@ bool Runtime::WaitForWork(absl::Time cycle_start) {
 // back to one cycle per HVD_CYCLE_TIME.
 constexpr int kImmediateResends = 32;
 
+// More idle cycles in a row than this count as this many (the wait has hit
+// HVD_IDLE_CYCLE_TIME long before), so the count never overflows.
+constexpr int kMaxIdleCycles = 64;
+
 void Runtime::Loop() {
   absl::Time cycle_start = absl::Now();
   int resends = 0;
@@ -318,7 +322,7 @@ void Runtime::Loop() {
       timeline_.MarkCycle();
       RequestList mine = BuildRequests();
       mine.set_shutdown(stop);
-      busy = mine.requests_size() > 0 || !mine.cache_bits().empty();
+      busy = Announces(mine);
       responses = Negotiate(mine);
     }
     if (!responses.ok()) {
@@ -330,7 +334,8 @@ void Runtime::Loop() {
       return;
     }
     if (busy || responses->responses_size() > 0) last_busy_ = absl::Now();
-    idle_cycles_ = responses->idle() ? idle_cycles_ + 1 : 0;
+    idle_cycles_ =
+        responses->idle() ? std::min(idle_cycles_ + 1, kMaxIdleCycles) : 0;
     if (!responses->shutdown().empty()) {
       FailAll(absl::FailedPreconditionError(
           absl::StrCat("hvd has been shut down: ", responses->shutdown())));
@@ -368,7 +373,7 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
       return absl::DataLossError(
           absl::StrCat("malformed negotiation message from rank ", r));
     }
-    *busy |= lists[r].requests_size() > 0 || !lists[r].cache_bits().empty();
+    *busy |= Announces(lists[r]);
   }
   timeline_.MarkCycle();
   const absl::Time hold_end = absl::Now() + config_.cycle_time;
@@ -377,7 +382,7 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
     const bool stop = StopRequested();
     lists[0] = BuildRequests();
     lists[0].set_shutdown(stop);
-    *busy |= lists[0].requests_size() > 0 || !lists[0].cache_bits().empty();
+    *busy |= Announces(lists[0]);
     result = coordinator_->Compute(lists, absl::Now());
     if (result.responses_size() > 0 || !result.shutdown().empty() ||
         !coordinator_->WaitingFor(0) || absl::Now() >= hold_end) {

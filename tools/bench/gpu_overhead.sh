@@ -27,9 +27,10 @@ else
   hvdrun="$B/launcher/hvdrun"
   export HVD_AGENT_PATH="$B/agent/hvd-agent"
 fi
-# NCCL: PyTorch's on the GPU machine (nvidia.nccl is a namespace package:
+# NCCL: $NCCL_DIR when the caller found it (run_on_device.sh does), else
+# PyTorch's on the GPU machine (nvidia.nccl is a namespace package:
 # __path__, not __file__), else the toolkit's.
-nccl=$("$PYTHON" -c 'import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null || echo /usr/local/cuda/lib64)
+nccl=${NCCL_DIR:-$("$PYTHON" -c 'import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null || echo /usr/local/cuda/lib64)}
 if [[ -d "$B/lib" ]]; then
   export LD_LIBRARY_PATH="$B/lib:$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 else
