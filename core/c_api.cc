@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/api_state.h"
+#include "core/bootstrap/connect.h"
+#include "core/common/logging.h"
 #include "core/dlpack_tensor.h"
 #include "core/gpu/backend_factory.h"
 #include "core/gpu/gpu_info.h"
@@ -83,10 +85,16 @@ hvd_options hvd_default_options(void) {
 int hvd_init(void) {
   absl::MutexLock lock(&hvd::api::g_mu);
   if (hvd::api::g_runtime) return HVD_OK;
+  // The one place the environment is read: the rest gets its part of the
+  // Config.
   auto config = hvd::runtime::ConfigFromEnv();
   if (!config.ok()) return hvd::api::SetLastError(config.status());
-  auto rt = hvd::runtime::Runtime::Start(*config, &Handles(),
-                                         hvd::gpu::BackendFactory());
+  if (config->log_level) hvd::SetLogLevel(*config->log_level);
+  Handles().SetWaitSpin(config->wait_spin);
+  auto parts = hvd::bootstrap::ConnectJob(*config);
+  if (!parts.ok()) return hvd::api::SetLastError(parts.status());
+  auto rt = hvd::runtime::Runtime::Start(*config, *std::move(parts),
+                                         &Handles(), hvd::gpu::BackendFactory());
   if (!rt.ok()) return hvd::api::SetLastError(rt.status());
   hvd::api::g_runtime = std::move(*rt);
   return HVD_OK;

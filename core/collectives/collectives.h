@@ -23,58 +23,11 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/collectives/options.h"
 #include "core/common/types.h"
 #include "core/transport/transport.h"
 
 namespace hvd::collectives {
-
-struct Group {
-  std::vector<int> ranks;  // Context ranks of the members, in group order.
-  int index = 0;           // This process's position in `ranks`.
-
-  int size() const { return static_cast<int>(ranks.size()); }
-  static Group All(const transport::Context& context);
-};
-
-// Also chooses the algorithm of Allgather, Broadcast and ReduceScatter (by
-// their total bytes); Alltoall has one algorithm.
-enum class AllreduceAlgorithm {
-  kAuto,    // kDirect up to small_message_bytes (or, across hosts,
-            // cross_host_small_message_bytes); above, kHierarchical when
-            // `hosts` shows the group on several hosts with several members
-            // on one and as many on each, else kRing.
-  kRing,    // Reduce-scatter + allgather, 2(N-1)/N * S bytes sent per rank;
-            // chunked by chunk_bytes and pipelined. Broadcast: a chain.
-  kDirect,  // Each rank sends all to all and reduces locally: one round.
-  kHierarchical,  // Allreduce only (the others take kAuto's choice): with L
-                  // members on each host, a ring reduce-scatter among them
-                  // (member i of a host then holds the host's sum of block
-                  // i of L), an allreduce of block i among the members i of
-                  // all hosts (ring or direct by its size), and a ring
-                  // allgather within each host. Across hosts each host sends
-                  // 2(H-1)/H * S in all instead of the flat ring's
-                  // 2(N-1)/N * S per link. Uneven hosts fall back to kRing.
-};
-
-struct CollectiveOptions {
-  absl::Duration timeout = absl::Seconds(60);  // Per wait on one transfer.
-  size_t chunk_bytes = size_t{1} << 20;        // Pipelining granularity.
-  // kAuto's switch from kDirect to the ring: within a host, and for groups
-  // that span hosts (per options.hosts), where a direct round's (N-1)-fold
-  // traffic meets link bandwidth sooner: on 1 Gbit/s links between 4 hosts
-  // the ring is faster from ~32 KiB (docs/performance.md).
-  size_t small_message_bytes = size_t{64} << 10;
-  size_t cross_host_small_message_bytes = size_t{32} << 10;
-  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
-  // Host of every context rank (equal ids: same host), for kHierarchical;
-  // empty when unknown (kHierarchical is then kRing).
-  std::vector<int> hosts;
-  // Allreduce: the result is multiplied by this (Scale, reduce.h), which is
-  // how Average is done (Sum, then 1/N). Each element is scaled once, by the
-  // member that completes its reduction, before it is passed on, instead of
-  // in a pass of its own over the whole buffer on every member afterwards.
-  double postscale = 1.0;
-};
 
 // In place. `op` is Sum, Min, Max or Product (Average is Sum followed by a
 // scale, done by the caller). Every rank ends with bit-identical results.

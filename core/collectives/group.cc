@@ -1,4 +1,4 @@
-#include "core/collectives/collectives.h"
+#include "core/collectives/options.h"
 
 namespace hvd::collectives {
 

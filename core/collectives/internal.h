@@ -11,7 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "core/collectives/collectives.h"
+#include "core/collectives/options.h"
+#include "core/common/types.h"
 #include "core/transport/transport.h"
 
 namespace hvd::collectives::internal {

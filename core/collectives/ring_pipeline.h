@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/collectives/collectives.h"
+#include "core/collectives/options.h"
 #include "core/collectives/internal.h"
 #include "core/common/types.h"
 #include "core/transport/transport.h"

@@ -7,19 +7,12 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
-#include "core/common/env.h"
 
 namespace hvd {
 namespace {
 
-LogLevel LevelFromEnv() {
-  LogLevel level = LogLevel::kWarning;
-  if (auto text = GetConfig("LOG_LEVEL")) ParseLogLevel(*text, &level);
-  return level;
-}
-
 std::atomic<int>& LevelStore() {
-  static std::atomic<int> level{static_cast<int>(LevelFromEnv())};
+  static std::atomic<int> level{static_cast<int>(LogLevel::kWarning)};
   return level;
 }
 

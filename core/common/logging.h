@@ -2,8 +2,8 @@
 //
 // Why not glog: libhvd.so is loaded into framework processes (torch ships its
 // own glog build) and glog's process-global flags and init would collide.
-// Level comes from HVD_LOG_LEVEL (trace, debug, info, warning, error, fatal;
-// default warning). Thread-safe: one write(2) per line.
+// The level is warning until SetLogLevel (hvd_init applies HVD_LOG_LEVEL:
+// trace, debug, info, warning, error, fatal). Thread-safe: one write(2) per line.
 #ifndef HVD_CORE_COMMON_LOGGING_H_
 #define HVD_CORE_COMMON_LOGGING_H_
 

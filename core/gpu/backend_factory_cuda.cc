@@ -11,12 +11,11 @@ namespace hvd::gpu {
 runtime::DeviceOpsFactory BackendFactory() {
   return [](const runtime::DeviceEnv& env)
              -> absl::StatusOr<std::unique_ptr<runtime::DeviceOps>> {
-    auto options = GpuOptionsFromEnv();
-    if (!options.ok()) return options.status();
+    const GpuOptions options = GpuOptionsFrom(env.config);
     auto platform = std::make_unique<CudaPlatform>();
     HVD_LOG(INFO) << "GPU backend: " << platform->Describe() << "; data path: "
-                  << PredictPath(env.config, *options, *platform);
-    return std::make_unique<GpuOps>(env, std::move(platform), *options);
+                  << PredictPath(env.config, options, *platform);
+    return std::make_unique<GpuOps>(env, std::move(platform), options);
   };
 }
 

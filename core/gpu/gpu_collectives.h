@@ -16,7 +16,7 @@
 #include "core/gpu/comm.h"
 #include "core/gpu/device.h"
 #include "core/runtime/entry.h"
-#include "core/runtime/messages.pb.h"
+#include "proto/negotiation.pb.h"
 
 namespace hvd::gpu {
 

@@ -5,7 +5,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/common/env.h"
 #include "core/common/logging.h"
 #include "core/gpu/staged_comm.h"
 
@@ -44,14 +43,10 @@ std::string Describe(int rank, const runtime::Response& response) {
 
 }  // namespace
 
-absl::StatusOr<GpuOptions> GpuOptionsFromEnv() {
+GpuOptions GpuOptionsFrom(const runtime::Config& config) {
   GpuOptions options;
-  auto policy = ParsePathPolicy(GetConfig("GPU_DATA_PATH").value_or("auto"));
-  if (!policy.ok()) return policy.status();
-  options.policy = *policy;
-  auto hierarchical = GetConfigBool("HIERARCHICAL_ALLREDUCE", false);
-  if (!hierarchical.ok()) return hierarchical.status();
-  options.hierarchical = *hierarchical;
+  options.policy = config.gpu_data_path;
+  options.hierarchical = config.hierarchical_allreduce;
   return options;
 }
 

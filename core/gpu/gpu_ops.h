@@ -42,8 +42,8 @@ struct GpuOptions {
   bool hierarchical = false;              // HVD_HIERARCHICAL_ALLREDUCE
 };
 
-// Reads HVD_GPU_DATA_PATH and HVD_HIERARCHICAL_ALLREDUCE (or HOROVOD_*).
-absl::StatusOr<GpuOptions> GpuOptionsFromEnv();
+// The GPU part of the runtime's configuration.
+GpuOptions GpuOptionsFrom(const runtime::Config& config);
 
 // What the init log says about the path GPU tensors will take, before any
 // set exists: the choice itself is made per process set at its first GPU op.

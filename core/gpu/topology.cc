@@ -83,15 +83,6 @@ void SetHierarchy(
 
 }  // namespace
 
-absl::StatusOr<PathPolicy> ParsePathPolicy(absl::string_view text) {
-  const std::string lower = absl::AsciiStrToLower(text);
-  if (lower.empty() || lower == "auto") return PathPolicy::kAuto;
-  if (lower == "nccl") return PathPolicy::kNccl;
-  if (lower == "staged") return PathPolicy::kStaged;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "HVD_GPU_DATA_PATH='", text, "': expected auto, nccl or staged"));
-}
-
 absl::string_view PathPolicyName(PathPolicy policy) {
   switch (policy) {
     case PathPolicy::kAuto:

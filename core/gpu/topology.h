@@ -15,12 +15,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/rendezvous/store.h"
+#include "core/runtime/config.h"
 
 namespace hvd::gpu {
 
-// HVD_GPU_DATA_PATH: auto (default), nccl, staged.
-enum class PathPolicy { kAuto, kNccl, kStaged };
-absl::StatusOr<PathPolicy> ParsePathPolicy(absl::string_view text);
+// HVD_GPU_DATA_PATH: auto (default), nccl, staged (parsed into Config).
+using PathPolicy = runtime::GpuDataPath;
 absl::string_view PathPolicyName(PathPolicy policy);
 
 struct MemberInfo {

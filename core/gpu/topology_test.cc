@@ -23,19 +23,6 @@ std::vector<MemberInfo> Members(
   return out;
 }
 
-TEST(ParsePathPolicy, AcceptsTheThreeNamesInAnyCase) {
-  EXPECT_EQ(*ParsePathPolicy(""), PathPolicy::kAuto);
-  EXPECT_EQ(*ParsePathPolicy("auto"), PathPolicy::kAuto);
-  EXPECT_EQ(*ParsePathPolicy("NCCL"), PathPolicy::kNccl);
-  EXPECT_EQ(*ParsePathPolicy("Staged"), PathPolicy::kStaged);
-}
-
-TEST(ParsePathPolicy, RejectsOtherNamesNamingTheVariable) {
-  auto policy = ParsePathPolicy("mpi");
-  ASSERT_EQ(policy.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(policy.status().message(), HasSubstr("HVD_GPU_DATA_PATH='mpi'"));
-}
-
 TEST(ChoosePath, OneGpuPerMemberTakesNccl) {
   auto choice = ChoosePath(Members({{"a", "gpu0"}, {"a", "gpu1"}}), 1, {});
   ASSERT_TRUE(choice.ok()) << choice.status();

@@ -3,12 +3,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/common/config_names.h"
 #include "core/common/env.h"
 
 namespace hvd::runtime {
 namespace {
+
+namespace names = config_names;
 
 std::string LocalHostname() {
   char name[256] = {0};
@@ -16,84 +24,193 @@ std::string LocalHostname() {
   return name;
 }
 
-absl::Status ReadTopology(Config& c) {
-  auto get = [](absl::string_view name, int fallback, int* out) {
-    auto value = GetConfigInt(name, fallback);
-    if (!value.ok()) return value.status();
-    *out = static_cast<int>(*value);
-    return absl::OkStatus();
-  };
-  for (auto [name, fallback, out] :
-       {std::tuple{"RANK", 0, &c.rank}, {"SIZE", 1, &c.size},
-        {"LOCAL_RANK", c.rank, &c.local_rank}}) {
-    if (auto s = get(name, fallback, out); !s.ok()) return s;
+// Reads variables one by one into their fields, leaving a field at its
+// default when the variable is unset; keeps the first error, after which
+// every read is a no-op.
+class Reader {
+ public:
+  explicit Reader(const ConfigLookup& lookup) : lookup_(lookup) {}
+
+  const absl::Status& status() const { return status_; }
+  void Fail(absl::Status status) {
+    if (status_.ok()) status_ = std::move(status);
   }
-  if (auto s = get("LOCAL_SIZE", c.size, &c.local_size); !s.ok()) return s;
-  if (auto s = get("CROSS_RANK", 0, &c.cross_rank); !s.ok()) return s;
-  if (auto s = get("CROSS_SIZE", 1, &c.cross_size); !s.ok()) return s;
-  if (c.size < 1 || c.rank < 0 || c.rank >= c.size) {
-    return absl::InvalidArgumentError(absl::StrCat(
+
+  void String(const char* name, std::string* out) {
+    if (auto text = Text(name)) *out = *text;
+  }
+
+  // A whole number >= `min`.
+  template <typename T>
+  void Integer(const char* name, int64_t min, T* out) {
+    auto text = Text(name);
+    if (!text) return;
+    int64_t value;
+    if (!absl::SimpleAtoi(*text, &value) || value < min) {
+      Bad(name, *text, absl::StrCat("an integer >= ", min));
+      return;
+    }
+    *out = static_cast<T>(value);
+  }
+
+  // A number >= 0 of `unit`s (fractions allowed, kept to a thousandth).
+  void Duration(const char* name, absl::Duration unit, const char* unit_name,
+                absl::Duration* out) {
+    auto text = Text(name);
+    if (!text) return;
+    double value;
+    if (!absl::SimpleAtod(*text, &value) || !(value >= 0)) {
+      Bad(name, *text, absl::StrCat("a number of ", unit_name, " >= 0"));
+      return;
+    }
+    *out = static_cast<int64_t>(value * 1000) * (unit / 1000);
+  }
+
+  // 1/0, true/false, yes/no, on/off (any case); empty is false.
+  void Bool(const char* name, bool* out) {
+    auto text = Text(name);
+    if (!text) return;
+    const std::string v = absl::AsciiStrToLower(*text);
+    if (v == "1" || v == "true" || v == "yes" || v == "on") {
+      *out = true;
+    } else if (v == "0" || v == "false" || v == "no" || v == "off" ||
+               v.empty()) {
+      *out = false;
+    } else {
+      Bad(name, *text, "a boolean (1/0, true/false, yes/no, on/off)");
+    }
+  }
+
+  // Whatever `parse(text, out)` accepts (`accepts` says what that is, for
+  // the error). True when set and valid; empty text keeps the default.
+  template <typename T, typename Parse>
+  bool Parsed(const char* name, Parse parse, absl::string_view accepts,
+              T* out) {
+    auto text = Text(name);
+    if (!text || text->empty()) return false;
+    if (parse(*text, out)) return true;
+    Bad(name, *text, accepts);
+    return false;
+  }
+
+  // One of `choices`' names (any case). True when set to one of them.
+  template <typename T>
+  bool Choice(const char* name,
+              std::initializer_list<std::pair<const char*, T>> choices,
+              T* out) {
+    auto text = Text(name);
+    if (!text || text->empty()) return false;  // empty: the default
+    const std::string lower = absl::AsciiStrToLower(*text);
+    std::vector<std::string> accepted;
+    for (const auto& [choice, value] : choices) {
+      if (lower == choice) {
+        *out = value;
+        return true;
+      }
+      accepted.push_back(choice);
+    }
+    Bad(name, *text, absl::StrCat("one of ", absl::StrJoin(accepted, ", ")));
+    return false;
+  }
+
+ private:
+  std::optional<std::string> Text(const char* name) {
+    if (!status_.ok()) return std::nullopt;
+    return lookup_(name);
+  }
+  void Bad(const char* name, absl::string_view text,
+           absl::string_view accepts) {
+    Fail(absl::InvalidArgumentError(absl::StrCat(
+        names::kPrefix, name, "='", text, "' is not valid: expected ",
+        accepts)));
+  }
+
+  const ConfigLookup& lookup_;
+  absl::Status status_;
+};
+
+void ReadIdentity(Reader& r, Config& c) {
+  r.Integer(names::kRank, 0, &c.rank);
+  r.Integer(names::kSize, 1, &c.size);
+  c.local_rank = c.rank;
+  c.local_size = c.size;
+  r.Integer(names::kLocalRank, 0, &c.local_rank);
+  r.Integer(names::kLocalSize, 1, &c.local_size);
+  r.Integer(names::kCrossRank, 0, &c.cross_rank);
+  r.Integer(names::kCrossSize, 1, &c.cross_size);
+  c.hostname = LocalHostname();
+  r.String(names::kHostname, &c.hostname);
+  r.String(names::kRendezvousAddr, &c.rendezvous_addr);
+  r.String(names::kJobToken, &c.token);
+  r.String(names::kIface, &c.iface);
+  if (!r.status().ok()) return;
+  if (c.rank >= c.size) {
+    r.Fail(absl::InvalidArgumentError(absl::StrCat(
         "HVD_RANK=", c.rank, " and HVD_SIZE=", c.size,
-        " are inconsistent: need 0 <= rank < size"));
-  }
-  if (c.local_rank < 0 || c.local_rank >= c.local_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
+        " are inconsistent: need 0 <= rank < size")));
+  } else if (c.local_rank >= c.local_size) {
+    r.Fail(absl::InvalidArgumentError(absl::StrCat(
         "HVD_LOCAL_RANK=", c.local_rank, " and HVD_LOCAL_SIZE=", c.local_size,
-        " are inconsistent"));
+        " are inconsistent")));
+  } else if (c.size > 1 && c.rendezvous_addr.empty()) {
+    r.Fail(absl::InvalidArgumentError(absl::StrCat(
+        "HVD_SIZE=", c.size,
+        " but HVD_RENDEZVOUS_ADDR is not set: start the job with hvdrun, or "
+        "point the workers at a rendezvous server")));
   }
-  return absl::OkStatus();
 }
 
-absl::Status ReadTunables(Config& c) {
-  // `name` in units a thousand times `grain` (seconds read to the
-  // millisecond, milliseconds to the microsecond), fractions allowed.
-  auto duration = [](absl::string_view name, double fallback,
-                     absl::Duration grain, absl::Duration* out) {
-    auto value = GetConfigDouble(name, fallback);
-    if (!value.ok()) return value.status();
-    *out = static_cast<int64_t>(*value * 1000) * grain;
-    return absl::OkStatus();
-  };
-  auto millis = [&](absl::string_view name, double fallback,
-                    absl::Duration* out) {
-    return duration(name, fallback, absl::Microseconds(1), out);
-  };
-  if (auto s = millis("CYCLE_TIME", 1.0, &c.cycle_time); !s.ok()) return s;
-  if (auto s = millis("IDLE_CYCLE_TIME", 20.0, &c.idle_cycle_time); !s.ok()) {
-    return s;
+void ReadNegotiation(Reader& r, Config& c) {
+  const absl::Duration ms = absl::Milliseconds(1), s = absl::Seconds(1);
+  r.Duration(names::kCycleTime, ms, "milliseconds", &c.cycle_time);
+  r.Duration(names::kIdleCycleTime, ms, "milliseconds", &c.idle_cycle_time);
+  r.Integer(names::kFusionThreshold, 0, &c.fusion_threshold);
+  r.Integer(names::kFusionInPlaceBytes, 0, &c.fusion_in_place_bytes);
+  r.Integer(names::kCacheCapacity, 0, &c.cache_capacity);
+  r.String(names::kTimeline, &c.timeline_path);
+  r.Bool(names::kTimelineMarkCycles, &c.timeline_mark_cycles);
+  r.Duration(names::kStallCheckTimeSeconds, s, "seconds", &c.stall_check_time);
+  bool stall_check_disable = false;
+  r.Bool(names::kStallCheckDisable, &stall_check_disable);
+  if (stall_check_disable) c.stall_check_time = absl::ZeroDuration();
+  r.Duration(names::kStallShutdownTimeSeconds, s, "seconds",
+             &c.stall_shutdown_time);
+  r.Duration(names::kTimeoutSeconds, s, "seconds", &c.timeout);
+  r.Duration(names::kStartTimeout, s, "seconds", &c.start_timeout);
+  const absl::Duration us = absl::Microseconds(1);
+  r.Duration(names::kBackgroundSpinUs, us, "microseconds", &c.background_spin);
+  r.Duration(names::kWaitSpinUs, us, "microseconds", &c.wait_spin);
+  LogLevel level;
+  if (r.Parsed(names::kLogLevel, ParseLogLevel,
+               "trace, debug, info, warning, error or fatal", &level)) {
+    c.log_level = level;
   }
-  auto fusion = GetConfigInt("FUSION_THRESHOLD", c.fusion_threshold);
-  if (!fusion.ok()) return fusion.status();
-  c.fusion_threshold = *fusion;
-  auto cache = GetConfigInt("CACHE_CAPACITY", c.cache_capacity);
-  if (!cache.ok()) return cache.status();
-  c.cache_capacity = *cache;
-  if (c.fusion_threshold < 0 || c.cache_capacity < 0 ||
-      c.cycle_time < absl::ZeroDuration() ||
-      c.idle_cycle_time < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "HVD_FUSION_THRESHOLD, HVD_CACHE_CAPACITY, HVD_CYCLE_TIME and "
-        "HVD_IDLE_CYCLE_TIME must not be negative");
-  }
-  auto secs = [&](absl::string_view name, double fallback,
-                  absl::Duration* out) {
-    return duration(name, fallback, absl::Milliseconds(1), out);
-  };
-  if (auto s = secs("STALL_CHECK_TIME_SECONDS", 60, &c.stall_check_time);
-      !s.ok()) {
-    return s;
-  }
-  if (auto off = GetConfigBool("STALL_CHECK_DISABLE", false); !off.ok()) {
-    return off.status();
-  } else if (*off) {
-    c.stall_check_time = absl::ZeroDuration();
-  }
-  if (auto s = secs("STALL_SHUTDOWN_TIME_SECONDS", 0, &c.stall_shutdown_time);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = secs("TIMEOUT_SECONDS", 120, &c.timeout); !s.ok()) return s;
-  return secs("START_TIMEOUT", 60, &c.start_timeout);
+}
+
+void ReadDataPlane(Reader& r, Config& c) {
+  using A = collectives::AllreduceAlgorithm;
+  r.Choice<A>(names::kAllreduceAlgorithm,
+              {{"auto", A::kAuto}, {"ring", A::kRing}, {"direct", A::kDirect},
+               {"hierarchical", A::kHierarchical}},
+              &c.collectives.algorithm);
+  r.Integer(names::kSmallMessageBytes, 0, &c.collectives.small_message_bytes);
+  r.Integer(names::kCrossHostSmallMessageBytes, 0,
+            &c.collectives.cross_host_small_message_bytes);
+  r.Integer(names::kChunkBytes, 1, &c.collectives.chunk_bytes);
+  r.Bool(names::kShm, &c.shm);
+  const absl::Duration us = absl::Microseconds(1);
+  r.Duration(names::kTcpSpinUs, us, "microseconds", &c.tcp.spin);
+  r.Integer(names::kTcpLazyRecvBytes, 0, &c.tcp.lazy_recv_bytes);
+  r.Integer(names::kTcpSocketBufferBytes, 0, &c.tcp.socket_buffer_bytes);
+  r.Duration(names::kShmSpinUs, us, "microseconds", &c.shm_tuning.spin);
+  r.Integer(names::kShmPieceBytes, 1, &c.shm_tuning.piece_bytes);
+  r.Integer(names::kShmRingBytes, 1, &c.shm_tuning.ring_bytes);
+  r.Bool(names::kShmYield, &c.shm_tuning.yield);
+  using P = GpuDataPath;
+  r.Choice<P>(names::kGpuDataPath,
+              {{"auto", P::kAuto}, {"nccl", P::kNccl}, {"staged", P::kStaged}},
+              &c.gpu_data_path);
+  r.Bool(names::kHierarchicalAllreduce, &c.hierarchical_allreduce);
 }
 
 }  // namespace
@@ -107,27 +224,16 @@ absl::Duration CycleTimeAfter(const Config& config, int idle_cycles) {
   return wait;
 }
 
-absl::StatusOr<Config> ConfigFromEnv() {
+absl::StatusOr<Config> ParseConfig(const ConfigLookup& lookup) {
   Config c;
-  if (auto s = ReadTopology(c); !s.ok()) return s;
-  c.hostname = GetConfig("HOSTNAME").value_or(LocalHostname());
-  c.rendezvous_addr = GetConfig("RENDEZVOUS_ADDR").value_or("");
-  c.token = GetConfig("JOB_TOKEN").value_or("");
-  c.iface = GetConfig("IFACE").value_or("");
-  c.timeline_path = GetConfig("TIMELINE").value_or("");
-  if (auto mark = GetConfigBool("TIMELINE_MARK_CYCLES", false); mark.ok()) {
-    c.timeline_mark_cycles = *mark;
-  } else {
-    return mark.status();
-  }
-  if (c.size > 1 && c.rendezvous_addr.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "HVD_SIZE=", c.size,
-        " but HVD_RENDEZVOUS_ADDR is not set: start the job with hvdrun, or "
-        "point the workers at a rendezvous server"));
-  }
-  if (auto s = ReadTunables(c); !s.ok()) return s;
+  Reader reader(lookup);
+  ReadIdentity(reader, c);
+  ReadNegotiation(reader, c);
+  ReadDataPlane(reader, c);
+  if (!reader.status().ok()) return reader.status();
   return c;
 }
+
+absl::StatusOr<Config> ConfigFromEnv() { return ParseConfig(GetConfig); }
 
 }  // namespace hvd::runtime

@@ -1,16 +1,32 @@
-// The runtime's configuration, read once at init from HVD_* / HOROVOD_*.
+// The runtime's configuration: every HVD_* (or HOROVOD_*) variable, parsed
+// once at init (the C ABI's hvd_init) into one Config. Everything below the C
+// ABI takes its part of it as plain data (options structs); no library module
+// reads the environment. A bad value fails init with one line naming the
+// variable, its text and what it accepts.
 #ifndef HVD_CORE_RUNTIME_CONFIG_H_
 #define HVD_CORE_RUNTIME_CONFIG_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/collectives/options.h"
+#include "core/common/logging.h"
+#include "core/transport/shm/shm_options.h"
+#include "core/transport/tcp/tcp_options.h"
 
 namespace hvd::runtime {
 
+// HVD_GPU_DATA_PATH: how GPU tensors move (auto: NCCL where each rank has a
+// GPU of its own, staged through host memory otherwise).
+enum class GpuDataPath { kAuto, kNccl, kStaged };
+
 struct Config {
+  // Identity: set by hvdrun's agents or an orchestrator (HVD_RANK, ...).
   int rank = 0;
   int size = 1;
   int local_rank = 0;
@@ -22,11 +38,15 @@ struct Config {
   std::string token;            // secret: never logged
   std::string iface;            // data-plane interface or address; empty: all
 
+  // Negotiation and fusion.
   absl::Duration cycle_time = absl::Milliseconds(1);
   // While the whole job is idle the wait between cycles doubles each cycle
   // up to this (HVD_IDLE_CYCLE_TIME, ms); at or below cycle_time: no back-off.
   absl::Duration idle_cycle_time = absl::Milliseconds(20);
   int64_t fusion_threshold = int64_t{64} << 20;  // bytes; 0 disables fusion
+  // Fused allreduces of at most this many bytes are copied into the fusion
+  // buffer; larger ones are reduced where they lie (HVD_FUSION_IN_PLACE_BYTES).
+  int64_t fusion_in_place_bytes = int64_t{64} << 10;
   int64_t cache_capacity = 1024;                 // 0 disables the cache
   std::string timeline_path;
   bool timeline_mark_cycles = false;
@@ -34,11 +54,36 @@ struct Config {
   absl::Duration stall_shutdown_time = absl::ZeroDuration();
   absl::Duration timeout = absl::Seconds(120);  // every data-plane wait
   absl::Duration start_timeout = absl::Seconds(60);
+  // The background thread polls this long for more work after a busy cycle
+  // (HVD_BACKGROUND_SPIN_US); hvd_wait polls a handle this long before it
+  // sleeps (HVD_WAIT_SPIN_US).
+  absl::Duration background_spin = absl::Microseconds(100);
+  absl::Duration wait_spin = absl::ZeroDuration();
+  // Set only when HVD_LOG_LEVEL is.
+  std::optional<LogLevel> log_level;
+
+  // The data plane. `collectives`: algorithm, chunk_bytes and the
+  // small-message thresholds (HVD_ALLREDUCE_ALGORITHM, HVD_CHUNK_BYTES,
+  // HVD_SMALL_MESSAGE_BYTES, HVD_CROSS_HOST_SMALL_MESSAGE_BYTES); the
+  // runtime sets its timeout and hosts.
+  collectives::CollectiveOptions collectives;
+  bool shm = true;  // HVD_SHM: shared memory between ranks of one host
+  transport::TcpTuning tcp;
+  transport::ShmTuning shm_tuning;
+  GpuDataPath gpu_data_path = GpuDataPath::kAuto;
+  bool hierarchical_allreduce = false;  // GPU: NCCL within hosts, CPU across
 };
 
-// Reads the environment. A process with no HVD_RANK/HVD_SIZE is a job of
-// size 1. InvalidArgument naming the variable for malformed or inconsistent
-// values.
+// Looks a variable up by its bare name ("FUSION_THRESHOLD"), whichever
+// spelling (HVD_/HOROVOD_) is set; nullopt when neither is.
+using ConfigLookup =
+    std::function<std::optional<std::string>(absl::string_view name)>;
+
+// Parses every variable through `lookup`. A process with no HVD_RANK/HVD_SIZE
+// is a job of size 1. InvalidArgument naming the variable for a malformed,
+// out-of-range or inconsistent value.
+absl::StatusOr<Config> ParseConfig(const ConfigLookup& lookup);
+// ParseConfig over this process's environment.
 absl::StatusOr<Config> ConfigFromEnv();
 
 // How long a rank waits for work before its next cycle when the last

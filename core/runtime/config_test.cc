@@ -2,6 +2,13 @@
 
 #include <stdlib.h>
 
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "core/common/config_names.h"
 #include "gtest/gtest.h"
 
 namespace hvd::runtime {
@@ -32,17 +39,172 @@ TEST(CycleTimeAfterTest, ZeroCycleTimeStaysZero) {
   EXPECT_EQ(CycleTimeAfter(Cycles(0, 20), 10), absl::ZeroDuration());
 }
 
-TEST(ConfigFromEnvTest, ReadsIdleCycleTimeInMilliseconds) {
-  setenv("HVD_IDLE_CYCLE_TIME", "7.5", 1);
-  absl::StatusOr<Config> c = ConfigFromEnv();
+// A ConfigLookup over a fixed set of variables (bare names).
+ConfigLookup Vars(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](absl::string_view name)
+             -> std::optional<std::string> {
+    auto it = vars.find(std::string(name));
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::string ErrorOf(std::map<std::string, std::string> vars) {
+  return std::string(ParseConfig(Vars(std::move(vars))).status().message());
+}
+
+TEST(ParseConfigTest, NothingSetIsAJobOfSizeOneWithEveryDefault) {
+  absl::StatusOr<Config> c = ParseConfig(Vars({}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->size, 1);
+  EXPECT_EQ(c->rank, 0);
+  EXPECT_FALSE(c->hostname.empty());
+  EXPECT_FALSE(c->log_level.has_value());
+  EXPECT_EQ(c->tcp.spin, transport::TcpTuning().spin);
+  EXPECT_EQ(c->shm_tuning.ring_bytes, transport::ShmTuning().ring_bytes);
+  EXPECT_EQ(c->collectives.chunk_bytes,
+            collectives::CollectiveOptions().chunk_bytes);
+  EXPECT_TRUE(c->shm);
+  EXPECT_EQ(c->gpu_data_path, GpuDataPath::kAuto);
+}
+
+TEST(ParseConfigTest, ReadsIdleCycleTimeInMilliseconds) {
+  absl::StatusOr<Config> c = ParseConfig(Vars({{"IDLE_CYCLE_TIME", "7.5"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->idle_cycle_time, absl::Microseconds(7500));
-  setenv("HVD_IDLE_CYCLE_TIME", "-1", 1);
-  EXPECT_EQ(ConfigFromEnv().status().message(),
-            "HVD_FUSION_THRESHOLD, HVD_CACHE_CAPACITY, HVD_CYCLE_TIME and "
-            "HVD_IDLE_CYCLE_TIME must not be negative");
-  unsetenv("HVD_IDLE_CYCLE_TIME");
-  EXPECT_EQ(ConfigFromEnv()->idle_cycle_time, absl::Milliseconds(20));
+}
+
+TEST(ParseConfigTest, TransportTuningGoesToTheTransportsOptions) {
+  absl::StatusOr<Config> c = ParseConfig(Vars({{"TCP_SPIN_US", "7"},
+                                               {"TCP_LAZY_RECV_BYTES", "0"},
+                                               {"TCP_SOCKET_BUFFER_BYTES", "0"},
+                                               {"SHM_SPIN_US", "3"},
+                                               {"SHM_PIECE_BYTES", "4096"},
+                                               {"SHM_RING_BYTES", "65536"},
+                                               {"SHM_YIELD", "off"},
+                                               {"SHM", "0"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->tcp.spin, absl::Microseconds(7));
+  EXPECT_EQ(c->tcp.lazy_recv_bytes, 0u);
+  EXPECT_EQ(c->tcp.socket_buffer_bytes, 0);
+  EXPECT_EQ(c->shm_tuning.spin, absl::Microseconds(3));
+  EXPECT_EQ(c->shm_tuning.piece_bytes, 4096u);
+  EXPECT_EQ(c->shm_tuning.ring_bytes, 65536u);
+  EXPECT_FALSE(c->shm_tuning.yield);
+  EXPECT_FALSE(c->shm);
+}
+
+TEST(ParseConfigTest, CollectiveTunablesGoToTheCollectivesOptions) {
+  absl::StatusOr<Config> c =
+      ParseConfig(Vars({{"ALLREDUCE_ALGORITHM", "Ring"},
+                        {"SMALL_MESSAGE_BYTES", "100"},
+                        {"CROSS_HOST_SMALL_MESSAGE_BYTES", "50"},
+                        {"CHUNK_BYTES", "4096"},
+                        {"FUSION_IN_PLACE_BYTES", "0"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->collectives.algorithm, collectives::AllreduceAlgorithm::kRing);
+  EXPECT_EQ(c->collectives.small_message_bytes, 100u);
+  EXPECT_EQ(c->collectives.cross_host_small_message_bytes, 50u);
+  EXPECT_EQ(c->collectives.chunk_bytes, 4096u);
+  EXPECT_EQ(c->fusion_in_place_bytes, 0);
+}
+
+TEST(ParseConfigTest, GpuDataPathAcceptsTheThreeNamesInAnyCase) {
+  for (auto [text, path] : {std::pair{"", GpuDataPath::kAuto},
+                            {"auto", GpuDataPath::kAuto},
+                            {"NCCL", GpuDataPath::kNccl},
+                            {"Staged", GpuDataPath::kStaged}}) {
+    absl::StatusOr<Config> c = ParseConfig(Vars({{"GPU_DATA_PATH", text}}));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->gpu_data_path, path) << text;
+  }
+}
+
+TEST(ParseConfigTest, LogLevelIsSetOnlyWhenGiven) {
+  absl::StatusOr<Config> c = ParseConfig(Vars({{"LOG_LEVEL", "Info"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->log_level, LogLevel::kInfo);
+}
+
+TEST(ParseConfigTest, StallCheckDisableWinsOverTheCheckTime) {
+  absl::StatusOr<Config> c = ParseConfig(Vars(
+      {{"STALL_CHECK_TIME_SECONDS", "5"}, {"STALL_CHECK_DISABLE", "yes"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->stall_check_time, absl::ZeroDuration());
+}
+
+// One policy for every variable: init fails naming it, its text, and what
+// it accepts.
+TEST(ParseConfigTest, BadValuesNameTheVariableAndWhatItAccepts) {
+  EXPECT_EQ(ErrorOf({{"FUSION_THRESHOLD", "64MB"}}),
+            "HVD_FUSION_THRESHOLD='64MB' is not valid: expected an integer "
+            ">= 0");
+  EXPECT_EQ(ErrorOf({{"IDLE_CYCLE_TIME", "-1"}}),
+            "HVD_IDLE_CYCLE_TIME='-1' is not valid: expected a number of "
+            "milliseconds >= 0");
+  EXPECT_EQ(ErrorOf({{"TCP_SPIN_US", "fast"}}),
+            "HVD_TCP_SPIN_US='fast' is not valid: expected a number of "
+            "microseconds >= 0");
+  EXPECT_EQ(ErrorOf({{"SHM_RING_BYTES", "0"}}),
+            "HVD_SHM_RING_BYTES='0' is not valid: expected an integer >= 1");
+  EXPECT_EQ(ErrorOf({{"SHM", "maybe"}}),
+            "HVD_SHM='maybe' is not valid: expected a boolean (1/0, "
+            "true/false, yes/no, on/off)");
+  EXPECT_EQ(ErrorOf({{"ALLREDUCE_ALGORITHM", "tree"}}),
+            "HVD_ALLREDUCE_ALGORITHM='tree' is not valid: expected one of "
+            "auto, ring, direct, hierarchical");
+  EXPECT_EQ(ErrorOf({{"GPU_DATA_PATH", "mpi"}}),
+            "HVD_GPU_DATA_PATH='mpi' is not valid: expected one of auto, "
+            "nccl, staged");
+  EXPECT_EQ(ErrorOf({{"LOG_LEVEL", "loud"}}),
+            "HVD_LOG_LEVEL='loud' is not valid: expected trace, debug, info, "
+            "warning, error or fatal");
+}
+
+TEST(ParseConfigTest, InconsistentIdentityIsRefused) {
+  EXPECT_EQ(ErrorOf({{"RANK", "2"}, {"SIZE", "2"}}),
+            "HVD_RANK=2 and HVD_SIZE=2 are inconsistent: need 0 <= rank < "
+            "size");
+  EXPECT_EQ(ErrorOf({{"RANK", "1"}, {"SIZE", "2"}}),
+            "HVD_SIZE=2 but HVD_RENDEZVOUS_ADDR is not set: start the job "
+            "with hvdrun, or point the workers at a rendezvous server");
+}
+
+// Every variable the core reads is named once, in config_names.h; a typo in
+// a name read here would leave its variable silently unread.
+TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
+  std::set<std::string> asked;
+  ConfigLookup recorder = [&](absl::string_view name) {
+    asked.insert(std::string(name));
+    return std::optional<std::string>();
+  };
+  ASSERT_TRUE(ParseConfig(recorder).ok());
+  namespace n = config_names;
+  for (const char* name :
+       {n::kRank, n::kSize, n::kLocalRank, n::kLocalSize, n::kCrossRank,
+        n::kCrossSize, n::kHostname, n::kRendezvousAddr, n::kJobToken,
+        n::kIface, n::kFusionThreshold, n::kCycleTime, n::kCacheCapacity,
+        n::kTimeline, n::kStallCheckDisable, n::kStallCheckTimeSeconds,
+        n::kStallShutdownTimeSeconds, n::kHierarchicalAllreduce, n::kLogLevel,
+        n::kIdleCycleTime, n::kTimelineMarkCycles, n::kTimeoutSeconds,
+        n::kStartTimeout, n::kBackgroundSpinUs, n::kWaitSpinUs,
+        n::kFusionInPlaceBytes, n::kAllreduceAlgorithm, n::kSmallMessageBytes,
+        n::kCrossHostSmallMessageBytes, n::kChunkBytes, n::kShm,
+        n::kTcpSpinUs, n::kTcpLazyRecvBytes, n::kTcpSocketBufferBytes,
+        n::kShmSpinUs, n::kShmPieceBytes, n::kShmRingBytes, n::kShmYield,
+        n::kGpuDataPath}) {
+    EXPECT_TRUE(asked.count(name)) << name;
+  }
+}
+
+TEST(ConfigFromEnvTest, ReadsBothSpellingsHvdFirst) {
+  setenv("HOROVOD_CACHE_CAPACITY", "7", 1);
+  EXPECT_EQ(ConfigFromEnv()->cache_capacity, 7);
+  setenv("HVD_CACHE_CAPACITY", "3", 1);
+  EXPECT_EQ(ConfigFromEnv()->cache_capacity, 3);
+  unsetenv("HVD_CACHE_CAPACITY");
+  unsetenv("HOROVOD_CACHE_CAPACITY");
+  EXPECT_EQ(ConfigFromEnv()->cache_capacity, 1024);
 }
 
 }  // namespace

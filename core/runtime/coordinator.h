@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "core/runtime/messages.pb.h"
+#include "proto/negotiation.pb.h"
 #include "core/runtime/process_sets.h"
 #include "core/runtime/response_cache.h"
 #include "core/runtime/timeline.h"

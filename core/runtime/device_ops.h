@@ -20,7 +20,7 @@
 #include "core/rendezvous/store.h"
 #include "core/runtime/config.h"
 #include "core/runtime/entry.h"
-#include "core/runtime/messages.pb.h"
+#include "proto/negotiation.pb.h"
 #include "core/transport/transport.h"
 
 namespace hvd::runtime {
@@ -63,6 +63,12 @@ class DeviceOps {
   virtual void Shutdown() = 0;
 };
 
+// Makes a CPU data-plane context for `rank` of `size` processes that meet
+// in `store` (each under its own key prefix).
+using ContextFactory =
+    std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
+        int rank, int size, Store* store)>;
+
 // What a backend is built from. `store` is not owned and outlives the
 // backend.
 struct DeviceEnv {
@@ -73,9 +79,7 @@ struct DeviceEnv {
   // A CPU data-plane context among `size` processes meeting in `store` (for
   // the staged path and the cross-host step of hierarchical allreduce, which
   // run apart from the background thread's context).
-  std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
-      int rank, int size, Store* store)>
-      make_context;
+  ContextFactory make_context;
   collectives::CollectiveOptions collective_options;
 };
 

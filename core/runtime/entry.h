@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/common/types.h"
-#include "core/runtime/messages.pb.h"
+#include "proto/negotiation.pb.h"
 
 namespace hvd::runtime {
 

@@ -6,7 +6,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/collectives/reduce.h"
-#include "core/common/env.h"
 #include "core/runtime/validation.h"
 
 namespace hvd::runtime {
@@ -68,21 +67,16 @@ void FailEntries(std::vector<std::unique_ptr<TensorEntry>>& entries,
 
 Executor::Executor(int rank, transport::Context* context,
                    ProcessSetTable* sets, ResponseCache* cache,
-                   Timeline* timeline, collectives::CollectiveOptions options,
+                   Timeline* timeline, const ExecutorOptions& options,
                    DeviceOps* device)
     : rank_(rank),
       context_(context),
       sets_(sets),
       cache_(cache),
       timeline_(timeline),
-      options_(options),
-      device_(device) {
-  constexpr int64_t kInPlace = int64_t{64} << 10;
-  absl::StatusOr<int64_t> in_place =
-      GetConfigInt("FUSION_IN_PLACE_BYTES", kInPlace);
-  fusion_in_place_bytes_ = static_cast<size_t>(
-      in_place.ok() && *in_place >= 0 ? *in_place : kInPlace);
-}
+      options_(options.collectives),
+      device_(device),
+      fusion_in_place_bytes_(options.fusion_in_place_bytes) {}
 
 Executor::Entries Executor::Take(const Response& response,
                                  PendingTable& pending) {

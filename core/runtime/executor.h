@@ -17,7 +17,7 @@
 #include "core/collectives/collectives.h"
 #include "core/runtime/device_ops.h"
 #include "core/runtime/entry.h"
-#include "core/runtime/messages.pb.h"
+#include "proto/negotiation.pb.h"
 #include "core/runtime/process_sets.h"
 #include "core/runtime/response_cache.h"
 #include "core/runtime/timeline.h"
@@ -35,6 +35,14 @@ using PendingTable =
 // Key of the local join entry in the PendingTable.
 inline constexpr char kJoinName[] = "join";
 
+struct ExecutorOptions {
+  // The CPU collectives' options (timeout, algorithm, hosts).
+  collectives::CollectiveOptions collectives;
+  // Fused tensors this large are allreduced where they are, as pieces of the
+  // response's one collective; smaller ones go through the fusion buffer.
+  size_t fusion_in_place_bytes = size_t{64} << 10;
+};
+
 // Not thread-safe: the background thread owns it. Pointers are not owned.
 // `device` may be null (no GPU backend in this build): a response on GPU
 // tensors then fails its entries with FailedPrecondition.
@@ -42,8 +50,7 @@ class Executor {
  public:
   Executor(int rank, transport::Context* context, ProcessSetTable* sets,
            ResponseCache* cache, Timeline* timeline,
-           collectives::CollectiveOptions options,
-           DeviceOps* device = nullptr);
+           const ExecutorOptions& options, DeviceOps* device = nullptr);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -81,8 +88,6 @@ class Executor {
   collectives::CollectiveOptions options_;
   DeviceOps* device_;
   std::unique_ptr<HostBuffer> fusion_;  // persistent, grown on demand
-  // Fused tensors this large are allreduced where they are, as pieces of
-  // the response's one collective (HVD_FUSION_IN_PLACE_BYTES, 64 KiB).
   size_t fusion_in_place_bytes_;
 };
 

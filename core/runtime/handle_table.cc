@@ -4,13 +4,12 @@
 
 #include <algorithm>
 
-#include "core/common/env.h"
 
 namespace hvd::runtime {
 
-HandleTable::HandleTable() {
-  absl::StatusOr<int64_t> us = GetConfigInt("WAIT_SPIN_US", 0);
-  spin_ = absl::Microseconds(us.ok() && *us > 0 ? *us : 0);
+void HandleTable::SetWaitSpin(absl::Duration spin) {
+  spin_ns_.store(absl::ToInt64Nanoseconds(std::max(spin, absl::ZeroDuration())),
+                 std::memory_order_relaxed);
 }
 
 std::shared_ptr<HandleTable::State> HandleTable::Find(int64_t handle) {
@@ -73,8 +72,10 @@ HandleTable::WaitResult HandleTable::Wait(int64_t handle,
   const absl::Time deadline = absl::Now() + timeout;  // infinite stays so
   // A small op completes within microseconds; polling for it saves the
   // wakeup of a sleeping thread.
-  if (spin_ > absl::ZeroDuration()) {
-    const absl::Time end = absl::Now() + std::min(spin_, timeout);
+  const absl::Duration spin =
+      absl::Nanoseconds(spin_ns_.load(std::memory_order_relaxed));
+  if (spin > absl::ZeroDuration()) {
+    const absl::Time end = absl::Now() + std::min(spin, timeout);
     while (absl::Now() < end) {
       if (state->done.load(std::memory_order_acquire)) return kDone;
       sched_yield();  // The background thread may need this CPU.

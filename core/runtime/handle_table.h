@@ -21,7 +21,11 @@ namespace hvd::runtime {
 // backend's completion thread), the rest on framework threads.
 class HandleTable {
  public:
-  HandleTable();
+  HandleTable() = default;
+
+  // How long Wait polls a handle before it sleeps (Config::wait_spin; 0, the
+  // default: it sleeps at once). Any thread, any time.
+  void SetWaitSpin(absl::Duration spin);
 
   enum WaitResult { kDone, kTimeout, kInvalid };
 
@@ -60,7 +64,7 @@ class HandleTable {
   std::shared_ptr<State> Find(int64_t handle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Duration spin_;  // HVD_WAIT_SPIN_US: Wait polls this long first
+  std::atomic<int64_t> spin_ns_{0};  // SetWaitSpin
   absl::Mutex mu_;
   int64_t next_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<int64_t, std::shared_ptr<State>> states_

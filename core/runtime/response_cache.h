@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/runtime/messages.pb.h"
+#include "proto/negotiation.pb.h"
 
 namespace hvd::runtime {
 

@@ -1,25 +1,15 @@
 #include "core/runtime/runtime.h"
 
 #include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
-#include "core/rendezvous/grpc_store.h"
-#include "core/common/env.h"
-#include "core/transport/composite/composite_context.h"
-#include "core/transport/shm/shm_context.h"
-#include "core/transport/tcp/tcp_context.h"
 
 namespace hvd::runtime {
 namespace {
-
-// Each init of a process gets fresh rendezvous keys, so a job can shut down
-// and init again.
-std::atomic<int> init_epoch{0};
 
 absl::Status Annotate(const absl::Status& status, absl::string_view what) {
   return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
@@ -34,67 +24,28 @@ absl::StatusOr<ResponseList> Parse(const std::string& bytes, int from) {
   return list;
 }
 
-// HVD_ALLREDUCE_ALGORITHM (auto, ring, direct, hierarchical),
-// HVD_SMALL_MESSAGE_BYTES, HVD_CROSS_HOST_SMALL_MESSAGE_BYTES and
-// HVD_CHUNK_BYTES: for benchmarks and for links
-// the defaults do not suit (see docs/performance.md).
-absl::Status CollectiveTunables(collectives::CollectiveOptions* options) {
-  if (auto name = GetConfig("ALLREDUCE_ALGORITHM")) {
-    using A = collectives::AllreduceAlgorithm;
-    const std::pair<const char*, A> known[] = {
-        {"auto", A::kAuto},
-        {"ring", A::kRing},
-        {"direct", A::kDirect},
-        {"hierarchical", A::kHierarchical}};
-    bool found = false;
-    for (const auto& [text, value] : known) {
-      if (*name == text) {
-        options->algorithm = value;
-        found = true;
-      }
-    }
-    if (!found) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "HVD_ALLREDUCE_ALGORITHM=", *name,
-          " is not one of auto, ring, direct, hierarchical"));
-    }
-  }
-  for (auto [name, field] :
-       {std::pair<const char*, size_t*>{"SMALL_MESSAGE_BYTES",
-                                        &options->small_message_bytes},
-        std::pair<const char*, size_t*>{
-            "CROSS_HOST_SMALL_MESSAGE_BYTES",
-            &options->cross_host_small_message_bytes},
-        std::pair<const char*, size_t*>{"CHUNK_BYTES", &options->chunk_bytes}}) {
-    absl::StatusOr<int64_t> value =
-        GetConfigInt(name, static_cast<int64_t>(*field));
-    if (!value.ok()) return value.status();
-    if (*value < 0 || (*value == 0 && field == &options->chunk_bytes)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("HVD_", name, "=", *value, " is out of range"));
-    }
-    *field = static_cast<size_t>(*value);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
-Runtime::Runtime(const Config& config, HandleTable* handles)
+Runtime::Runtime(const Config& config, RuntimeParts parts,
+                 HandleTable* handles)
     : config_(config),
+      parts_(std::move(parts)),
       handles_(handles),
       sets_(config.size),
-      cache_(static_cast<int>(config.cache_capacity)) {
-  absl::StatusOr<int64_t> spin_us = GetConfigInt("BACKGROUND_SPIN_US", 100);
-  spin_ = absl::Microseconds(spin_us.ok() ? *spin_us : 100);
-}
+      cache_(static_cast<int>(config.cache_capacity)) {}
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
-    const Config& config, HandleTable* handles,
+    const Config& config, RuntimeParts parts, HandleTable* handles,
     DeviceOpsFactory device_factory) {
+  if (config.size > 1 &&
+      (!parts.context || parts.context->size() != config.size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", config.rank, ": the runtime needs a data plane of size ",
+        config.size));
+  }
   SetLogRank(config.rank);
-  std::unique_ptr<Runtime> runtime(new Runtime(config, handles));
-  if (absl::Status s = runtime->Connect(); !s.ok()) return s;
+  std::unique_ptr<Runtime> runtime(
+      new Runtime(config, std::move(parts), handles));
   if (config.rank == 0 && !config.timeline_path.empty()) {
     if (absl::Status s = runtime->timeline_.Start(config.timeline_path,
                                                   config.timeline_mark_cycles);
@@ -111,117 +62,30 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
     runtime->coordinator_ = std::make_unique<Coordinator>(
         options, &runtime->sets_, &runtime->cache_, &runtime->timeline_);
   }
-  collectives::CollectiveOptions options;
-  options.timeout = config.timeout;
-  options.hosts = runtime->hosts_;  // hierarchical allreduce across hosts
-  if (absl::Status s = CollectiveTunables(&options); !s.ok()) return s;
+  ExecutorOptions options;
+  options.collectives = config.collectives;
+  options.collectives.timeout = config.timeout;
+  options.collectives.hosts = runtime->parts_.hosts;
+  options.fusion_in_place_bytes =
+      static_cast<size_t>(config.fusion_in_place_bytes);
   if (device_factory) {
-    auto device = device_factory(runtime->DeviceEnvironment(options));
+    DeviceEnv env;
+    env.config = config;
+    env.store = runtime->parts_.store.get();
+    env.make_context = runtime->parts_.make_context;
+    env.collective_options = options.collectives;
+    auto device = device_factory(env);
     if (!device.ok()) return device.status();
     runtime->device_ops_ = std::move(*device);
   }
   runtime->executor_ = std::make_unique<Executor>(
-      config.rank, runtime->context_.get(), &runtime->sets_, &runtime->cache_,
-      &runtime->timeline_, options, runtime->device_ops_.get());
+      config.rank, runtime->parts_.context.get(), &runtime->sets_,
+      &runtime->cache_, &runtime->timeline_, options,
+      runtime->device_ops_.get());
   runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
   HVD_LOG(INFO) << "initialized: rank " << config.rank << " of "
                 << config.size << " on " << config.hostname;
   return runtime;
-}
-
-absl::Status Runtime::Connect() {
-  if (config_.size == 1) return absl::OkStatus();
-  auto store = GrpcStore::Connect(config_.rendezvous_addr, config_.token,
-                                  config_.start_timeout);
-  if (!store.ok()) {
-    return Annotate(store.status(),
-                    absl::StrCat("rank ", config_.rank,
-                                 ": cannot reach the rendezvous"));
-  }
-  auto registration =
-      (*store)->Register(config_.rank, config_.hostname, getpid(), {});
-  if (!registration.ok()) {
-    return Annotate(registration.status(),
-                    absl::StrCat("rank ", config_.rank, ": register"));
-  }
-  store_ = std::move(*store);
-  scoped_store_ = std::make_unique<PrefixStore>(
-      store_.get(), absl::StrCat("core/", init_epoch.fetch_add(1), "/"));
-  transport::TcpOptions options;
-  options.iface = config_.iface;
-  options.hostname = config_.hostname;
-  options.token = config_.token;
-  options.connect_timeout = config_.start_timeout;
-  auto context = transport::CreateTcpContext(config_.rank, config_.size,
-                                             scoped_store_.get(), options);
-  if (!context.ok()) return context.status();
-  context_ = std::move(*context);
-  return ConnectSharedMemory();
-}
-
-// Ranks with the same HVD_HOSTNAME exchange through shared memory (unless
-// HVD_SHM=0), every other pair over TCP: a composite context routes each
-// peer. The host of every rank also goes to the collectives, for the
-// hierarchical allreduce.
-absl::Status Runtime::ConnectSharedMemory() {
-  const int rank = config_.rank;
-  if (absl::Status s = scoped_store_->Set(absl::StrCat("host/", rank),
-                                          config_.hostname);
-      !s.ok()) {
-    return Annotate(s, absl::StrCat("rank ", rank, ": publishing host name"));
-  }
-  std::vector<std::string> names;
-  std::vector<int> local;
-  hosts_.assign(config_.size, 0);
-  for (int r = 0; r < config_.size; ++r) {
-    auto name = scoped_store_->Get(absl::StrCat("host/", r),
-                                   config_.start_timeout);
-    if (!name.ok()) {
-      return Annotate(name.status(), absl::StrCat("rank ", rank,
-                                                  ": reading rank ", r,
-                                                  "'s host name"));
-    }
-    auto it = std::find(names.begin(), names.end(), *name);
-    hosts_[r] = static_cast<int>(it - names.begin());
-    if (it == names.end()) names.push_back(*name);
-    if (*name == config_.hostname) local.push_back(r);
-  }
-  absl::StatusOr<bool> enabled = GetConfigBool("SHM", true);
-  if (!enabled.ok()) return enabled.status();
-  if (!*enabled || local.size() < 2) return absl::OkStatus();
-  transport::ShmOptions shm_options;
-  shm_options.connect_timeout = config_.start_timeout;
-  auto mesh = transport::CreateShmContext(rank, config_.size, local,
-                                          scoped_store_.get(), shm_options);
-  if (!mesh.ok()) return mesh.status();
-  if (mesh->peers.empty()) return absl::OkStatus();
-  std::vector<int> route(config_.size, 0);
-  for (int peer : mesh->peers) route[peer] = 1;
-  std::vector<std::unique_ptr<transport::Context>> children;
-  children.push_back(std::move(context_));
-  children.push_back(std::move(mesh->context));
-  auto composite =
-      transport::NewCompositeContext(std::move(children), std::move(route));
-  if (!composite.ok()) return composite.status();
-  context_ = std::move(*composite);
-  return absl::OkStatus();
-}
-
-DeviceEnv Runtime::DeviceEnvironment(
-    const collectives::CollectiveOptions& options) {
-  DeviceEnv env;
-  env.config = config_;
-  env.store = scoped_store_.get();
-  transport::TcpOptions tcp;
-  tcp.iface = config_.iface;
-  tcp.hostname = config_.hostname;
-  tcp.token = config_.token;
-  tcp.connect_timeout = config_.start_timeout;
-  env.make_context = [tcp](int rank, int size, Store* store) {
-    return transport::CreateTcpContext(rank, size, store, tcp);
-  };
-  env.collective_options = options;
-  return env;
 }
 
 Runtime::~Runtime() { Shutdown(); }
@@ -263,6 +127,10 @@ void Runtime::Shutdown() {
   if (device_ops_) device_ops_->Shutdown();
   if (coordinator_) {
     const Coordinator::Stats& s = coordinator_->stats();
+    {
+      absl::MutexLock lock(&mu_);
+      final_stats_ = s;
+    }
     HVD_LOG(INFO) << "negotiation: " << s.cycles << " cycles, "
                   << s.full_requests << " requests in full, "
                   << s.cached_ready << " tensors by cache bit, "
@@ -271,7 +139,12 @@ void Runtime::Shutdown() {
     coordinator_.reset();
   }
   timeline_.Stop();
-  context_.reset();
+  parts_.context.reset();
+}
+
+Coordinator::Stats Runtime::negotiation_stats() {
+  absl::MutexLock lock(&mu_);
+  return final_stats_;
 }
 
 bool Runtime::WaitForWork(absl::Time cycle_start) {
@@ -281,8 +154,9 @@ bool Runtime::WaitForWork(absl::Time cycle_start) {
   // a benchmark call after call): right after a busy cycle, poll for it a
   // little instead of sleeping, which would cost a thread wakeup -- tens of
   // microseconds on a busy VM -- per call. Idle cycles never poll.
-  if (absl::Now() - last_busy_ < spin_) {
-    const absl::Time spin_end = std::min(cycle_end, last_busy_ + spin_);
+  if (absl::Now() - last_busy_ < config_.background_spin) {
+    const absl::Time spin_end =
+        std::min(cycle_end, last_busy_ + config_.background_spin);
     while (!has_work_.load(std::memory_order_acquire) &&
            absl::Now() < spin_end) {
       sched_yield();  // The thread that will submit may need this CPU.
@@ -363,7 +237,7 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
   std::vector<RequestList> lists(size);
   std::vector<std::string> raw(size);
   std::vector<std::unique_ptr<transport::Request>> recvs(size);
-  for (int r = 1; r < size; ++r) recvs[r] = context_->RecvAny(r, &raw[r]);
+  for (int r = 1; r < size; ++r) recvs[r] = parts_.context->RecvAny(r, &raw[r]);
   const absl::Time deadline = absl::Now() + config_.timeout;
   for (int r = 1; r < size; ++r) {
     if (absl::Status s = recvs[r]->Wait(deadline); !s.ok()) {
@@ -402,7 +276,7 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
   const std::string reply = result.SerializeAsString();
   std::vector<std::unique_ptr<transport::Request>> sends;
   for (int r = 1; r < size; ++r) {
-    sends.push_back(context_->Send(r, reply.data(), reply.size()));
+    sends.push_back(parts_.context->Send(r, reply.data(), reply.size()));
   }
   for (int r = 1; r < size; ++r) {
     if (absl::Status s = sends[r - 1]->Wait(deadline); !s.ok()) {
@@ -452,8 +326,8 @@ absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
   const absl::Time deadline = absl::Now() + config_.timeout;
   const std::string out = mine.SerializeAsString();
   std::string in;
-  auto send = context_->Send(0, out.data(), out.size());
-  auto recv = context_->RecvAny(0, &in);
+  auto send = parts_.context->Send(0, out.data(), out.size());
+  auto recv = parts_.context->RecvAny(0, &in);
   absl::Status s = send->Wait(deadline);
   if (s.ok()) s = recv->Wait(deadline);
   if (!s.ok()) return Annotate(s, "negotiation with rank 0 failed");
@@ -485,7 +359,9 @@ void Runtime::FailAll(const absl::Status& status) {
     final_status_ = status;
     doomed.swap(queue_);
   }
-  if (context_ && !absl::IsFailedPrecondition(status)) context_->Abort(status);
+  if (parts_.context && !absl::IsFailedPrecondition(status)) {
+    parts_.context->Abort(status);
+  }
   if (device_ops_ && !absl::IsFailedPrecondition(status)) {
     device_ops_->Abort(status);
   }

@@ -1,5 +1,7 @@
-// The process's hvd runtime: connects to the job, owns the background thread
-// that negotiates and executes collectives, and hands out handles.
+// The process's hvd runtime: owns the background thread that negotiates and
+// executes collectives over a job's data plane that is handed to it already
+// connected (core/bootstrap makes one from a Config; tests make one in
+// process), and hands out handles.
 //
 // Background loop, one cycle: take what the framework enqueued; send this
 // rank's requests (and response-cache bits) to rank 0; receive the responses
@@ -35,16 +37,32 @@
 
 namespace hvd::runtime {
 
-// Thread-safe API; one per process (the C ABI keeps it).
+// What a runtime is built from: this rank's part of a connected job.
+struct RuntimeParts {
+  // The data plane among all `size` ranks. Null only in a job of size 1.
+  std::unique_ptr<transport::Context> context;
+  // The job's rendezvous store, scoped to this init (device backends publish
+  // their ids here). Null only in a job of size 1.
+  std::shared_ptr<Store> store;
+  // Host index of every rank (equal: same host), for the hierarchical
+  // allreduce; empty when unknown.
+  std::vector<int> hosts;
+  // Makes further contexts in `store` (device backends' CPU data planes);
+  // null when there is no way to (device backends then fail to start).
+  ContextFactory make_context;
+};
+
+// Thread-safe API. The C ABI keeps one per process; tests run several in one
+// process, one per rank.
 class Runtime {
  public:
-  // Connects to the rendezvous and every peer, then starts the background
-  // thread. Errors name what failed (rendezvous address, peer rank).
-  // `handles` (not owned) outlives the runtime: the C ABI keeps one table
-  // for the process so handles stay valid across shutdown and re-init.
-  // `device_factory` makes the GPU backend (none: GPU tensors are refused).
+  // Starts the background thread over `parts` (whose size must be
+  // config.size). `handles` (not owned) outlives the runtime: the C ABI
+  // keeps one table for the process so handles stay valid across shutdown
+  // and re-init. `device_factory` makes the GPU backend (none: GPU tensors
+  // are refused). Errors: the timeline file or the device backend.
   static absl::StatusOr<std::unique_ptr<Runtime>> Start(
-      const Config& config, HandleTable* handles,
+      const Config& config, RuntimeParts parts, HandleTable* handles,
       DeviceOpsFactory device_factory = nullptr);
   ~Runtime();  // Shuts down if still running.
   Runtime(const Runtime&) = delete;
@@ -62,12 +80,12 @@ class Runtime {
   int64_t Submit(std::vector<std::unique_ptr<TensorEntry>> entries);
   // Asks every rank to stop, waits for this rank's background thread.
   void Shutdown();
+  // Rank 0's negotiation counters, final once Shutdown has returned (zero on
+  // other ranks).
+  Coordinator::Stats negotiation_stats();
 
  private:
-  Runtime(const Config& config, HandleTable* handles);
-  absl::Status Connect();
-  absl::Status ConnectSharedMemory();
-  DeviceEnv DeviceEnvironment(const collectives::CollectiveOptions& options);
+  Runtime(const Config& config, RuntimeParts parts, HandleTable* handles);
   void Loop();
   bool WaitForWork(absl::Time cycle_start);
   bool StopRequested();
@@ -80,10 +98,7 @@ class Runtime {
   void FailAll(const absl::Status& status);
 
   Config config_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<Store> scoped_store_;
-  std::unique_ptr<transport::Context> context_;
-  std::vector<int> hosts_;  // host index of every rank (size > 1)
+  RuntimeParts parts_;
   HandleTable* handles_;
   ProcessSetTable sets_;
   ResponseCache cache_;  // background thread only
@@ -98,11 +113,11 @@ class Runtime {
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);  // why the loop ended
+  Coordinator::Stats final_stats_ ABSL_GUARDED_BY(mu_);  // set at Shutdown
   std::thread thread_;
   // Set with each Submit, cleared when the loop takes the queue: what the
   // loop polls for right after a busy cycle.
   std::atomic<bool> has_work_{false};
-  absl::Duration spin_;        // HVD_BACKGROUND_SPIN_US
   absl::Time last_busy_;       // background thread only
   int idle_cycles_ = 0;        // background thread only; ResponseList.idle
 };

@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "core/runtime/messages.pb.h"
+#include "proto/negotiation.pb.h"
 
 namespace hvd::runtime {
 

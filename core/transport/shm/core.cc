@@ -8,47 +8,29 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "core/common/env.h"
 #include "core/common/logging.h"
 #include "core/transport/shm/futex.h"
 
 namespace hvd::transport::shm_internal {
 namespace {
 
-// Measured with shm_bench on the 2-core VM: see shm_context.h.
-constexpr int64_t kDefaultSpinUs = 50;
-constexpr int64_t kDefaultPieceBytes = 64 << 10;
-constexpr int64_t kDefaultRingBytes = 1 << 20;
-constexpr int64_t kDefaultLivenessMs = 100;
-constexpr int64_t kDefaultHelperDelayUs = 50;
-
-int64_t ConfigOr(absl::string_view name, int64_t fallback, int64_t min) {
-  absl::StatusOr<int64_t> value = GetConfigInt(name, fallback);
-  if (!value.ok() || *value < min) {
-    HVD_LOG(WARNING) << "HVD_" << name << " is not an integer >= " << min
-                     << "; using " << fallback;
-    return fallback;
-  }
-  return *value;
-}
+constexpr int64_t kLivenessMs = 100;
+constexpr int64_t kHelperDelayUs = 50;
 
 bool ProcessGone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
 }  // namespace
 
-Tuning TuningFromEnv() {
+Tuning TuningFrom(const ShmTuning& options) {
   Tuning t;
-  t.spin = absl::Microseconds(ConfigOr("SHM_SPIN_US", kDefaultSpinUs, 0));
-  t.piece_bytes = RoundUp(
-      static_cast<size_t>(ConfigOr("SHM_PIECE_BYTES", kDefaultPieceBytes, 1)),
-      kSlot);
-  t.ring_bytes = RoundUp(
-      static_cast<size_t>(ConfigOr("SHM_RING_BYTES", kDefaultRingBytes, 1)),
-      kSlot);
-  t.ring_bytes = std::max(t.ring_bytes, 2 * kSlot);
-  t.liveness_interval = absl::Milliseconds(kDefaultLivenessMs);
-  t.helper_delay = absl::Microseconds(kDefaultHelperDelayUs);
-  t.yield = ConfigOr("SHM_YIELD", 1, 0) != 0;
+  t.spin = options.spin;
+  t.piece_bytes = RoundUp(std::max<size_t>(options.piece_bytes, 1), kSlot);
+  t.ring_bytes =
+      std::max(RoundUp(std::max<size_t>(options.ring_bytes, 1), kSlot),
+               2 * kSlot);
+  t.liveness_interval = absl::Milliseconds(kLivenessMs);
+  t.helper_delay = absl::Microseconds(kHelperDelayUs);
+  t.yield = options.yield;
   return t;
 }
 

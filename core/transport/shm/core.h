@@ -19,29 +19,23 @@
 #include "core/transport/shm/channel.h"
 #include "core/transport/shm/layout.h"
 #include "core/transport/shm/segment.h"
+#include "core/transport/shm/shm_options.h"
 
 namespace hvd::transport::shm_internal {
 
-// Knobs read from the environment when a context is created.
+// The knobs of one context: ShmTuning, rounded, and fixed internals.
 struct Tuning {
-  // How long a waiter polls without progress before it sleeps
-  // (HVD_SHM_SPIN_US).
-  absl::Duration spin;
-  // Largest copy between publications of a ring cursor
-  // (HVD_SHM_PIECE_BYTES, rounded to kSlot).
-  size_t piece_bytes;
-  // Data capacity of each ring (HVD_SHM_RING_BYTES, rounded to kSlot).
-  size_t ring_bytes;
-  // Whether a polling waiter yields the CPU between polls (HVD_SHM_YIELD,
-  // default 1).
-  bool yield;
+  absl::Duration spin;   // ShmTuning::spin
+  size_t piece_bytes;    // ShmTuning::piece_bytes, rounded up to kSlot
+  size_t ring_bytes;     // ShmTuning::ring_bytes, rounded up to kSlot
+  bool yield;            // ShmTuning::yield
   // A sleeping waiter wakes this often to check that its peers still live.
   absl::Duration liveness_interval;
   // How long the helper thread leaves stuck work to the owner's threads
   // before it moves the bytes itself.
   absl::Duration helper_delay;
 };
-Tuning TuningFromEnv();
+Tuning TuningFrom(const ShmTuning& options);
 
 // Thread-safe once every peer is added.
 class Core {

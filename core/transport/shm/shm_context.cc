@@ -137,7 +137,7 @@ absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
       !s.ok()) {
     return s;
   }
-  const shm_internal::Tuning tuning = shm_internal::TuningFromEnv();
+  const shm_internal::Tuning tuning = shm_internal::TuningFrom(options.tuning);
   const auto num_rings = static_cast<uint32_t>(local_ranks.size());
   auto index_of = [&](int r) {
     return static_cast<uint32_t>(

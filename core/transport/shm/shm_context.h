@@ -9,16 +9,16 @@
 //   rings it owns in its peers' segments and reads the rings in its own.
 // - Messages (channel.h): a 64-byte header and the payload, copied into the
 //   ring by the sender and out of it by the receiver in pieces of
-//   HVD_SHM_PIECE_BYTES (64 KiB), each published at once, so a large message
-//   streams through a ring of HVD_SHM_RING_BYTES (1 MiB; small enough to stay
-//   in cache) with both sides copying at the same time. A send completes
+//   ShmTuning::piece_bytes, each published at once, so a large message
+//   streams through a ring of ShmTuning::ring_bytes (small enough to stay in
+//   cache) with both sides copying at the same time. A send completes
 //   once its bytes are in the ring.
 // - Progress: any thread that posts, polls or waits moves the bytes of every
 //   pending op of the context (an MPI-style progress rule; there is no
 //   helper thread), so two ranks each waiting on their own receive still
 //   drain each other's sends. Ops that nobody waits on move only when some
 //   thread of the context waits or polls.
-// - Waiting: poll for HVD_SHM_SPIN_US (50 µs) after the last byte moved,
+// - Waiting: poll for ShmTuning::spin after the last byte moved,
 //   then sleep on the process's futex doorbell, which every peer rings (only
 //   when somebody sleeps) after it moves bytes this process may wait for.
 // - Failure: the first error (Abort, a length mismatch, a local peer that
@@ -40,13 +40,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/rendezvous/store.h"
+#include "core/transport/shm/shm_options.h"
 #include "core/transport/transport.h"
 
 namespace hvd::transport {
-
-struct ShmOptions {
-  absl::Duration connect_timeout = absl::Seconds(30);
-};
 
 struct ShmMesh {
   // A context of the whole job's size in which only `peers` can be reached;

@@ -3,38 +3,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/common/env.h"
 #include "core/common/logging.h"
 
 namespace hvd::transport::tcp_internal {
-namespace {
-
-// Measured with tcp_bench on 2 cores: see tcp_context.h.
-constexpr int64_t kDefaultSpinUs = 50;
-constexpr int64_t kDefaultLazyRecvBytes = 64 << 10;
-
-int64_t ConfigOr(absl::string_view name, int64_t fallback) {
-  absl::StatusOr<int64_t> value = GetConfigInt(name, fallback);
-  if (!value.ok() || *value < 0) {
-    HVD_LOG(WARNING) << "HVD_" << name
-                     << " is not a non-negative integer; using " << fallback;
-    return fallback;
-  }
-  return *value;
-}
-
-}  // namespace
-
-Tuning TuningFromEnv() {
-  Tuning tuning;
-  tuning.spin = absl::Microseconds(ConfigOr("TCP_SPIN_US", kDefaultSpinUs));
-  tuning.lazy_recv_bytes = static_cast<size_t>(
-      ConfigOr("TCP_LAZY_RECV_BYTES", kDefaultLazyRecvBytes));
-  return tuning;
-}
-
 Core::Core(int rank, int size, std::unique_ptr<boost::asio::io_context> io,
-           Tuning tuning)
+           TcpTuning tuning)
     : rank_(rank), size_(size), tuning_(tuning), io_(std::move(io)) {
   pairs_.resize(size);
 }

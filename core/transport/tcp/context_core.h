@@ -18,26 +18,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/transport/tcp/pair.h"
+#include "core/transport/tcp/tcp_options.h"
 
 namespace hvd::transport::tcp_internal {
-
-// Knobs read from the environment when a context is created.
-struct Tuning {
-  // How long Request::Wait polls before it sleeps (HVD_TCP_SPIN_US).
-  absl::Duration spin;
-  // Receives of at least this many bytes are watched by the io thread as
-  // soon as they are posted; smaller ones once a waiter blocks
-  // (HVD_TCP_LAZY_RECV_BYTES; 0 watches every receive at once).
-  size_t lazy_recv_bytes;
-};
-Tuning TuningFromEnv();
 
 // Thread-safe after Start().
 class Core final : public PairObserver {
  public:
   // `io` holds the pairs' sockets (added next); nobody runs it yet.
   Core(int rank, int size, std::unique_ptr<boost::asio::io_context> io,
-       Tuning tuning);
+       TcpTuning tuning);
   ~Core() override;  // Shutdown()
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
@@ -52,7 +42,7 @@ class Core final : public PairObserver {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  const Tuning& tuning() const { return tuning_; }
+  const TcpTuning& tuning() const { return tuning_; }
   // The pair of `peer`; nullptr for this rank or an out-of-range peer.
   Pair* pair(int peer) const;
 
@@ -68,7 +58,7 @@ class Core final : public PairObserver {
  private:
   const int rank_;
   const int size_;
-  const Tuning tuning_;
+  const TcpTuning tuning_;
   // Declared first: the pairs' sockets must go before their io_context.
   std::unique_ptr<boost::asio::io_context> io_;
   std::optional<

@@ -227,7 +227,7 @@ void MeshConnector::Attempt(Dialer& d) {
     RetryLater(d, absl::StrCat("socket: ", ec.message()));
     return;
   }
-  SetBufferSizes(*d.socket);
+  SetBufferSizes(*d.socket, config_.socket_buffer_bytes);
   d.timer.expires_after(ToChrono(
       std::min(config_.attempt_timeout, config_.deadline - absl::Now())));
   d.timer.async_wait([this, &d, attempt](const error_code& e) {

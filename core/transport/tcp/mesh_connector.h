@@ -43,6 +43,7 @@ class MeshConnector {
     // Bound on one connect + handshake: room for a SYN retransmit (1 s),
     // short enough to move on from an unroutable candidate.
     absl::Duration attempt_timeout = absl::Seconds(2);
+    int socket_buffer_bytes = 0;  // SetBufferSizes; 0: the kernel's
   };
 
   // `io` and `acceptor` (already listening) must outlive this object; `io`

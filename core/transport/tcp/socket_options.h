@@ -6,15 +6,12 @@
 
 namespace hvd::transport::tcp_internal {
 
-// SO_SNDBUF/SO_RCVBUF in bytes: HVD_TCP_SOCKET_BUFFER_BYTES, default below;
-// 0 leaves the kernel's autotuning alone. Read once per process.
-int SocketBufferBytes();
-
-// Sets the buffer sizes. Call before connect/listen so that the TCP window
-// scale accounts for them; accepted sockets inherit the listener's.
+// Sets SO_SNDBUF/SO_RCVBUF to `bytes` (TcpTuning::socket_buffer_bytes; 0
+// leaves the kernel's autotuning alone). Call before connect/listen so that
+// the TCP window scale accounts for them; accepted sockets inherit the
+// listener's.
 template <typename Socket>
-void SetBufferSizes(Socket& socket) {
-  const int bytes = SocketBufferBytes();
+void SetBufferSizes(Socket& socket, int bytes) {
   if (bytes <= 0) return;
   boost::system::error_code ignored;
   socket.set_option(boost::asio::socket_base::send_buffer_size(bytes), ignored);

@@ -26,12 +26,12 @@ absl::Status Annotate(const absl::Status& status, absl::string_view context) {
 }
 
 absl::Status Listen(int rank, const std::optional<tcp_internal::Ipv4>& bind,
-                    tcp::acceptor& acceptor) {
+                    int socket_buffer_bytes, tcp::acceptor& acceptor) {
   const Endpoint endpoint(bind.value_or(asio::ip::address_v4::any()), 0);
   boost::system::error_code ec;
   acceptor.open(tcp::v4(), ec);
   if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) tcp_internal::SetBufferSizes(acceptor);
+  if (!ec) tcp_internal::SetBufferSizes(acceptor, socket_buffer_bytes);
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
@@ -88,7 +88,11 @@ absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
   if (!bind.ok())
     return Annotate(bind.status(), absl::StrCat("rank ", rank, ": "));
   tcp::acceptor acceptor(io);
-  if (absl::Status s = Listen(rank, *bind, acceptor); !s.ok()) return s;
+  if (absl::Status s =
+          Listen(rank, *bind, options.tuning.socket_buffer_bytes, acceptor);
+      !s.ok()) {
+    return s;
+  }
   const tcp_internal::PeerRecord own =
       OwnRecord(*bind, acceptor.local_endpoint().port(), options);
   if (absl::Status s = store->Set(absl::StrCat("tcp/", rank),
@@ -106,6 +110,7 @@ absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
   config.token = options.token;
   config.deadline = deadline;
   config.timeout = options.connect_timeout;
+  config.socket_buffer_bytes = options.tuning.socket_buffer_bytes;
   tcp_internal::MeshConnector connector(io, acceptor, std::move(config));
   return connector.Run(*std::move(candidates));
 }
@@ -130,7 +135,7 @@ absl::StatusOr<std::unique_ptr<Context>> CreateTcpContext(
     connections = *std::move(mesh);
   }
   auto core = std::make_shared<tcp_internal::Core>(
-      rank, size, std::move(io), tcp_internal::TuningFromEnv());
+      rank, size, std::move(io), options.tuning);
   for (int peer = 0; peer < size; ++peer) {
     if (!connections[peer]) continue;
     tcp_internal::SetNoDelay(connections[peer]->socket);

@@ -14,16 +14,11 @@
 //   sendmsg; receives read straight into the caller's buffer (the header
 //   and an exactly-sized payload in one recvmsg).
 // - Progress: the posting thread moves what it can without blocking; a
-//   waiter polls its pair for HVD_TCP_SPIN_US (default 50 µs) and then
-//   sleeps, after asking the context's single io thread to watch every
-//   pending op. Large receives (>= HVD_TCP_LAZY_RECV_BYTES, default 64 KiB)
-//   and blocked sends are watched at once. A small round trip thus costs a
-//   sendmsg and a few recvmsg polls per side and no thread wakeup: on the
-//   2-core dev VM (tcp_bench, 2 processes) ~12-15 µs for 8 B-4 KiB, against
-//   ~85 µs when waiters sleep at once (HVD_TCP_SPIN_US=0); 64 MiB both ways
-//   at once runs at ~2.2-2.4 GB/s per direction, the speed of a plain
-//   blocking-socket copy loop on the same VM. Spinning costs CPU only while
-//   a reply is imminent; on an oversubscribed host lower HVD_TCP_SPIN_US.
+//   waiter polls its pair for TcpTuning::spin and then sleeps, after asking
+//   the context's single io thread to watch every pending op. Large receives
+//   (>= TcpTuning::lazy_recv_bytes) and blocked sends are watched at once. A
+//   small round trip thus costs a sendmsg and a few recvmsg polls per side
+//   and no thread wakeup (measured figures: docs/performance.md).
 // - Failure (context_core.h): the first error (peer closed, I/O error,
 //   length mismatch, Abort) is recorded once, fails every pending and future
 //   request on every pair, wakes all waiters, and shuts the sockets down so
@@ -35,25 +30,14 @@
 #define HVD_CORE_TRANSPORT_TCP_TCP_CONTEXT_H_
 
 #include <memory>
-#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/rendezvous/store.h"
+#include "core/transport/tcp/tcp_options.h"
 #include "core/transport/transport.h"
 
 namespace hvd::transport {
-
-struct TcpOptions {
-  // Interface name ("eth0") or IPv4 address to bind and publish; empty: bind
-  // all.
-  std::string iface;
-  // This process's host name (peers on the same host prefer loopback).
-  std::string hostname;
-  // Job token: checked in the connection handshake (never logged).
-  std::string token;
-  absl::Duration connect_timeout = absl::Seconds(30);
-};
 
 // Listens, publishes this rank's addresses under key "tcp/<rank>" in `store`
 // (callers pass a PrefixStore to scope it), reads every peer's, and connects

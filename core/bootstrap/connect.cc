@@ -1,0 +1,138 @@
+#include "core/bootstrap/connect.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/rendezvous/grpc_store.h"
+#include "core/transport/composite/composite_context.h"
+#include "core/transport/shm/shm_context.h"
+#include "core/transport/tcp/tcp_context.h"
+
+namespace hvd::bootstrap {
+namespace {
+
+using runtime::Config;
+
+// Each connect of a process gets fresh rendezvous keys, so a job can shut
+// down and init again.
+std::atomic<int> connect_epoch{0};
+
+absl::Status Annotate(const absl::Status& status, absl::string_view what) {
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+}
+
+transport::TcpOptions TcpOptionsOf(const Config& config) {
+  transport::TcpOptions options;
+  options.iface = config.iface;
+  options.hostname = config.hostname;
+  options.token = config.token;
+  options.connect_timeout = config.start_timeout;
+  options.tuning = config.tcp;
+  return options;
+}
+
+// The rendezvous store, registered, scoped to this connect. The scoped view
+// keeps the connection alive.
+absl::StatusOr<std::shared_ptr<Store>> ReachRendezvous(const Config& config) {
+  auto store = GrpcStore::Connect(config.rendezvous_addr, config.token,
+                                  config.start_timeout);
+  if (!store.ok()) {
+    return Annotate(store.status(), absl::StrCat("rank ", config.rank,
+                                                 ": cannot reach the rendezvous"));
+  }
+  auto registration =
+      (*store)->Register(config.rank, config.hostname, getpid(), {});
+  if (!registration.ok()) {
+    return Annotate(registration.status(),
+                    absl::StrCat("rank ", config.rank, ": register"));
+  }
+  std::shared_ptr<Store> base = std::move(*store);
+  const std::string prefix =
+      absl::StrCat("core/", connect_epoch.fetch_add(1), "/");
+  return std::shared_ptr<Store>(new PrefixStore(base.get(), prefix),
+                                [base](Store* scoped) { delete scoped; });
+}
+
+// Every rank's host index (by HVD_HOSTNAME, in order of first appearance).
+absl::StatusOr<std::vector<int>> ExchangeHosts(const Config& config,
+                                               Store& store) {
+  const int rank = config.rank;
+  if (absl::Status s = store.Set(absl::StrCat("host/", rank), config.hostname);
+      !s.ok()) {
+    return Annotate(s, absl::StrCat("rank ", rank, ": publishing host name"));
+  }
+  std::vector<std::string> names;
+  std::vector<int> hosts(config.size, 0);
+  for (int r = 0; r < config.size; ++r) {
+    auto name = store.Get(absl::StrCat("host/", r), config.start_timeout);
+    if (!name.ok()) {
+      return Annotate(name.status(), absl::StrCat("rank ", rank,
+                                                  ": reading rank ", r,
+                                                  "'s host name"));
+    }
+    auto it = std::find(names.begin(), names.end(), *name);
+    hosts[r] = static_cast<int>(it - names.begin());
+    if (it == names.end()) names.push_back(*name);
+  }
+  return hosts;
+}
+
+// `tcp` with the ranks on this host routed through shared memory where they
+// can map each other's segments (a composite context); `tcp` itself when no
+// local peer can.
+absl::StatusOr<std::unique_ptr<transport::Context>> AddSharedMemory(
+    const Config& config, const std::vector<int>& hosts, Store* store,
+    std::unique_ptr<transport::Context> tcp) {
+  std::vector<int> local;
+  for (int r = 0; r < config.size; ++r) {
+    if (hosts[r] == hosts[config.rank]) local.push_back(r);
+  }
+  if (!config.shm || local.size() < 2) return tcp;
+  transport::ShmOptions options;
+  options.connect_timeout = config.start_timeout;
+  options.tuning = config.shm_tuning;
+  auto mesh = transport::CreateShmContext(config.rank, config.size, local,
+                                          store, options);
+  if (!mesh.ok()) return mesh.status();
+  if (mesh->peers.empty()) return tcp;
+  std::vector<int> route(config.size, 0);
+  for (int peer : mesh->peers) route[peer] = 1;
+  std::vector<std::unique_ptr<transport::Context>> children;
+  children.push_back(std::move(tcp));
+  children.push_back(std::move(mesh->context));
+  return transport::NewCompositeContext(std::move(children), std::move(route));
+}
+
+}  // namespace
+
+absl::StatusOr<runtime::RuntimeParts> ConnectJob(const Config& config) {
+  runtime::RuntimeParts parts;
+  if (config.size == 1) return parts;
+  auto store = ReachRendezvous(config);
+  if (!store.ok()) return store.status();
+  parts.store = *std::move(store);
+  const transport::TcpOptions tcp_options = TcpOptionsOf(config);
+  auto tcp = transport::CreateTcpContext(config.rank, config.size,
+                                         parts.store.get(), tcp_options);
+  if (!tcp.ok()) return tcp.status();
+  auto hosts = ExchangeHosts(config, *parts.store);
+  if (!hosts.ok()) return hosts.status();
+  parts.hosts = *std::move(hosts);
+  auto context = AddSharedMemory(config, parts.hosts, parts.store.get(),
+                                 *std::move(tcp));
+  if (!context.ok()) return context.status();
+  parts.context = *std::move(context);
+  parts.make_context = [tcp_options](int rank, int size, Store* store) {
+    return transport::CreateTcpContext(rank, size, store, tcp_options);
+  };
+  return parts;
+}
+
+}  // namespace hvd::bootstrap

@@ -1,0 +1,66 @@
+// The names of hvd's environment variables, written once: the launcher sets
+// them for its workers (launcher/environment.cc) and the core reads them at
+// init (core/runtime/config.cc). Each name is read as HVD_<name> and, so that
+// Horovod job scripts keep working, as HOROVOD_<name>; HVD_ wins when both
+// are set.
+#ifndef HVD_CORE_COMMON_CONFIG_NAMES_H_
+#define HVD_CORE_COMMON_CONFIG_NAMES_H_
+
+namespace hvd::config_names {
+
+inline constexpr char kPrefix[] = "HVD_";
+inline constexpr char kHorovodPrefix[] = "HOROVOD_";
+
+// A worker's identity: set by hvdrun's agents (or an orchestrator).
+inline constexpr char kRank[] = "RANK";
+inline constexpr char kSize[] = "SIZE";
+inline constexpr char kLocalRank[] = "LOCAL_RANK";
+inline constexpr char kLocalSize[] = "LOCAL_SIZE";
+inline constexpr char kCrossRank[] = "CROSS_RANK";
+inline constexpr char kCrossSize[] = "CROSS_SIZE";
+inline constexpr char kHostname[] = "HOSTNAME";
+inline constexpr char kRendezvousAddr[] = "RENDEZVOUS_ADDR";
+inline constexpr char kJobToken[] = "JOB_TOKEN";  // a secret: never logged
+inline constexpr char kIface[] = "IFACE";
+
+// Tunables that hvdrun's flags set.
+inline constexpr char kFusionThreshold[] = "FUSION_THRESHOLD";
+inline constexpr char kCycleTime[] = "CYCLE_TIME";
+inline constexpr char kCacheCapacity[] = "CACHE_CAPACITY";
+inline constexpr char kTimeline[] = "TIMELINE";
+inline constexpr char kStallCheckDisable[] = "STALL_CHECK_DISABLE";
+inline constexpr char kStallCheckTimeSeconds[] = "STALL_CHECK_TIME_SECONDS";
+inline constexpr char kStallShutdownTimeSeconds[] =
+    "STALL_SHUTDOWN_TIME_SECONDS";
+inline constexpr char kHierarchicalAllreduce[] = "HIERARCHICAL_ALLREDUCE";
+inline constexpr char kLogLevel[] = "LOG_LEVEL";
+
+// Tunables read by workers only.
+inline constexpr char kIdleCycleTime[] = "IDLE_CYCLE_TIME";
+inline constexpr char kTimelineMarkCycles[] = "TIMELINE_MARK_CYCLES";
+inline constexpr char kTimeoutSeconds[] = "TIMEOUT_SECONDS";
+inline constexpr char kStartTimeout[] = "START_TIMEOUT";
+inline constexpr char kBackgroundSpinUs[] = "BACKGROUND_SPIN_US";
+inline constexpr char kWaitSpinUs[] = "WAIT_SPIN_US";
+inline constexpr char kFusionInPlaceBytes[] = "FUSION_IN_PLACE_BYTES";
+inline constexpr char kAllreduceAlgorithm[] = "ALLREDUCE_ALGORITHM";
+inline constexpr char kSmallMessageBytes[] = "SMALL_MESSAGE_BYTES";
+inline constexpr char kCrossHostSmallMessageBytes[] =
+    "CROSS_HOST_SMALL_MESSAGE_BYTES";
+inline constexpr char kChunkBytes[] = "CHUNK_BYTES";
+inline constexpr char kShm[] = "SHM";
+inline constexpr char kTcpSpinUs[] = "TCP_SPIN_US";
+inline constexpr char kTcpLazyRecvBytes[] = "TCP_LAZY_RECV_BYTES";
+inline constexpr char kTcpSocketBufferBytes[] = "TCP_SOCKET_BUFFER_BYTES";
+inline constexpr char kShmSpinUs[] = "SHM_SPIN_US";
+inline constexpr char kShmPieceBytes[] = "SHM_PIECE_BYTES";
+inline constexpr char kShmRingBytes[] = "SHM_RING_BYTES";
+inline constexpr char kShmYield[] = "SHM_YIELD";
+inline constexpr char kGpuDataPath[] = "GPU_DATA_PATH";
+
+// Read by hvdrun itself.
+inline constexpr char kHeartbeatTimeoutMs[] = "HEARTBEAT_TIMEOUT_MS";
+
+}  // namespace hvd::config_names
+
+#endif  // HVD_CORE_COMMON_CONFIG_NAMES_H_
