@@ -46,6 +46,11 @@ class TestMesh {
 
   int size() const { return static_cast<int>(contexts_.size()); }
   transport::Context& context(int rank) { return *contexts_[rank]; }
+  // Hands rank `rank`'s context to a caller that owns it from now on (a
+  // runtime); the mesh keeps the store. Not for shared meshes.
+  std::unique_ptr<transport::Context> TakeContext(int rank) {
+    return std::move(contexts_[rank]);
+  }
   // Host of each rank, for CollectiveOptions::hosts.
   const std::vector<int>& hosts() const { return hosts_; }
 

@@ -250,10 +250,81 @@ void* Executor::FusionBuffer(size_t bytes) {
   return fusion_->data();
 }
 
+// One collective for the whole response. Tensors of at least
+// fusion_in_place_bytes_ take part where they are, as pieces of it
+// (collectives::AllreduceMany), instead of being copied into the fusion
+// buffer and back: a copy runs at memory speed, about as fast as the
+// allreduce itself on shared memory. Only the small ones are gathered, so
+// that the ring does not move them as tiny messages. The split depends on
+// the response alone, so every rank passes the same pieces.
+Executor::AllreducePieces Executor::PlanPieces(const Response& response,
+                                               Entries& entries) {
+  const size_t elem = DataTypeSize(static_cast<DataType>(response.dtype()));
+  AllreducePieces plan;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t count = response.sizes(i);
+    const size_t bytes = count * elem;
+    if (entries.size() > 1 && bytes < fusion_in_place_bytes_) {
+      plan.small.push_back(i);
+      plan.small_count += count;
+      continue;
+    }
+    TensorEntry* entry = entries[i].get();
+    void* buffer;
+    if (entry == nullptr) {  // Joined rank contributes zeros.
+      plan.zeros.push_back(std::make_unique<HostBuffer>(bytes));
+      std::memset(plan.zeros.back()->data(), 0, bytes);
+      buffer = plan.zeros.back()->data();
+    } else {
+      buffer = entry->output;
+      if (entry->output != entry->input) {
+        std::memcpy(buffer, entry->input, bytes);
+      }
+    }
+    plan.pieces.emplace_back(buffer, count);
+  }
+  return plan;
+}
+
+// Copies the small tensors into the fusion buffer (zeros for a joined rank)
+// and puts it first among the pieces.
+void Executor::GatherSmall(const Response& response, const Entries& entries,
+                           AllreducePieces& plan) {
+  if (plan.small.empty()) return;
+  const size_t elem = DataTypeSize(static_cast<DataType>(response.dtype()));
+  plan.fusion = FusionBuffer(plan.small_count * elem);
+  timeline_->ActivityStart(response.names(0), "MEMCPY_IN_FUSION_BUFFER");
+  char* at = static_cast<char*>(plan.fusion);
+  for (size_t i : plan.small) {
+    const size_t bytes = response.sizes(i) * elem;
+    if (entries[i]) {
+      std::memcpy(at, entries[i]->input, bytes);
+    } else {
+      std::memset(at, 0, bytes);
+    }
+    at += bytes;
+  }
+  timeline_->ActivityEnd(response.names(0));
+  plan.pieces.insert(plan.pieces.begin(), {plan.fusion, plan.small_count});
+}
+
+void Executor::ScatterSmall(const Response& response, Entries& entries,
+                            const AllreducePieces& plan) {
+  if (plan.small.empty()) return;
+  const size_t elem = DataTypeSize(static_cast<DataType>(response.dtype()));
+  timeline_->ActivityStart(response.names(0), "MEMCPY_OUT_FUSION_BUFFER");
+  const char* from = static_cast<const char*>(plan.fusion);
+  for (size_t i : plan.small) {
+    const size_t bytes = response.sizes(i) * elem;
+    if (entries[i]) std::memcpy(entries[i]->output, from, bytes);
+    from += bytes;
+  }
+  timeline_->ActivityEnd(response.names(0));
+}
+
 absl::Status Executor::Allreduce(const Response& response, Entries& entries,
                                  const collectives::Group& group) {
   const DataType dtype = static_cast<DataType>(response.dtype());
-  const size_t elem = DataTypeSize(dtype);
   ReduceOp op = static_cast<ReduceOp>(response.op());
   collectives::CollectiveOptions options = options_;
   options.postscale = response.postscale();
@@ -262,56 +333,9 @@ absl::Status Executor::Allreduce(const Response& response, Entries& entries,
     options.postscale /= group.size();
   }
   const std::string& row = response.names(0);
-  // One collective for the whole response. Tensors of at least
-  // fusion_in_place_bytes_ take part where they are, as pieces of it
-  // (collectives::AllreduceMany), instead of being copied into the fusion
-  // buffer and back: a copy runs at memory speed, about as fast as the
-  // allreduce itself on shared memory. Only the small ones are gathered, so
-  // that the ring does not move them as tiny messages. The split depends on
-  // the response alone, so every rank passes the same pieces.
-  std::vector<size_t> small;
-  std::vector<std::pair<void*, size_t>> pieces;
-  std::vector<std::unique_ptr<HostBuffer>> zeros;  // for a joined rank
-  int64_t small_count = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const int64_t count = response.sizes(i);
-    const size_t bytes = count * elem;
-    if (entries.size() > 1 && bytes < fusion_in_place_bytes_) {
-      small.push_back(i);
-      small_count += count;
-      continue;
-    }
-    TensorEntry* entry = entries[i].get();
-    void* buffer;
-    if (entry == nullptr) {  // Joined rank contributes zeros.
-      zeros.push_back(std::make_unique<HostBuffer>(bytes));
-      std::memset(zeros.back()->data(), 0, bytes);
-      buffer = zeros.back()->data();
-    } else {
-      buffer = entry->output;
-      if (entry->output != entry->input) {
-        std::memcpy(buffer, entry->input, bytes);
-      }
-    }
-    pieces.emplace_back(buffer, count);
-  }
-  void* fusion = nullptr;
-  if (!small.empty()) {
-    fusion = FusionBuffer(small_count * elem);
-    timeline_->ActivityStart(row, "MEMCPY_IN_FUSION_BUFFER");
-    char* at = static_cast<char*>(fusion);
-    for (size_t i : small) {
-      const size_t bytes = response.sizes(i) * elem;
-      if (entries[i]) {
-        std::memcpy(at, entries[i]->input, bytes);
-      } else {
-        std::memset(at, 0, bytes);  // Joined rank contributes zeros.
-      }
-      at += bytes;
-    }
-    timeline_->ActivityEnd(row);
-    pieces.insert(pieces.begin(), {fusion, small_count});
-  }
+  AllreducePieces plan = PlanPieces(response, entries);
+  GatherSmall(response, entries, plan);
+  const auto& pieces = plan.pieces;
   if (response.prescale() != 1.0) {
     for (const auto& [p, n] : pieces) {
       collectives::Scale(p, n, dtype, response.prescale());
@@ -335,16 +359,7 @@ absl::Status Executor::Allreduce(const Response& response, Entries& entries,
     timeline_->ActivityEnd(row);
   }
   if (!status.ok()) return WithTensor(status, response, row);
-  if (!small.empty()) {
-    timeline_->ActivityStart(row, "MEMCPY_OUT_FUSION_BUFFER");
-    const char* from = static_cast<const char*>(fusion);
-    for (size_t i : small) {
-      const size_t bytes = response.sizes(i) * elem;
-      if (entries[i]) std::memcpy(entries[i]->output, from, bytes);
-      from += bytes;
-    }
-    timeline_->ActivityEnd(row);
-  }
+  ScatterSmall(response, entries, plan);
   return absl::OkStatus();
 }
 

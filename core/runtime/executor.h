@@ -64,6 +64,21 @@ class Executor {
   using Entries = std::vector<std::unique_ptr<TensorEntry>>;
   Entries Take(const Response& response, PendingTable& pending);
   void UpdateCache(const Response& response);
+  // An allreduce response's buffers: `pieces` (pointer, element count) in
+  // collective order; `small` indexes the entries that go through the fusion
+  // buffer (`fusion`, `small_count` elements; its piece comes first).
+  struct AllreducePieces {
+    std::vector<std::pair<void*, size_t>> pieces;
+    std::vector<size_t> small;
+    int64_t small_count = 0;
+    void* fusion = nullptr;
+    std::vector<std::unique_ptr<HostBuffer>> zeros;  // for joined ranks
+  };
+  AllreducePieces PlanPieces(const Response& response, Entries& entries);
+  void GatherSmall(const Response& response, const Entries& entries,
+                   AllreducePieces& plan);
+  void ScatterSmall(const Response& response, Entries& entries,
+                    const AllreducePieces& plan);
   absl::Status Allreduce(const Response& response, Entries& entries,
                          const collectives::Group& group);
   absl::Status Allgather(const Response& response, TensorEntry& entry,

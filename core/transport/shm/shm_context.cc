@@ -127,104 +127,91 @@ absl::Status CheckArguments(int rank, int size,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
-                                         const std::vector<int>& local_ranks,
-                                         Store* store,
-                                         const ShmOptions& options) {
-  if (absl::Status s = CheckArguments(rank, size, local_ranks, store);
-      !s.ok()) {
-    return s;
-  }
-  const shm_internal::Tuning tuning = shm_internal::TuningFrom(options.tuning);
-  const auto num_rings = static_cast<uint32_t>(local_ranks.size());
-  auto index_of = [&](int r) {
-    return static_cast<uint32_t>(
-        std::find(local_ranks.begin(), local_ranks.end(), r) -
-        local_ranks.begin());
-  };
-
-  Record own;
-  own.cookie = RandomU64();
-  own.pid = getpid();
-  own.pid_ns = PidNamespace();
-  own.name = absl::StrCat("/hvd-", own.pid, "-", rank, "-",
-                          absl::Hex(RandomU64(), absl::kZeroPad16));
+// This rank's record and segment, its header filled in.
+absl::StatusOr<std::unique_ptr<Segment>> CreateOwnSegment(
+    int rank, uint32_t num_rings, const shm_internal::Tuning& tuning,
+    Record* own) {
+  own->cookie = RandomU64();
+  own->pid = getpid();
+  own->pid_ns = PidNamespace();
+  own->name = absl::StrCat("/hvd-", own->pid, "-", rank, "-",
+                           absl::Hex(RandomU64(), absl::kZeroPad16));
   auto segment = Segment::Create(
-      own.name, shm_internal::SegmentBytes(num_rings, tuning.ring_bytes));
-  if (!segment.ok()) {
-    // Still take part in the agreement, so peers do not wait for us.
-    HVD_LOG(WARNING) << "rank " << rank << ": no shared-memory transport ("
-                     << segment.status().message()
-                     << "); this rank's local peers use the network";
-    if (num_rings > 1) {
-      if (absl::Status s = store->Set(absl::StrCat("shm/", rank), kNoSegment);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s =
-              store->Set(absl::StrCat("shm/", rank, "/attached"), "");
-          !s.ok()) {
-        return s;
-      }
-    }
-    return ShmMesh{};
-  }
+      own->name, shm_internal::SegmentBytes(num_rings, tuning.ring_bytes));
+  if (!segment.ok()) return segment.status();
   auto* header = reinterpret_cast<SegmentHeader*>((*segment)->data());
-  header->cookie = own.cookie;
-  header->pid = own.pid;
+  header->cookie = own->cookie;
+  header->pid = own->pid;
   header->rank = rank;
   header->num_rings = num_rings;
   header->ring_bytes = tuning.ring_bytes;
   header->magic = shm_internal::kMagic;
+  return segment;
+}
 
-  // Peers attach between our publication and the end of the agreement
-  // round; the name goes as soon as both are done (or when `segment` is
-  // destroyed on an error path).
-  const absl::Time deadline = absl::Now() + options.connect_timeout;
-  std::vector<std::unique_ptr<Segment>> attached(size);
-  std::vector<int> attached_ranks;
-  if (num_rings > 1) {
-    if (absl::Status s = store->Set(absl::StrCat("shm/", rank), Encode(own));
-        !s.ok()) {
-      return Annotate(s, absl::StrCat("rank ", rank,
-                                      ": publishing the shared-memory "
-                                      "segment name: "));
-    }
-    for (int peer : local_ranks) {
-      if (peer == rank) continue;
-      auto value = store->Get(absl::StrCat("shm/", peer), deadline - absl::Now());
-      if (!value.ok()) {
-        return Annotate(value.status(),
-                        absl::StrCat("rank ", rank, ": reading rank ", peer,
-                                     "'s shared-memory segment name: "));
-      }
-      Record record;
-      if (*value == kNoSegment) continue;  // It logged why.
-      absl::StatusOr<std::unique_ptr<Segment>> mapped =
-          Decode(*value, &record)
-              ? Attach(peer, record, num_rings, own.pid_ns)
-              : absl::InvalidArgumentError(
-                    absl::StrCat("unreadable record '", *value, "'"));
-      if (!mapped.ok()) {
-        HVD_LOG(WARNING) << "rank " << rank << ": cannot share memory with "
-                         << "rank " << peer << " on this host ("
-                         << mapped.status().message()
-                         << "); that pair uses the network transport";
-        continue;
-      }
-      attached[peer] = *std::move(mapped);
-      attached_ranks.push_back(peer);
-    }
-    if (absl::Status s = store->Set(absl::StrCat("shm/", rank, "/attached"),
-                                    absl::StrJoin(attached_ranks, ","));
-        !s.ok()) {
-      return Annotate(s, absl::StrCat("rank ", rank,
-                                      ": publishing shared-memory peers: "));
-    }
+// A rank with no segment still takes part in the agreement, so that its
+// peers do not wait for it.
+absl::Status PublishNoSegment(int rank, uint32_t num_rings, Store* store) {
+  if (num_rings <= 1) return absl::OkStatus();
+  if (absl::Status s = store->Set(absl::StrCat("shm/", rank), kNoSegment);
+      !s.ok()) {
+    return s;
   }
-  ShmMesh mesh;
+  return store->Set(absl::StrCat("shm/", rank, "/attached"), "");
+}
+
+// Publishes `own`, maps every local peer's segment that can be mapped (into
+// `attached`, by rank), and publishes which it mapped. Returns those ranks.
+absl::StatusOr<std::vector<int>> AttachPeers(
+    int rank, const std::vector<int>& local_ranks, const Record& own,
+    Store* store, absl::Time deadline,
+    std::vector<std::unique_ptr<Segment>>& attached) {
+  const auto num_rings = static_cast<uint32_t>(local_ranks.size());
+  std::vector<int> attached_ranks;
+  if (absl::Status s = store->Set(absl::StrCat("shm/", rank), Encode(own));
+      !s.ok()) {
+    return Annotate(s, absl::StrCat("rank ", rank,
+                                    ": publishing the shared-memory "
+                                    "segment name: "));
+  }
+  for (int peer : local_ranks) {
+    if (peer == rank) continue;
+    auto value = store->Get(absl::StrCat("shm/", peer), deadline - absl::Now());
+    if (!value.ok()) {
+      return Annotate(value.status(),
+                      absl::StrCat("rank ", rank, ": reading rank ", peer,
+                                   "'s shared-memory segment name: "));
+    }
+    Record record;
+    if (*value == kNoSegment) continue;  // It logged why.
+    absl::StatusOr<std::unique_ptr<Segment>> mapped =
+        Decode(*value, &record)
+            ? Attach(peer, record, num_rings, own.pid_ns)
+            : absl::InvalidArgumentError(
+                  absl::StrCat("unreadable record '", *value, "'"));
+    if (!mapped.ok()) {
+      HVD_LOG(WARNING) << "rank " << rank << ": cannot share memory with "
+                       << "rank " << peer << " on this host ("
+                       << mapped.status().message()
+                       << "); that pair uses the network transport";
+      continue;
+    }
+    attached[peer] = *std::move(mapped);
+    attached_ranks.push_back(peer);
+  }
+  if (absl::Status s = store->Set(absl::StrCat("shm/", rank, "/attached"),
+                                  absl::StrJoin(attached_ranks, ","));
+      !s.ok()) {
+    return Annotate(s, absl::StrCat("rank ", rank,
+                                    ": publishing shared-memory peers: "));
+  }
+  return attached_ranks;
+}
+
+// Of the peers this rank mapped, those that mapped this rank too (by rank).
+absl::StatusOr<std::vector<bool>> MutualPeers(
+    int rank, int size, const std::vector<int>& attached_ranks, Store* store,
+    absl::Time deadline) {
   std::vector<bool> mutual(size, false);
   for (int peer : attached_ranks) {
     auto value = store->Get(absl::StrCat("shm/", peer, "/attached"),
@@ -244,12 +231,57 @@ absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
                        << "uses the network transport";
     }
   }
+  return mutual;
+}
+
+}  // namespace
+
+absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
+                                         const std::vector<int>& local_ranks,
+                                         Store* store,
+                                         const ShmOptions& options) {
+  if (absl::Status s = CheckArguments(rank, size, local_ranks, store);
+      !s.ok()) {
+    return s;
+  }
+  const shm_internal::Tuning tuning = shm_internal::TuningFrom(options.tuning);
+  const auto num_rings = static_cast<uint32_t>(local_ranks.size());
+  auto index_of = [&](int r) {
+    return static_cast<uint32_t>(
+        std::find(local_ranks.begin(), local_ranks.end(), r) -
+        local_ranks.begin());
+  };
+  Record own;
+  auto segment = CreateOwnSegment(rank, num_rings, tuning, &own);
+  if (!segment.ok()) {
+    HVD_LOG(WARNING) << "rank " << rank << ": no shared-memory transport ("
+                     << segment.status().message()
+                     << "); this rank's local peers use the network";
+    if (absl::Status s = PublishNoSegment(rank, num_rings, store); !s.ok()) {
+      return s;
+    }
+    return ShmMesh{};
+  }
+  // Peers attach between our publication and the end of the agreement
+  // round; the name goes as soon as both are done (or when `segment` is
+  // destroyed on an error path).
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  std::vector<std::unique_ptr<Segment>> attached(size);
+  std::vector<int> attached_ranks;
+  if (num_rings > 1) {
+    auto ranks = AttachPeers(rank, local_ranks, own, store, deadline, attached);
+    if (!ranks.ok()) return ranks.status();
+    attached_ranks = *std::move(ranks);
+  }
+  auto mutual = MutualPeers(rank, size, attached_ranks, store, deadline);
+  if (!mutual.ok()) return mutual.status();
   // Every peer that meant to attach has now said it is done.
   (*segment)->Unlink();
   auto core = std::make_shared<shm_internal::Core>(rank, size, tuning,
                                                    *std::move(segment));
+  ShmMesh mesh;
   for (int peer : attached_ranks) {
-    if (!mutual[peer]) continue;
+    if (!(*mutual)[peer]) continue;
     core->AddPeer(peer, std::move(attached[peer]), index_of(rank),
                   index_of(peer));
     mesh.peers.push_back(peer);

@@ -1,0 +1,257 @@
+// The runtime in one process: one Runtime per rank, each on its own thread
+// of the test, over real transports connected through an in-memory store
+// (gloo's one-thread-per-rank pattern). Covers negotiation, fusion, the
+// response cache, errors on every rank, join and shutdown without starting
+// a process.
+#include "core/runtime/runtime.h"
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/collectives/test_mesh.h"
+#include "core/runtime/handle_table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace hvd::runtime {
+namespace {
+
+using collectives::MeshTransport;
+using ::testing::HasSubstr;
+
+// A job of `size` runtimes in this process.
+class Job {
+ public:
+  Job(int size, MeshTransport transport, Config base = {}) {
+    auto mesh = collectives::TestMesh::Create(size, transport);
+    EXPECT_TRUE(mesh.ok()) << mesh.status();
+    if (!mesh.ok()) return;
+    for (int rank = 0; rank < size; ++rank) {
+      Config config = base;
+      config.rank = rank;
+      config.size = size;
+      config.hostname = absl::StrCat("host", (*mesh)->hosts()[rank]);
+      config.timeout = absl::Seconds(20);
+      RuntimeParts parts;
+      parts.context = (*mesh)->TakeContext(rank);
+      parts.hosts = (*mesh)->hosts();
+      handles_.push_back(std::make_unique<HandleTable>());
+      auto runtime =
+          Runtime::Start(config, std::move(parts), handles_.back().get());
+      EXPECT_TRUE(runtime.ok()) << runtime.status();
+      if (runtime.ok()) runtimes_.push_back(*std::move(runtime));
+    }
+    mesh_ = *std::move(mesh);
+  }
+  ~Job() {
+    // Every rank asks to stop at once: the stop is negotiated.
+    RunOnEveryRank([this](int rank) { runtimes_[rank]->Shutdown(); });
+  }
+
+  int size() const { return static_cast<int>(runtimes_.size()); }
+  Runtime& runtime(int rank) { return *runtimes_[rank]; }
+  HandleTable& handles(int rank) { return *handles_[rank]; }
+
+  void RunOnEveryRank(const std::function<void(int rank)>& fn) {
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < size(); ++rank) threads.emplace_back(fn, rank);
+    for (auto& t : threads) t.join();
+  }
+
+  // Submits `entries` on `rank` and waits for the handle's status.
+  absl::Status Run(int rank,
+                   std::vector<std::unique_ptr<TensorEntry>> entries) {
+    const int64_t handle = runtime(rank).Submit(std::move(entries));
+    if (handles(rank).Wait(handle, absl::Seconds(30)) !=
+        HandleTable::kDone) {
+      return absl::DeadlineExceededError("handle did not complete");
+    }
+    absl::Status status = handles(rank).GetStatus(handle);
+    handles(rank).Release(handle);
+    return status;
+  }
+
+ private:
+  std::unique_ptr<collectives::TestMesh> mesh_;
+  std::vector<std::unique_ptr<HandleTable>> handles_;
+  std::vector<std::unique_ptr<Runtime>> runtimes_;
+};
+
+// An in-place float32 allreduce (Sum) of `data`.
+std::unique_ptr<TensorEntry> Allreduce(const std::string& name,
+                                       std::vector<float>& data) {
+  auto entry = std::make_unique<TensorEntry>();
+  Request& r = entry->request;
+  r.set_type(ALLREDUCE);
+  r.set_name(name);
+  r.set_dtype(static_cast<int32_t>(DataType::kFloat32));
+  r.add_shape(static_cast<int64_t>(data.size()));
+  r.set_op(static_cast<int32_t>(ReduceOp::kSum));
+  r.set_prescale(1.0);
+  r.set_postscale(1.0);
+  entry->input = entry->output = data.data();
+  return entry;
+}
+
+std::unique_ptr<TensorEntry> Join() {
+  auto entry = std::make_unique<TensorEntry>();
+  entry->request.set_type(JOIN);
+  entry->request.set_name("join");
+  return entry;
+}
+
+std::vector<std::unique_ptr<TensorEntry>> One(
+    std::unique_ptr<TensorEntry> entry) {
+  std::vector<std::unique_ptr<TensorEntry>> entries;
+  entries.push_back(std::move(entry));
+  return entries;
+}
+
+// Rank r contributes r + 1 to every element, so the sum is n(n+1)/2.
+float SumOfRanks(int size) { return size * (size + 1) / 2.0f; }
+
+class RuntimeTest
+    : public ::testing::TestWithParam<std::tuple<int, MeshTransport>> {
+ protected:
+  int size() const { return std::get<0>(GetParam()); }
+  MeshTransport transport() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(RuntimeTest, AllreduceSumsOnEveryRank) {
+  Job job(size(), transport());
+  ASSERT_EQ(job.size(), size());
+  job.RunOnEveryRank([&](int rank) {
+    for (size_t count : {size_t{1}, size_t{1001}, size_t{300000}}) {
+      std::vector<float> data(count, rank + 1.0f);
+      ASSERT_TRUE(job.Run(rank, One(Allreduce(absl::StrCat("t", count), data)))
+                      .ok());
+      EXPECT_EQ(data.front(), SumOfRanks(size()));
+      EXPECT_EQ(data.back(), SumOfRanks(size()));
+    }
+  });
+}
+
+TEST_P(RuntimeTest, TensorsReadyTogetherAreFusedIntoOneResponse) {
+  Job job(size(), transport());
+  ASSERT_EQ(job.size(), size());
+  job.RunOnEveryRank([&](int rank) {
+    std::vector<std::vector<float>> data(8, std::vector<float>(5, rank + 1.0f));
+    std::vector<std::unique_ptr<TensorEntry>> entries;
+    for (int i = 0; i < 8; ++i) {
+      entries.push_back(Allreduce(absl::StrCat("grad", i), data[i]));
+    }
+    ASSERT_TRUE(job.Run(rank, std::move(entries)).ok());
+    for (const auto& d : data) EXPECT_EQ(d[4], SumOfRanks(size()));
+  });
+  job.RunOnEveryRank([&](int rank) { job.runtime(rank).Shutdown(); });
+  EXPECT_EQ(job.runtime(0).negotiation_stats().fused_tensors, 8);
+}
+
+// Five steps of one allreduce on every rank; rank 0's negotiation counters.
+Coordinator::Stats FiveSteps(int size, MeshTransport transport,
+                             const Config& base) {
+  Job job(size, transport, base);
+  EXPECT_EQ(job.size(), size);
+  job.RunOnEveryRank([&](int rank) {
+    for (int step = 0; step < 5; ++step) {
+      std::vector<float> data(16, rank + 1.0f);
+      ASSERT_TRUE(job.Run(rank, One(Allreduce("weights", data))).ok());
+      EXPECT_EQ(data[0], SumOfRanks(size));
+    }
+  });
+  job.RunOnEveryRank([&](int rank) { job.runtime(rank).Shutdown(); });
+  return job.runtime(0).negotiation_stats();
+}
+
+TEST_P(RuntimeTest, RepeatedTensorIsNegotiatedByCacheBit) {
+  const Coordinator::Stats stats = FiveSteps(size(), transport(), Config{});
+  // The first step goes in full; the later ones by cache bit (how many of
+  // them depends on how the ranks' cycles line up).
+  EXPECT_GE(stats.cached_ready, 1);
+  EXPECT_LT(stats.full_requests, 5 * size());
+}
+
+TEST_P(RuntimeTest, CacheCapacityZeroNegotiatesEveryStepInFull) {
+  Config config;
+  config.cache_capacity = 0;
+  const Coordinator::Stats stats = FiveSteps(size(), transport(), config);
+  EXPECT_EQ(stats.cached_ready, 0);
+  EXPECT_EQ(stats.full_requests, 5 * size());
+}
+
+TEST_P(RuntimeTest, MismatchedShapesFailOnEveryRankNamingEachShape) {
+  if (size() == 1) GTEST_SKIP() << "needs two ranks to disagree";
+  Job job(size(), transport());
+  ASSERT_EQ(job.size(), size());
+  job.RunOnEveryRank([&](int rank) {
+    std::vector<float> data(rank == 1 ? 5 : 4, 1.0f);
+    absl::Status status = job.Run(rank, One(Allreduce("w", data)));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(status.message()),
+                HasSubstr("Mismatched shapes for allreduce of tensor 'w': "
+                          "rank 0 has [4], rank 1 has [5]"));
+    // The job stays usable.
+    std::vector<float> next(3, rank + 1.0f);
+    EXPECT_TRUE(job.Run(rank, One(Allreduce("next", next))).ok());
+    EXPECT_EQ(next[0], SumOfRanks(size()));
+  });
+}
+
+TEST_P(RuntimeTest, JoinedRanksContributeZerosAndJoinReturnsTheLastRank) {
+  if (size() == 1) GTEST_SKIP() << "needs a rank that keeps working";
+  Job job(size(), transport());
+  ASSERT_EQ(job.size(), size());
+  job.RunOnEveryRank([&](int rank) {
+    if (rank == 0) {
+      std::vector<float> data(7, 1.0f);
+      EXPECT_TRUE(job.Run(rank, One(Allreduce("only_rank0", data))).ok());
+      EXPECT_EQ(data[6], 1.0f);  // every other rank had joined: zeros
+    }
+    const int64_t handle = job.runtime(rank).Submit(One(Join()));
+    ASSERT_EQ(job.handles(rank).Wait(handle, absl::Seconds(30)),
+              HandleTable::kDone);
+    OpResult result;
+    ASSERT_TRUE(job.handles(rank).PeekResult(handle, 0, &result));
+    // Rank 0's allreduce completed only once every other rank had joined.
+    EXPECT_EQ(result.value, 0);
+  });
+}
+
+TEST_P(RuntimeTest, SubmitAfterShutdownFailsAtOnce) {
+  Job job(size(), transport());
+  ASSERT_EQ(job.size(), size());
+  job.RunOnEveryRank([&](int rank) { job.runtime(rank).Shutdown(); });
+  std::vector<float> data(4, 1.0f);
+  absl::Status status = job.Run(0, One(Allreduce("late", data)));
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("shut down"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SizesAndTransports, RuntimeTest,
+    ::testing::Combine(::testing::Values(1, 2, 3),
+                       ::testing::Values(MeshTransport::kTcp,
+                                         MeshTransport::kShm)),
+    [](const auto& info) {
+      return absl::StrCat(collectives::MeshTransportName(
+                              std::get<1>(info.param)),
+                          std::get<0>(info.param));
+    });
+
+TEST(RuntimeStartTest, RefusesADataPlaneOfTheWrongSize) {
+  Config config;
+  config.size = 2;
+  HandleTable handles;
+  auto runtime = Runtime::Start(config, RuntimeParts{}, &handles);
+  EXPECT_EQ(runtime.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime.status().message(),
+            "rank 0: the runtime needs a data plane of size 2");
+}
+
+}  // namespace
+}  // namespace hvd::runtime
