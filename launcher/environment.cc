@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/common/config_names.h"
 
 namespace hvd {
 namespace launcher {
@@ -21,14 +22,18 @@ constexpr const char* kExcludedNames[] = {
 // Prefixes of names that do.
 constexpr const char* kExcludedPrefixes[] = {"SSH_", "XDG_SESSION_",
                                              "BASH_FUNC_"};
+namespace names = config_names;
+
 // hvd's identity variables, set per worker (both spellings).
 constexpr const char* kIdentityNames[] = {
-    "RANK",       "SIZE",     "LOCAL_RANK",      "LOCAL_SIZE", "CROSS_RANK",
-    "CROSS_SIZE", "HOSTNAME", "RENDEZVOUS_ADDR", "JOB_TOKEN",  "IFACE",
+    names::kRank,       names::kSize,      names::kLocalRank,
+    names::kLocalSize,  names::kCrossRank, names::kCrossSize,
+    names::kHostname,   names::kRendezvousAddr, names::kJobToken,
+    names::kIface,
 };
 
 bool IsIdentityVariable(absl::string_view name) {
-  for (absl::string_view prefix : {"HVD_", "HOROVOD_"}) {
+  for (absl::string_view prefix : {names::kPrefix, names::kHorovodPrefix}) {
     if (!absl::StartsWith(name, prefix)) continue;
     absl::string_view rest = name.substr(prefix.size());
     for (const char* id : kIdentityNames) {
@@ -40,8 +45,8 @@ bool IsIdentityVariable(absl::string_view name) {
 
 void SetBoth(std::map<std::string, std::string>& env, absl::string_view name,
              const std::string& value) {
-  env[absl::StrCat("HVD_", name)] = value;
-  env[absl::StrCat("HOROVOD_", name)] = value;
+  env[absl::StrCat(names::kPrefix, name)] = value;
+  env[absl::StrCat(names::kHorovodPrefix, name)] = value;
 }
 
 }  // namespace
@@ -100,30 +105,30 @@ std::map<std::string, std::string> ForwardedEnvironment(
 std::map<std::string, std::string> TunableEnvironment(const Options& o) {
   std::map<std::string, std::string> env;
   if (o.fusion_threshold_mb.has_value()) {
-    SetBoth(env, "FUSION_THRESHOLD",
+    SetBoth(env, names::kFusionThreshold,
             absl::StrCat(static_cast<int64_t>(
                 std::llround(*o.fusion_threshold_mb * 1024 * 1024))));
   }
   if (o.cycle_time_ms.has_value()) {
-    SetBoth(env, "CYCLE_TIME", absl::StrCat(*o.cycle_time_ms));
+    SetBoth(env, names::kCycleTime, absl::StrCat(*o.cycle_time_ms));
   }
   if (o.cache_capacity.has_value()) {
-    SetBoth(env, "CACHE_CAPACITY", absl::StrCat(*o.cache_capacity));
+    SetBoth(env, names::kCacheCapacity, absl::StrCat(*o.cache_capacity));
   }
   if (!o.timeline_filename.empty()) {
-    SetBoth(env, "TIMELINE", o.timeline_filename);
+    SetBoth(env, names::kTimeline, o.timeline_filename);
   }
-  if (o.no_stall_check) SetBoth(env, "STALL_CHECK_DISABLE", "1");
-  if (o.hierarchical_allreduce) SetBoth(env, "HIERARCHICAL_ALLREDUCE", "1");
+  if (o.no_stall_check) SetBoth(env, names::kStallCheckDisable, "1");
+  if (o.hierarchical_allreduce) SetBoth(env, names::kHierarchicalAllreduce, "1");
   if (o.stall_check_warning_time_seconds.has_value()) {
-    SetBoth(env, "STALL_CHECK_TIME_SECONDS",
+    SetBoth(env, names::kStallCheckTimeSeconds,
             absl::StrCat(*o.stall_check_warning_time_seconds));
   }
   if (o.stall_check_shutdown_time_seconds.has_value()) {
-    SetBoth(env, "STALL_SHUTDOWN_TIME_SECONDS",
+    SetBoth(env, names::kStallShutdownTimeSeconds,
             absl::StrCat(*o.stall_check_shutdown_time_seconds));
   }
-  if (!o.log_level.empty()) SetBoth(env, "LOG_LEVEL", o.log_level);
+  if (!o.log_level.empty()) SetBoth(env, names::kLogLevel, o.log_level);
   return env;
 }
 
@@ -144,16 +149,16 @@ std::vector<std::string> WorkerEnvironment(
   for (const auto& [name, value] : overlay) {
     if (!IsIdentityVariable(name)) env[name] = value;
   }
-  SetBoth(env, "RANK", absl::StrCat(id.rank));
-  SetBoth(env, "SIZE", absl::StrCat(id.size));
-  SetBoth(env, "LOCAL_RANK", absl::StrCat(id.local_rank));
-  SetBoth(env, "LOCAL_SIZE", absl::StrCat(id.local_size));
-  SetBoth(env, "CROSS_RANK", absl::StrCat(id.cross_rank));
-  SetBoth(env, "CROSS_SIZE", absl::StrCat(id.cross_size));
-  SetBoth(env, "HOSTNAME", id.hostname);
-  SetBoth(env, "RENDEZVOUS_ADDR", id.rendezvous_addr);
-  SetBoth(env, "JOB_TOKEN", id.job_token);
-  if (!id.iface.empty()) SetBoth(env, "IFACE", id.iface);
+  SetBoth(env, names::kRank, absl::StrCat(id.rank));
+  SetBoth(env, names::kSize, absl::StrCat(id.size));
+  SetBoth(env, names::kLocalRank, absl::StrCat(id.local_rank));
+  SetBoth(env, names::kLocalSize, absl::StrCat(id.local_size));
+  SetBoth(env, names::kCrossRank, absl::StrCat(id.cross_rank));
+  SetBoth(env, names::kCrossSize, absl::StrCat(id.cross_size));
+  SetBoth(env, names::kHostname, id.hostname);
+  SetBoth(env, names::kRendezvousAddr, id.rendezvous_addr);
+  SetBoth(env, names::kJobToken, id.job_token);
+  if (!id.iface.empty()) SetBoth(env, names::kIface, id.iface);
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [name, value] : env) out.push_back(absl::StrCat(name, "=", value));
