@@ -2,7 +2,7 @@
 // two ranks: two processes (default, over a store in a temporary directory)
 // or two threads of one process (--threads).
 //
-//   bazel run -c opt //core/transport/tcp:tcp_bench -- [--threads]
+//   bazel run -c opt //tools/bench:tcp_bench -- [--threads]
 //       [--iters=20000] [--reps=10] [--mib=64]
 //
 // Knobs of the transport (HVD_TCP_SPIN_US, HVD_TCP_LAZY_RECV_BYTES,
