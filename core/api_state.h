@@ -1,4 +1,5 @@
-// Process-wide state behind the C ABI (c_api.cc, c_api_ops.cc).
+// Process-wide state behind the C ABI (c_api.cc, c_api_ops.cc,
+// c_api_options.cc).
 #ifndef HVD_CORE_API_STATE_H_
 #define HVD_CORE_API_STATE_H_
 
@@ -6,6 +7,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/c_api.h"
 #include "core/runtime/handle_table.h"
 #include "core/runtime/runtime.h"
 
@@ -22,6 +25,10 @@ int SetLastError(const absl::Status& status);
 // one counter per op and process set, so ranks that call the same ops of a
 // set in the same order agree, whatever else each of them runs.
 std::string GeneratedName(const char* op, int process_set);
+// A copy of the caller's `options`, or the defaults for NULL. A struct_size
+// other than sizeof(hvd_options) is refused (InvalidArgument, also set as
+// the thread's last error): then only that first field has been read.
+absl::StatusOr<hvd_options> ReadOptions(const hvd_options* options);
 
 }  // namespace hvd::api
 

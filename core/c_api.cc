@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <utility>
 
@@ -71,16 +70,6 @@ using hvd::api::Current;
 using hvd::api::Handles;
 
 extern "C" {
-
-hvd_options hvd_default_options(void) {
-  hvd_options options;
-  std::memset(&options, 0, sizeof(options));
-  options.op = HVD_OP_SUM;
-  options.prescale_factor = 1.0;
-  options.postscale_factor = 1.0;
-  options.dtype = -1;
-  return options;
-}
 
 int hvd_init(void) {
   absl::MutexLock lock(&hvd::api::g_mu);

@@ -17,6 +17,7 @@
 #ifndef HVD_CORE_C_API_H_
 #define HVD_CORE_C_API_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dlpack/dlpack.h"
@@ -60,10 +61,19 @@ enum {
   HVD_INVALID_HANDLE = -2,
 };
 
-/* Options of one collective. Zero-initialise, then set what you need:
- * hvd_default_options() gives the defaults (op Sum, factors 1.0,
- * dtype -1). */
+/* Options of one collective. Start from hvd_default_options() (op Sum,
+ * factors 1.0, dtype -1, struct_size set), then set what you need.
+ *
+ * struct_size is sizeof(hvd_options) as the caller was compiled: a binding
+ * that mirrors this struct (python/hvd/_lib.py) sets it to the size of its
+ * own copy. Every call taking options refuses a struct_size this library
+ * does not know (a caller built against another version of this header, or
+ * a zero-initialised struct): the handle fails with InvalidArgument, and the
+ * same text is the calling thread's hvd_last_error(). NULL options mean the
+ * defaults. Fields are only ever appended, and each new one goes into
+ * hvd_options_layout() too. */
 typedef struct {
+  size_t struct_size;      /* sizeof(hvd_options) of the caller */
   const char* name;        /* NULL or "": a name is generated (op.noname.N) */
   int32_t op;              /* HVD_OP_*: allreduce, reducescatter */
   double prescale_factor;  /* applied before the reduction */
@@ -79,6 +89,12 @@ typedef struct {
 } hvd_options;
 
 hvd_options hvd_default_options(void);
+
+/* hvd_options as this library was compiled, for bindings to test their copy
+ * of the struct against: its size, then every field in order as
+ * "name offset size", separated by ';' (e.g.
+ * "80;struct_size 0 8;name 8 8;op 16 4;..."). Static storage. */
+const char* hvd_options_layout(void);
 
 /* Lifecycle. hvd_init reads HVD_* (or HOROVOD_*) from the environment; with
  * none set the process is a job of size 1. Returns HVD_OK or HVD_ERROR with

@@ -177,7 +177,9 @@ absl::Status CheckRootAndSplits(TensorEntry& entry, const hvd_options& o,
 hvd_handle Enqueue(OpType type, const char* op_name, int32_t count,
                    DLTensor** inputs, DLTensor** outputs,
                    const hvd_options* options) {
-  const hvd_options o = options ? *options : hvd_default_options();
+  auto read = ReadOptions(options);
+  if (!read.ok()) return Fail(read.status());
+  const hvd_options& o = *read;
   auto rt = Current();
   if (!rt) return Fail(NotInitialized());
   if (count < 1) return Fail(absl::InvalidArgumentError("no tensors given"));
@@ -298,14 +300,17 @@ hvd_handle hvd_grouped_reducescatter_async(int32_t count, DLTensor** inputs,
 }
 
 hvd_handle hvd_barrier_async(const hvd_options* options) {
-  const hvd_options o = options ? *options : hvd_default_options();
+  auto o = hvd::api::ReadOptions(options);
+  if (!o.ok()) return hvd::api::Fail(o.status());
   return EnqueueControl(hvd::runtime::BARRIER,
-                        hvd::api::GeneratedName("barrier", o.process_set_id), o);
+                        hvd::api::GeneratedName("barrier", o->process_set_id),
+                        *o);
 }
 
 hvd_handle hvd_join_async(const hvd_options* options) {
-  const hvd_options o = options ? *options : hvd_default_options();
-  return EnqueueControl(hvd::runtime::JOIN, "join", o);
+  auto o = hvd::api::ReadOptions(options);
+  if (!o.ok()) return hvd::api::Fail(o.status());
+  return EnqueueControl(hvd::runtime::JOIN, "join", *o);
 }
 
 int32_t hvd_add_process_set(const int32_t* ranks, int32_t count) {

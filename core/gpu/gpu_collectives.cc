@@ -9,16 +9,9 @@ namespace hvd::gpu {
 namespace {
 
 using runtime::OpResult;
+using runtime::OutputShape;
 using runtime::Response;
 using runtime::TensorEntry;
-
-std::vector<int64_t> OutputShape(const TensorEntry& entry, int64_t rows) {
-  std::vector<int64_t> shape(entry.request.shape().begin(),
-                             entry.request.shape().end());
-  if (shape.empty()) shape.push_back(1);
-  shape[0] = rows;
-  return shape;
-}
 
 // The communicator that can reduce `dtype` with `op`: the set's main one, or
 // its staged fallback.
@@ -58,94 +51,149 @@ absl::Status HierarchicalAllreduce(CommSet& comms, char* buffer, size_t count,
   return local.Allgather(mine, buffer, std::vector<size_t>(n, chunk * elem));
 }
 
-absl::StatusOr<GpuOpResult> Allreduce(const GpuOp& op) {
+// What an allreduce response does, decided before any GPU work is queued.
+struct AllreduceSteps {
+  DataType dtype = DataType::kFloat32;
+  size_t elem = 0;  // bytes per element
+  ReducePlan plan;
+  std::shared_ptr<Comm> comm;  // reduces, unless hierarchical
+  // Reduce-scatter within the host, allreduce across hosts, allgather within.
+  bool hierarchical = false;
+  // Through the fusion buffer: several tensors, a joined rank, or
+  // hierarchical (which pads the buffer).
+  bool fused = false;
+  std::vector<int64_t> counts;  // elements per entry
+  size_t total = 0;             // their sum
+};
+
+absl::StatusOr<AllreduceSteps> PlanAllreduce(const GpuOp& op) {
   const Response& response = op.response;
-  const DataType dtype = static_cast<DataType>(response.dtype());
-  const size_t elem = DataTypeSize(dtype);
-  const ReducePlan plan =
-      PlanReduce(dtype, static_cast<ReduceOp>(response.op()),
-                 response.prescale(), response.postscale(), op.group.size());
-  auto comm = ReducingComm(op.comms, dtype, plan.op);
+  AllreduceSteps steps;
+  steps.dtype = static_cast<DataType>(response.dtype());
+  steps.elem = DataTypeSize(steps.dtype);
+  steps.plan = PlanReduce(steps.dtype, static_cast<ReduceOp>(response.op()),
+                          response.prescale(), response.postscale(),
+                          op.group.size());
+  auto comm = ReducingComm(op.comms, steps.dtype, steps.plan.op);
   if (!comm.ok()) return comm.status();
-  GpuOpResult out;
-  out.used.push_back(*comm);
-  const bool hierarchical = op.comms.local && op.comms.cross &&
-                            *comm == op.comms.main &&
-                            op.comms.local->CanReduce(dtype, plan.op);
-  const std::vector<int64_t> counts(response.sizes().begin(),
-                                    response.sizes().end());
-  const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
-  const bool fused = op.entries.size() != 1 || !op.entries[0] || hierarchical;
-  Device& device = op.device;
+  steps.comm = *comm;
+  steps.hierarchical = op.comms.local && op.comms.cross &&
+                       steps.comm == op.comms.main &&
+                       op.comms.local->CanReduce(steps.dtype, steps.plan.op);
+  steps.counts.assign(response.sizes().begin(), response.sizes().end());
+  steps.total = std::accumulate(steps.counts.begin(), steps.counts.end(),
+                                size_t{0});
+  steps.fused =
+      op.entries.size() != 1 || !op.entries[0] || steps.hierarchical;
+  return steps;
+}
+
+// Where the reduction reads and where it writes its result.
+struct ReduceBuffers {
   char* buffer = nullptr;
   const void* input = nullptr;
-  if (fused) {
-    const size_t padded =
-        hierarchical ? RoundUp(total, op.comms.local->size()) : total;
-    auto scratch = device.Scratch(kFusionSlot, padded * elem);
-    if (!scratch.ok()) return scratch.status();
-    buffer = static_cast<char*>(*scratch);
-    const std::vector<size_t> offsets = FusionOffsets(counts, elem);
-    std::vector<CopyOp> in;
-    for (size_t i = 0; i < op.entries.size(); ++i) {
-      const size_t bytes = counts[i] * elem;
-      if (op.entries[i]) {
-        in.push_back({buffer + offsets[i], op.entries[i]->input, bytes});
-      } else if (absl::Status s = device.Zero(buffer + offsets[i], bytes);
-                 !s.ok()) {  // A joined rank contributes zeros.
-        return s;
-      }
-    }
-    if (absl::Status s = device.CopyBatch(in); !s.ok()) return s;
-    input = buffer;
-  } else {
-    TensorEntry& entry = *op.entries[0];
-    buffer = static_cast<char*>(entry.output);
-    input = entry.input;
-    if (plan.pre != 1.0 && entry.output != entry.input) {
-      // The input stays untouched: scale a copy in the output.
-      if (absl::Status s = device.Copy(buffer, input, total * elem); !s.ok()) {
-        return s;
-      }
-      input = buffer;
+};
+
+// Copies the entries' inputs into the fusion buffer (a joined rank
+// contributes zeros), padded for the hierarchical split.
+absl::StatusOr<ReduceBuffers> FuseInputs(const GpuOp& op,
+                                         const AllreduceSteps& steps) {
+  const size_t padded = steps.hierarchical
+                            ? RoundUp(steps.total, op.comms.local->size())
+                            : steps.total;
+  auto scratch = op.device.Scratch(kFusionSlot, padded * steps.elem);
+  if (!scratch.ok()) return scratch.status();
+  char* buffer = static_cast<char*>(*scratch);
+  const std::vector<size_t> offsets = FusionOffsets(steps.counts, steps.elem);
+  std::vector<CopyOp> in;
+  for (size_t i = 0; i < op.entries.size(); ++i) {
+    const size_t bytes = steps.counts[i] * steps.elem;
+    if (op.entries[i]) {
+      in.push_back({buffer + offsets[i], op.entries[i]->input, bytes});
+    } else if (absl::Status s = op.device.Zero(buffer + offsets[i], bytes);
+               !s.ok()) {
+      return s;
     }
   }
+  if (absl::Status s = op.device.CopyBatch(in); !s.ok()) return s;
+  return ReduceBuffers{buffer, buffer};
+}
+
+// One tensor, unfused: reduced into its output. With a prescale the input
+// stays untouched: the pass scales a copy in the output.
+absl::StatusOr<ReduceBuffers> UnfusedBuffers(const GpuOp& op,
+                                             const AllreduceSteps& steps) {
+  TensorEntry& entry = *op.entries[0];
+  ReduceBuffers b{static_cast<char*>(entry.output), entry.input};
+  if (steps.plan.pre != 1.0 && entry.output != entry.input) {
+    if (absl::Status s =
+            op.device.Copy(b.buffer, b.input, steps.total * steps.elem);
+        !s.ok()) {
+      return s;
+    }
+    b.input = b.buffer;
+  }
+  return b;
+}
+
+// The prescale pass, the reduction, the postscale pass.
+absl::Status ScaleAndReduce(const GpuOp& op, const AllreduceSteps& steps,
+                            ReduceBuffers b) {
+  const ReducePlan& plan = steps.plan;
   if (plan.pre != 1.0) {
-    if (absl::Status s = device.Scale(buffer, total, dtype, plan.pre);
+    if (absl::Status s =
+            op.device.Scale(b.buffer, steps.total, steps.dtype, plan.pre);
         !s.ok()) {
       return s;
     }
-    input = buffer;
+    b.input = b.buffer;
   }
-  if (hierarchical) {
-    if (absl::Status s = HierarchicalAllreduce(
-            op.comms, buffer, RoundUp(total, op.comms.local->size()), dtype,
-            plan);
-        !s.ok()) {
-      return s;
-    }
-    out.used = {op.comms.local, op.comms.cross};
-  } else if (absl::Status s = (*comm)->Allreduce(input, buffer, total, dtype,
-                                                 plan.op, plan.premul);
-             !s.ok()) {
-    return s;
-  }
-  if (plan.post != 1.0) {
-    if (absl::Status s = device.Scale(buffer, total, dtype, plan.post);
-        !s.ok()) {
-      return s;
-    }
-  }
-  out.results.resize(op.entries.size());
-  if (!fused) return out;
-  const std::vector<size_t> offsets = FusionOffsets(counts, elem);
+  absl::Status reduced =
+      steps.hierarchical
+          ? HierarchicalAllreduce(op.comms, b.buffer,
+                                  RoundUp(steps.total, op.comms.local->size()),
+                                  steps.dtype, plan)
+          : steps.comm->Allreduce(b.input, b.buffer, steps.total, steps.dtype,
+                                  plan.op, plan.premul);
+  if (!reduced.ok()) return reduced;
+  if (plan.post == 1.0) return absl::OkStatus();
+  return op.device.Scale(b.buffer, steps.total, steps.dtype, plan.post);
+}
+
+// Copies the reduced fusion buffer out to the entries' outputs.
+absl::Status UnfuseOutputs(const GpuOp& op, const AllreduceSteps& steps,
+                           const char* buffer) {
+  const std::vector<size_t> offsets = FusionOffsets(steps.counts, steps.elem);
   std::vector<CopyOp> copies;
   for (size_t i = 0; i < op.entries.size(); ++i) {
     if (!op.entries[i]) continue;
-    copies.push_back(
-        {op.entries[i]->output, buffer + offsets[i], counts[i] * elem});
+    copies.push_back({op.entries[i]->output, buffer + offsets[i],
+                      steps.counts[i] * steps.elem});
   }
-  if (absl::Status s = device.CopyBatch(copies); !s.ok()) return s;
+  return op.device.CopyBatch(copies);
+}
+
+absl::StatusOr<GpuOpResult> Allreduce(const GpuOp& op) {
+  auto steps = PlanAllreduce(op);
+  if (!steps.ok()) return steps.status();
+  auto buffers = steps->fused ? FuseInputs(op, *steps)
+                              : UnfusedBuffers(op, *steps);
+  if (!buffers.ok()) return buffers.status();
+  if (absl::Status s = ScaleAndReduce(op, *steps, *buffers); !s.ok()) {
+    return s;
+  }
+  if (steps->fused) {
+    if (absl::Status s = UnfuseOutputs(op, *steps, buffers->buffer); !s.ok()) {
+      return s;
+    }
+  }
+  GpuOpResult out;
+  out.results.resize(op.entries.size());
+  if (steps->hierarchical) {
+    out.used = {op.comms.local, op.comms.cross};
+  } else {
+    out.used.push_back(steps->comm);
+  }
   return out;
 }
 

@@ -91,4 +91,12 @@ size_t TensorEntry::Bytes() const {
   return static_cast<size_t>(NumElements()) * DataTypeSize(dtype());
 }
 
+std::vector<int64_t> OutputShape(const TensorEntry& entry, int64_t rows) {
+  std::vector<int64_t> shape(entry.request.shape().begin(),
+                             entry.request.shape().end());
+  if (shape.empty()) shape.push_back(1);
+  shape[0] = rows;
+  return shape;
+}
+
 }  // namespace hvd::runtime

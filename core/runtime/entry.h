@@ -78,6 +78,11 @@ struct TensorEntry {
   DataType dtype() const { return static_cast<DataType>(request.dtype()); }
 };
 
+// Shape of an hvd-allocated output of `entry` holding `rows` rows: the
+// input's shape with its first dimension replaced (a 0-d input counts as one
+// row).
+std::vector<int64_t> OutputShape(const TensorEntry& entry, int64_t rows);
+
 }  // namespace hvd::runtime
 
 #endif  // HVD_CORE_RUNTIME_ENTRY_H_

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/collectives/reduce.h"
+#include "core/runtime/entry.h"
 #include "core/runtime/validation.h"
 
 namespace hvd::runtime {
@@ -46,14 +47,6 @@ bool OnDevice(const Response& response) {
     default:
       return false;
   }
-}
-
-std::vector<int64_t> OutputShape(const TensorEntry& entry, int64_t rows) {
-  std::vector<int64_t> shape(entry.request.shape().begin(),
-                             entry.request.shape().end());
-  if (shape.empty()) shape.push_back(1);
-  shape[0] = rows;
-  return shape;
 }
 
 }  // namespace

@@ -68,8 +68,11 @@ DLManagedTensor._fields_ = [("dl_tensor", DLTensor),
 
 
 class Options(ctypes.Structure):
-    """hvd_options; build with default_options()."""
-    _fields_ = [("name", ctypes.c_char_p),
+    """hvd_options; build with default_options(). A copy of the C struct:
+    python/tests/options_layout_test.py compares it with the library's
+    hvd_options_layout()."""
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("name", ctypes.c_char_p),
                 ("op", ctypes.c_int32),
                 ("prescale_factor", ctypes.c_double),
                 ("postscale_factor", ctypes.c_double),
@@ -96,6 +99,7 @@ _pi64 = ctypes.POINTER(ctypes.c_int64)
 # the bindings hand over the DLTensor at offset 0 of a DLManagedTensor.
 _PROTOTYPES = {
     "hvd_default_options": (Options, []),
+    "hvd_options_layout": (_c_str, []),
     "hvd_init": (_c_int, []),
     "hvd_shutdown": (_c_int, []),
     "hvd_is_initialized": (_c_int, []),
@@ -220,4 +224,8 @@ def last_error(what):
 
 
 def default_options():
-    return lib().hvd_default_options()
+    """The library's defaults, with struct_size the size of this copy of the
+    struct: the library refuses options whose size it does not know."""
+    options = lib().hvd_default_options()
+    options.struct_size = ctypes.sizeof(Options)
+    return options

@@ -1,16 +1,16 @@
 #!/bin/bash
-# The GPU measurements of issue 6, section 3, on a machine with a GPU:
+# The GPU measurements, on a machine with a GPU (docs/gpu.md, "Measuring"):
 #   1. hvd's NCCL path against ncclAllReduce called directly, same float32 sum
 #      allreduce, 1 KiB, 1 MiB and 256 MiB (one process, one GPU);
 #   2. the staged path's throughput, 2 and 4 processes sharing GPU 0.
 # It cannot run without a GPU. Figures go to docs/performance.md (GPU).
-# core/gpu/run_on_device.sh runs this as its "bench" step.
+# tools/gpu/run_on_device.sh runs this as its "bench" step.
 #
 #   tools/bench/gpu_overhead.sh [BUNDLE]
 #
-# BUNDLE: a folder made by core/gpu/bundle_for_device.sh (default
+# BUNDLE: a folder made by tools/gpu/bundle_for_device.sh (default
 # .device/gpu), which is what a GPU machine without Bazel gets; where Bazel
-# exists, `bazel build //core/gpu:gpu_overhead_bench //launcher:hvdrun
+# exists, `bazel build //tools/bench:gpu_overhead_bench //launcher:hvdrun
 # //agent:hvd-agent` and BUNDLE=bazel-bin work too.
 #
 # Environment: PYTHON (default python3: finds PyTorch's NCCL),
@@ -20,7 +20,7 @@ set -uo pipefail
 B=$(cd "${1:-.device/gpu}" && pwd) || exit 1
 PYTHON=${PYTHON:-python3}
 limit=${BENCH_TIMEOUT_S:-180}
-bench="$B/core/gpu/gpu_overhead_bench"
+bench="$B/tools/bench/gpu_overhead_bench"
 if [[ -d "$B/bin" ]]; then
   hvdrun="$B/bin/hvdrun"
 else

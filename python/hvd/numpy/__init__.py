@@ -12,11 +12,9 @@ Arrays cross to libhvd.so as DLPack (ndarray.__dlpack__ / numpy.from_dlpack);
 bool arrays cross as uint8 with the dtype named in the options.
 """
 
-import pickle
-
 import numpy as np
 
-from hvd import _engine, _lib
+from hvd import _engine, _lib, _objects
 from hvd.basics import (  # noqa: F401
     Adasum, Average, Max, Min, Product, Sum,
     ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
@@ -320,34 +318,17 @@ def barrier(process_set=global_process_set):
     synchronize(_engine.barrier_async(process_set))
 
 
+_OBJECTS = _objects.Frontend(broadcast_=broadcast_, allgather=allgather,
+                             from_numpy=lambda a: a, to_numpy=lambda a: a)
+
+
 def broadcast_object(obj, root_rank=0, name=None,
                      process_set=global_process_set):
     """root_rank's `obj` (picklable) on every rank."""
-    name = name or "object"
-    if rank() == root_rank:
-        payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8).copy()
-        length = np.array([payload.size], dtype=np.int64)
-    else:
-        payload = None
-        length = np.zeros(1, dtype=np.int64)
-    broadcast_(length, root_rank, name="%s.size" % name,
-               process_set=process_set)
-    if payload is None:
-        payload = np.zeros(int(length[0]), dtype=np.uint8)
-    broadcast_(payload, root_rank, name="%s.data" % name,
-               process_set=process_set)
-    return obj if rank() == root_rank else pickle.loads(payload.tobytes())
+    return _objects.broadcast_object(_OBJECTS, obj, root_rank, name,
+                                     process_set)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's `obj` (picklable), as a list in rank order."""
-    name = name or "object"
-    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8).copy()
-    sizes = allgather(np.array([payload.size], dtype=np.int64),
-                      name="%s.sizes" % name, process_set=process_set)
-    data = allgather(payload, name="%s.data" % name, process_set=process_set)
-    out, offset = [], 0
-    for n in sizes.tolist():
-        out.append(pickle.loads(data[offset:offset + n].tobytes()))
-        offset += n
-    return out
+    return _objects.allgather_object(_OBJECTS, obj, name, process_set)

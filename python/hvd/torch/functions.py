@@ -1,11 +1,9 @@
 """Helpers over the collectives: broadcasting model and optimizer state and
 arbitrary picklable objects (Horovod's horovod.torch.functions)."""
 
-import io
-import pickle
-
 import torch
 
+from hvd import _objects
 from hvd.basics import rank
 from hvd.process_sets import global_process_set
 from hvd.torch.mpi_ops import (allgather, broadcast_, broadcast_async_,
@@ -118,46 +116,19 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None,
         group.update(opts)
 
 
-def _pickle(obj):
-    buf = io.BytesIO()
-    pickle.dump(obj, buf, protocol=pickle.HIGHEST_PROTOCOL)
-    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8) \
-        if buf.getbuffer().nbytes else torch.zeros(0, dtype=torch.uint8)
+_OBJECTS = _objects.Frontend(broadcast_=broadcast_, allgather=allgather,
+                             from_numpy=torch.from_numpy,
+                             to_numpy=lambda t: t.numpy())
 
 
 def broadcast_object(obj, root_rank=0, name=None,
                      process_set=global_process_set):
     """Returns root_rank's `obj` (any picklable object) on every rank. Other
     ranks may pass anything (e.g. None)."""
-    name = name or "object"
-    if rank() == root_rank:
-        payload = _pickle(obj)
-        length = torch.tensor([payload.numel()], dtype=torch.int64)
-    else:
-        payload = None
-        length = torch.zeros(1, dtype=torch.int64)
-    broadcast_(length, root_rank, name="%s.size" % name,
-               process_set=process_set)
-    if payload is None:
-        payload = torch.zeros(int(length.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name="%s.data" % name,
-               process_set=process_set)
-    if rank() == root_rank:
-        return obj
-    return pickle.loads(payload.numpy().tobytes())
+    return _objects.broadcast_object(_OBJECTS, obj, root_rank, name,
+                                     process_set)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's `obj` (picklable), in rank order."""
-    name = name or "object"
-    payload = _pickle(obj)
-    sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64),
-                      name="%s.sizes" % name, process_set=process_set)
-    data = allgather(payload, name="%s.data" % name, process_set=process_set)
-    out = []
-    offset = 0
-    for n in sizes.tolist():
-        out.append(pickle.loads(data[offset:offset + n].numpy().tobytes()))
-        offset += n
-    return out
-
+    return _objects.allgather_object(_OBJECTS, obj, name, process_set)

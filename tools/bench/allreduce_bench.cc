@@ -1,7 +1,7 @@
 // Micro-benchmark: ring allreduce of float32 between N ranks (threads of this
 // process) over TCP loopback, and the Reduce kernel on one core.
 //
-//   allreduce_bench [--mib=64] [--iters=5] [--chunk_kib=1024] [--ranks=2,4]
+//   bazel run -c opt //tools/bench:allreduce_bench -- [--mib=64] [--iters=5] [--chunk_kib=1024] [--ranks=2,4]
 //
 // Prints per N the best and median time of one allreduce of S bytes and the bus
 // bandwidth S/t * 2(N-1)/N (what each link carries), after Reduce's GB/s for

@@ -1,10 +1,10 @@
 #!/bin/bash
-# Everything the GPU machine has to run for issue 6, in one command: the GPU
-# tests from the bundle, the PyTorch check at 1, 2 and 4 processes, and the
-# overhead benchmark. Run from the repository root with the bundle made by
-# core/gpu/bundle_for_device.sh carried at .device/gpu (docs/gpu.md):
+# Everything the GPU machine has to run for the GPU backend (docs/gpu.md), in
+# one command: the GPU tests from the bundle, the PyTorch check at 1, 2 and 4
+# processes, and the overhead benchmark. Run from the repository root with the
+# bundle made by tools/gpu/bundle_for_device.sh carried at .device/gpu:
 #
-#   bash core/gpu/run_on_device.sh [STEP|GROUP ...]        (default: all)
+#   bash tools/gpu/run_on_device.sh [STEP|GROUP ...]       (default: all)
 #
 # Steps, in order:
 #   env             nvidia-smi -L, versions, libraries the bundle resolves
@@ -71,7 +71,7 @@ done
 
 # A copy that lost its mode bits (the bundle travels as files) still runs.
 if [[ -n "$B" ]]; then
-  for f in "$B"/core/gpu/* "$B"/bin/*; do
+  for f in "$B"/core/gpu/* "$B"/tools/bench/* "$B"/bin/*; do
     [[ "$f" == *.py || -x "$f" ]] || chmod u+x "$f" 2>/dev/null
   done
 fi
@@ -148,7 +148,7 @@ timed_out() { [[ $RC -eq 124 || $RC -eq 137 ]]; }
 
 need_bundle() {  # step: FAIL it when the bundle is missing
   if [[ -z "$B" || ! -x "$B/core/gpu/cuda_platform_test" ]]; then
-    record "$1" FAIL "no bundle at ${BUNDLE:-.device/gpu} (core/gpu/bundle_for_device.sh)" 0
+    record "$1" FAIL "no bundle at ${BUNDLE:-.device/gpu} (tools/gpu/bundle_for_device.sh)" 0
     return 1
   fi
 }
@@ -184,7 +184,7 @@ gtest_step() {  # name binary limit
 torch_step() {  # name np expected-path limit
   local name=$1 np=$2 path=$3 limit=$4
   need_bundle "$name" || return
-  local check="$B/core/gpu/torch_gpu_check.py"
+  local check="$B/tools/gpu/torch_gpu_check.py"
   local -a cmd=("$PYTHON" "$check")
   ((np > 1)) && cmd=("$B/bin/hvdrun" -np "$np" "$PYTHON" "$check")
   LD_LIBRARY_PATH="$PY_LIBS" PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}" \

@@ -3,10 +3,11 @@
 # gathers them with the shared libraries they load (from Debian and from
 # Bazel's own solib tree) into a git-ignored folder that the device tool can
 # carry to a GPU machine, which has no Bazel (at most 64 MiB: the script
-# fails above 60). There, core/gpu/run_on_device.sh runs everything
-# (docs/gpu.md).
+# fails above 60). There, tools/gpu/run_on_device.sh runs everything
+# (docs/gpu.md). Binaries keep their package's folder in the bundle
+# (core/gpu/, tools/bench/), except hvdrun and hvd-agent, which go to bin/.
 #
-#   core/gpu/bundle_for_device.sh [DIR]        (default: .device/gpu)
+#   tools/gpu/bundle_for_device.sh [DIR]       (default: .device/gpu)
 #
 # Left out on purpose: glibc (the machine's own is used; the script prints the
 # newest GLIBC_ version the bundle needs), the CUDA driver (libcuda), and
@@ -21,23 +22,24 @@ cd "$ROOT"
 OUT=${1:-.device/gpu}
 BINARIES=(core/gpu/cuda_platform_test core/gpu/nccl_ops_test
           core/gpu/gpu_job_test core/gpu/gpu_driver
-          core/gpu/gpu_overhead_bench launcher/hvdrun agent/hvd-agent)
+          tools/bench/gpu_overhead_bench launcher/hvdrun agent/hvd-agent)
 targets=()
 for b in "${BINARIES[@]}"; do targets+=("//${b%/*}:${b##*/}"); done
 bazel build "${targets[@]}" //core:libhvd.so
 
 rm -rf "$OUT"
-mkdir -p "$OUT/lib" "$OUT/lib-cxx" "$OUT/core/gpu" "$OUT/python" "$OUT/bin"
+mkdir -p "$OUT/lib" "$OUT/lib-cxx" "$OUT/core/gpu" "$OUT/tools/bench" \
+  "$OUT/tools/gpu" "$OUT/python" "$OUT/bin"
 for b in "${BINARIES[@]}"; do
   # gpu_job_test starts core/gpu/gpu_driver relative to its directory.
   case "$b" in
-    core/gpu/*) cp -L "bazel-bin/$b" "$OUT/$b" ;;
+    core/gpu/* | tools/bench/*) cp -L "bazel-bin/$b" "$OUT/$b" ;;
     *) cp -L "bazel-bin/$b" "$OUT/bin/" ;;
   esac
 done
 cp -L bazel-bin/core/libhvd.so "$OUT/lib/"
 cp -rL python/hvd python/horovod "$OUT/python/"
-cp core/gpu/torch_gpu_check.py "$OUT/core/gpu/"
+cp tools/gpu/torch_gpu_check.py "$OUT/tools/gpu/"
 find "$OUT/python" -name __pycache__ -prune -exec rm -rf {} +
 
 # Everything the binaries and libhvd.so load, except glibc, the driver and
@@ -46,7 +48,7 @@ find "$OUT/python" -name __pycache__ -prune -exec rm -rf {} +
 # nothing on the other machine).
 solib="$ROOT/bazel-bin/_solib_k8:"
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libcuda\.so|libnccl\.so)'
-for f in "$OUT"/core/gpu/* "$OUT"/bin/* "$OUT"/lib/libhvd.so; do
+for f in "$OUT"/core/gpu/* "$OUT"/tools/bench/* "$OUT"/bin/* "$OUT"/lib/libhvd.so; do
   [[ -x "$f" && ! "$f" == *.py ]] || [[ "$f" == *.so ]] || continue
   LD_LIBRARY_PATH="${solib}/usr/local/cuda/lib64" ldd "$f" | awk '$3 ~ /^\// {print $1, $3}' |
   while read -r name path; do
@@ -61,9 +63,9 @@ done
 newest() {
   objdump -T "$@" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1
 }
-main=$(newest "$OUT"/lib/* "$OUT"/bin/* "$OUT"/core/gpu/*[!y])
+main=$(newest "$OUT"/lib/* "$OUT"/bin/* "$OUT"/core/gpu/* "$OUT"/tools/bench/*)
 cxx=$(newest "$OUT"/lib-cxx/*)
-cxxabi=$(objdump -T "$OUT"/lib/* "$OUT"/bin/* "$OUT"/core/gpu/*[!y] 2>/dev/null |
+cxxabi=$(objdump -T "$OUT"/lib/* "$OUT"/bin/* "$OUT"/core/gpu/* "$OUT"/tools/bench/* 2>/dev/null |
          grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -1)
 mib=$(du -sm "$OUT" | cut -f1)
 echo "bundle: $OUT (${mib} MiB); needs glibc >= ${main#GLIBC_}" \

@@ -1,6 +1,6 @@
 // What hvd's NCCL path costs over calling NCCL directly, and what the staged
-// path moves. Needs a GPU (docs/gpu.md, "Measuring"); tools/bench/
-// gpu_overhead.sh runs both modes.
+// path moves. Needs a GPU (docs/gpu.md, "Measuring"); gpu_overhead.sh runs
+// both modes.
 //
 //   gpu_overhead_bench --mode=nccl     one process: the same float32 sum
 //       allreduce of 1 KiB, 1 MiB and 256 MiB through ncclAllReduce on a

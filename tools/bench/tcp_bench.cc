@@ -2,11 +2,12 @@
 // two ranks: two processes (default, over a store in a temporary directory)
 // or two threads of one process (--threads).
 //
-//   bazel run -c opt //core/transport/tcp:tcp_bench -- [--threads]
+//   bazel run -c opt //tools/bench:tcp_bench -- [--threads]
 //       [--iters=20000] [--reps=10] [--mib=64]
 //
 // Knobs of the transport (HVD_TCP_SPIN_US, HVD_TCP_LAZY_RECV_BYTES,
-// HVD_TCP_SOCKET_BUFFER_BYTES) come from the environment.
+// HVD_TCP_SOCKET_BUFFER_BYTES) are read from the environment as hvd_init
+// reads them (the runtime's Config).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "core/rendezvous/store.h"
+#include "core/runtime/config.h"
 #include "core/transport/tcp/tcp_context.h"
 
 namespace hvd::transport {
@@ -88,15 +90,31 @@ void Check(const absl::Status& status) {
   }
 }
 
-// Round trips of `len`-byte messages; rank 0 reports the percentiles.
-void PingPong(Context& c, size_t len, int iters) {
-  std::string buf(len, 'p');
-  const int peer = 1 - c.rank();
+// Microseconds of each of `iters` calls of `step`, sorted, after
+// max(iters / 10, 100) untimed warm-up calls.
+template <typename Step>
+std::vector<double> TimedSteps(int iters, Step step) {
   std::vector<double> us;
   us.reserve(iters);
   const int warmup = std::max(iters / 10, 100);
   for (int i = 0; i < warmup + iters; ++i) {
     const auto start = Clock::now();
+    step();
+    if (i >= warmup) {
+      us.push_back(
+          std::chrono::duration<double, std::micro>(Clock::now() - start)
+              .count());
+    }
+  }
+  std::sort(us.begin(), us.end());
+  return us;
+}
+
+// Round trips of `len`-byte messages; rank 0 reports the percentiles.
+void PingPong(Context& c, size_t len, int iters) {
+  std::string buf(len, 'p');
+  const int peer = 1 - c.rank();
+  const std::vector<double> us = TimedSteps(iters, [&] {
     if (c.rank() == 0) {
       Check(c.Send(peer, buf.data(), len)->Wait(Deadline()));
       Check(c.Recv(peer, buf.data(), len)->Wait(Deadline()));
@@ -104,14 +122,8 @@ void PingPong(Context& c, size_t len, int iters) {
       Check(c.Recv(peer, buf.data(), len)->Wait(Deadline()));
       Check(c.Send(peer, buf.data(), len)->Wait(Deadline()));
     }
-    if (i >= warmup) {
-      us.push_back(
-          std::chrono::duration<double, std::micro>(Clock::now() - start)
-              .count());
-    }
-  }
+  });
   if (c.rank() != 0) return;
-  std::sort(us.begin(), us.end());
   double sum = 0;
   for (double u : us) sum += u;
   std::printf(
@@ -126,21 +138,12 @@ void PingPong(Context& c, size_t len, int iters) {
 void Exchange(Context& c, size_t len, int iters) {
   std::string out(len, 'o'), in(len, 'i');
   const int peer = 1 - c.rank();
-  std::vector<double> us;
-  const int warmup = std::max(iters / 10, 100);
-  for (int i = 0; i < warmup + iters; ++i) {
-    const auto start = Clock::now();
+  const std::vector<double> us = TimedSteps(iters, [&] {
     auto recv = c.Recv(peer, in.data(), len);
     Check(c.Send(peer, out.data(), len)->Wait(Deadline()));
     Check(recv->Wait(Deadline()));
-    if (i >= warmup) {
-      us.push_back(
-          std::chrono::duration<double, std::micro>(Clock::now() - start)
-              .count());
-    }
-  }
+  });
   if (c.rank() != 0) return;
-  std::sort(us.begin(), us.end());
   std::printf("exchange  %8zu B: both ways     median %7.1f us  p90 %7.1f us\n",
               len, us[us.size() / 2], us[us.size() * 9 / 10]);
 }
@@ -169,9 +172,12 @@ void Bidirectional(Context& c, size_t len, int reps) {
 }
 
 void RunRank(int rank, Store* store, const Flags& flags) {
+  absl::StatusOr<hvd::runtime::Config> config = hvd::runtime::ConfigFromEnv();
+  Check(config.status());
   TcpOptions options;
   options.hostname = "bench";
   options.token = "bench-token";
+  options.tuning = config->tcp;
   auto context = CreateTcpContext(rank, 2, store, options);
   Check(context.status());
   Context& c = **context;

@@ -1,9 +1,9 @@
 """hvd.torch on CUDA tensors: every collective and a training step with
 hvd.DistributedOptimizer, on the current CUDA stream and on a side stream.
 
-    python3 core/gpu/torch_gpu_check.py              # a job of size 1 (NCCL)
-    hvdrun -np 4 python3 core/gpu/torch_gpu_check.py # 4 ranks sharing GPU 0
-                                                     # (the staged path)
+    python3 tools/gpu/torch_gpu_check.py              # a job of size 1 (NCCL)
+    hvdrun -np 4 python3 tools/gpu/torch_gpu_check.py # 4 ranks sharing GPU 0
+                                                      # (the staged path)
 
 Plain Python (no pytest: the GPU machine may lack it). Prints
 "rank R: PASS" and exits 0 when every check held; prints "SKIPPED: <why>"
