@@ -14,7 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "launcher/process.h"
+#include "host/process.h"
 
 namespace hvd {
 namespace agent {
@@ -32,7 +32,7 @@ namespace {
   }
   std::set<pid_t> groups;
   // An unterminated last line is a write the agent did not finish: ignored.
-  launcher::ReadLines(fd, [&groups](absl::string_view line) {
+  host::ReadLines(fd, [&groups](absl::string_view line) {
     pid_t pgid;
     if (line.size() < 2 || !absl::SimpleAtoi(line.substr(1), &pgid)) return;
     if (line[0] == '+') groups.insert(pgid);
@@ -42,7 +42,7 @@ namespace {
   absl::Time deadline = absl::Now() + grace;
   while (absl::Now() < deadline) {
     bool any = false;
-    for (pid_t g : groups) any = any || launcher::GroupExists(g);
+    for (pid_t g : groups) any = any || host::GroupExists(g);
     if (!any) _exit(0);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -86,7 +86,7 @@ Reaper::~Reaper() {
 void Reaper::Send(char op, pid_t pgid) {
   std::string line = absl::StrCat(std::string(1, op), pgid, "\n");
   absl::MutexLock lock(&mu_);
-  if (fd_ >= 0) launcher::WriteAll(fd_, line).IgnoreError();
+  if (fd_ >= 0) host::WriteAll(fd_, line).IgnoreError();
 }
 
 void Reaper::Track(pid_t pgid) { Send('+', pgid); }

@@ -57,14 +57,15 @@ TEST(AgentStarter, ReportsExitWithStderrTail) {
   absl::Notification done;
   std::string why;
   int host = -1;
-  AgentStarter starter(o, RealOs(),
-                       [&](int h, std::string w) {
-                         host = h;
-                         why = w;
-                         done.Notify();
-                       },
-                       nullptr);
-  Bootstrap b;
+  AgentStarter starter(
+      o, host::RealOs(),
+      [&](int h, std::string w) {
+        host = h;
+        why = w;
+        done.Notify();
+      },
+      nullptr);
+  host::Bootstrap b;
   b.token = "secret-token-value";
   b.rendezvous = {"127.0.0.1:1"};
   ASSERT_TRUE(starter.Start(3, "localhost", true, b).ok());
@@ -86,13 +87,14 @@ TEST(AgentStarter, KillAllEndsAHangingAgent) {
   chmod(o2.local_agent.c_str(), 0755);
   absl::Notification done;
   std::string why;
-  AgentStarter hanging(o2, RealOs(),
-                       [&](int, std::string w) {
-                         why = w;
-                         done.Notify();
-                       },
-                       nullptr);
-  Bootstrap b;
+  AgentStarter hanging(
+      o2, host::RealOs(),
+      [&](int, std::string w) {
+        why = w;
+        done.Notify();
+      },
+      nullptr);
+  host::Bootstrap b;
   b.token = "t";
   b.rendezvous = {"127.0.0.1:1"};
   ASSERT_TRUE(hanging.Start(0, "localhost", true, b).ok());
@@ -104,9 +106,10 @@ TEST(AgentStarter, KillAllEndsAHangingAgent) {
 
 // The OS seam: a spawn that fails (fork refused) is an error of Start, and no
 // exit is reported for an agent that never existed.
-class ForkFailsOs : public Os {
+class ForkFailsOs : public host::Os {
  public:
-  absl::StatusOr<std::unique_ptr<Process>> Spawn(const SpawnOptions&) override {
+  absl::StatusOr<std::unique_ptr<host::Process>> Spawn(
+      const host::SpawnOptions&) override {
     return absl::ResourceExhaustedError("fork: Resource temporarily unavailable");
   }
   absl::Time Now() override { return absl::Now(); }
@@ -118,7 +121,7 @@ TEST(AgentStarter, SpawnFailureIsReturnedNotReported) {
   o.remote_agent = "hvd-agent";
   int reports = 0;
   AgentStarter starter(o, &os, [&](int, std::string) { ++reports; }, nullptr);
-  Bootstrap b;
+  host::Bootstrap b;
   b.token = "t";
   b.rendezvous = {"127.0.0.1:1"};
   absl::Status s = starter.Start(0, "node1", false, b);

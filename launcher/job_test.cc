@@ -83,9 +83,10 @@ class FakeAgent {
 };
 
 // A clock the test moves; spawning is not used by the job.
-class FakeClockOs : public Os {
+class FakeClockOs : public host::Os {
  public:
-  absl::StatusOr<std::unique_ptr<Process>> Spawn(const SpawnOptions&) override {
+  absl::StatusOr<std::unique_ptr<host::Process>> Spawn(
+      const host::SpawnOptions&) override {
     return absl::UnimplementedError("no spawning here");
   }
   absl::Time Now() override {
@@ -104,7 +105,7 @@ class FakeClockOs : public Os {
 
 class JobTest : public ::testing::Test {
  protected:
-  void Start(JobConfig config, Os* os = RealOs()) {
+  void Start(JobConfig config, host::Os* os = host::RealOs()) {
     out_path_ = absl::StrCat(getenv("TEST_TMPDIR"), "/out.", counter_++);
     fd_ = open(out_path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
     sink_ = std::make_unique<OutputSink>(fd_, fd_, "");

@@ -38,13 +38,13 @@ bool IsZombie(const std::string& pid) {
 BackgroundCommand::BackgroundCommand(std::vector<std::string> argv,
                                      std::vector<std::string> env,
                                      const std::string& cwd) {
-  SpawnOptions o;
+  host::SpawnOptions o;
   o.argv = std::move(argv);
   o.env = std::move(env);
   o.cwd = cwd;
-  o.stdout_mode = Stdio::kPipe;
-  o.stderr_mode = Stdio::kPipe;
-  absl::StatusOr<std::unique_ptr<Process>> p = RealOs()->Spawn(o);
+  o.stdout_mode = host::Stdio::kPipe;
+  o.stderr_mode = host::Stdio::kPipe;
+  absl::StatusOr<std::unique_ptr<host::Process>> p = host::RealOs()->Spawn(o);
   if (!p.ok()) {
     ADD_FAILURE() << "cannot start " << o.argv[0] << ": " << p.status();
     abort();
@@ -64,7 +64,7 @@ CommandResult BackgroundCommand::Wait(absl::Duration timeout) {
   CommandResult r;
   absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    absl::StatusOr<ExitStatus> s = process_->TryWait();
+    absl::StatusOr<host::ExitStatus> s = process_->TryWait();
     if (s.ok()) {
       r.status = *s;
       break;
@@ -72,7 +72,7 @@ CommandResult BackgroundCommand::Wait(absl::Duration timeout) {
     if (absl::Now() >= deadline) {
       r.timed_out = true;
       process_->Signal(SIGKILL).IgnoreError();
-      r.status = process_->Wait().value_or(ExitStatus{-1, 0});
+      r.status = process_->Wait().value_or(host::ExitStatus{-1, 0});
       break;
     }
     absl::SleepFor(absl::Milliseconds(10));

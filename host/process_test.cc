@@ -1,4 +1,4 @@
-#include "launcher/process.h"
+#include "host/process.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 namespace {
 
 using ::testing::ElementsAre;
@@ -166,5 +166,5 @@ TEST(FindProgram, UsesGivenPath) {
 }
 
 }  // namespace
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd

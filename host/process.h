@@ -2,8 +2,8 @@
 // processes and reading the clock go through `Os`, so tests can inject faults
 // (a spawn that fails, a host that never answers) without touching the code
 // that decides what to do about them.
-#ifndef HVD_LAUNCHER_PROCESS_H_
-#define HVD_LAUNCHER_PROCESS_H_
+#ifndef HVD_HOST_PROCESS_H_
+#define HVD_HOST_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 
 // How a process ended.
 struct ExitStatus {
@@ -132,7 +132,7 @@ bool TerminateGroup(pid_t pgid, int sig, absl::Duration grace,
 // Whether any process of group `pgid` still exists.
 bool GroupExists(pid_t pgid);
 
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd
 
-#endif  // HVD_LAUNCHER_PROCESS_H_
+#endif  // HVD_HOST_PROCESS_H_

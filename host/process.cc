@@ -1,4 +1,4 @@
-#include "launcher/process.h"
+#include "host/process.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,7 +21,7 @@
 extern char** environ;
 
 namespace hvd {
-namespace launcher {
+namespace host {
 
 std::string ExitStatus::ToString() const {
   if (signal != 0) {
@@ -355,5 +355,5 @@ bool TerminateGroup(pid_t pgid, int sig, absl::Duration grace,
   return wait_gone(kill_wait);
 }
 
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd
