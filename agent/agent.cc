@@ -97,17 +97,17 @@ void Agent::Signal(int sig) {
 
 absl::Status Agent::Connect() {
   // Reachable first (a plain TCP connect, quick to fail), then the stream.
-  absl::Time deadline = absl::Now() + options_.connect_timeout;
+  absl::Time deadline = os_->Now() + options_.connect_timeout;
   std::vector<std::string> candidates = OrderCandidates(options_.rendezvous);
   absl::StatusOr<std::string> addr;
   while (true) {
     addr = host::FirstReachable(candidates, absl::Seconds(2));
-    if (addr.ok() || absl::Now() >= deadline) break;
+    if (addr.ok() || os_->Now() >= deadline) break;
     {
       absl::MutexLock lock(&mu_);
       if (launcher_fd_closed_ || signal_ != 0) break;
     }
-    absl::SleepFor(absl::Milliseconds(250));
+    os_->SleepFor(absl::Milliseconds(250));
   }
   if (!addr.ok()) return addr.status();
   rendezvous_addr_ = *addr;
@@ -243,25 +243,10 @@ void Agent::TerminateWorkers(int sig) {
 }
 
 void Agent::EndWorkers() {
-  TerminateWorkers(SIGTERM);
-  absl::Time deadline = absl::Now() + kill_grace_;
-  auto any_left = [this] {
-    for (auto& w : workers_) {
-      if (host::GroupExists(w->pid())) return true;
-    }
-    return false;
-  };
-  while (any_left() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  if (any_left()) {
-    TerminateWorkers(SIGKILL);
-    absl::Time kill_deadline = absl::Now() + absl::Seconds(5);
-    while (any_left() && absl::Now() < kill_deadline) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
-  for (auto& w : workers_) reaper_->Untrack(w->pid());
+  std::vector<pid_t> groups;
+  for (auto& w : workers_) groups.push_back(w->pid());
+  host::TerminateGroups(os_, groups, SIGTERM, kill_grace_, absl::Seconds(5));
+  for (pid_t g : groups) reaper_->Untrack(g);
   workers_.clear();  // joins their threads
 }
 
@@ -308,7 +293,7 @@ launcher::AgentMessage Agent::MakeHello(int probe_port,
   }
   h->set_probe_port(probe_port);
   h->set_probe_nonce(nonce);
-  h->set_pid(getpid());
+  h->set_pid(os_->ProcessId());
   for (const std::string& c : options_.command) h->add_command(c);
   return hello;
 }

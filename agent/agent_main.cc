@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
 
   // The reaper is forked while this process still has one thread.
   absl::StatusOr<std::unique_ptr<hvd::agent::Reaper>> reaper =
-      hvd::agent::Reaper::Start(absl::Seconds(3));
+      hvd::agent::Reaper::Start(hvd::host::RealOs(), absl::Seconds(3));
   if (!reaper.ok()) {
     std::fprintf(stderr, "hvd-agent: %s\n",
                  std::string(reaper.status().message()).c_str());

@@ -20,7 +20,7 @@ TEST(Reaper, KillsTrackedGroupsWhenTheAgentDiesBySigkill) {
   if (agent == 0) {
     // The "agent": reaper first, then a worker that ignores SIGTERM and a
     // grandchild in its group.
-    auto reaper = Reaper::Start(absl::Milliseconds(300));
+    auto reaper = Reaper::Start(host::RealOs(), absl::Milliseconds(300));
     if (!reaper.ok()) _exit(3);
     host::SpawnOptions o;
     o.argv = {"sh", "-c", "trap '' TERM; sleep 60 & echo $$; wait"};
@@ -40,19 +40,19 @@ TEST(Reaper, KillsTrackedGroupsWhenTheAgentDiesBySigkill) {
   ASSERT_GT(read(ready[0], buf, sizeof(buf) - 1), 0);
   pid_t worker_group = atoi(buf);
   ASSERT_GT(worker_group, 1);
-  EXPECT_TRUE(host::GroupExists(worker_group));
+  EXPECT_TRUE(host::RealOs()->GroupExists(worker_group));
   kill(agent, SIGKILL);
   int status;
   waitpid(agent, &status, 0);
   absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (host::GroupExists(worker_group) && absl::Now() < deadline) {
+  while (host::RealOs()->GroupExists(worker_group) && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  EXPECT_FALSE(host::GroupExists(worker_group));
+  EXPECT_FALSE(host::RealOs()->GroupExists(worker_group));
 }
 
 TEST(Reaper, UntrackedGroupsAreLeftAlone) {
-  auto reaper = Reaper::Start(absl::Milliseconds(100));
+  auto reaper = Reaper::Start(host::RealOs(), absl::Milliseconds(100));
   ASSERT_TRUE(reaper.ok());
   host::SpawnOptions o;
   o.argv = {"sleep", "30"};

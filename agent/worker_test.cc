@@ -90,7 +90,7 @@ TEST(Worker, SignalReachesTheWholeGroup) {
   absl::SleepFor(absl::Milliseconds(100));
   (*w)->Signal(SIGTERM);
   ASSERT_TRUE(r.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_FALSE(host::GroupExists((*w)->pid()));
+  EXPECT_FALSE(host::RealOs()->GroupExists((*w)->pid()));
 }
 
 }  // namespace

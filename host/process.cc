@@ -1,18 +1,12 @@
 #include "host/process.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -41,9 +35,10 @@ ExitStatus ExitStatus::FromWaitStatus(int wait_status) {
   return s;
 }
 
-Process::Process(pid_t pid, bool group_leader, int stdin_fd, int stdout_fd,
-                 int stderr_fd)
-    : pid_(pid),
+Process::Process(Os* os, pid_t pid, bool group_leader, int stdin_fd,
+                 int stdout_fd, int stderr_fd)
+    : os_(os),
+      pid_(pid),
       group_leader_(group_leader),
       stdin_fd_(stdin_fd),
       stdout_fd_(stdout_fd),
@@ -61,37 +56,20 @@ int Process::TakeStderr() { return std::exchange(stderr_fd_, -1); }
 
 absl::StatusOr<ExitStatus> Process::Wait() {
   if (reaped_) return absl::FailedPreconditionError("process already reaped");
-  int status = 0;
-  while (waitpid(pid_, &status, 0) < 0) {
-    if (errno != EINTR) {
-      return absl::InternalError(
-          absl::StrCat("waitpid(", pid_, "): ", strerror(errno)));
-    }
-  }
-  reaped_ = true;
-  return ExitStatus::FromWaitStatus(status);
+  absl::StatusOr<ExitStatus> status = os_->WaitChild(pid_);
+  if (status.ok()) reaped_ = true;
+  return status;
 }
 
 absl::StatusOr<ExitStatus> Process::TryWait() {
   if (reaped_) return absl::FailedPreconditionError("process already reaped");
-  int status = 0;
-  pid_t r = waitpid(pid_, &status, WNOHANG);
-  if (r < 0) {
-    return absl::InternalError(
-        absl::StrCat("waitpid(", pid_, "): ", strerror(errno)));
-  }
-  if (r == 0) return absl::NotFoundError("still running");
-  reaped_ = true;
-  return ExitStatus::FromWaitStatus(status);
+  absl::StatusOr<ExitStatus> status = os_->TryWaitChild(pid_);
+  if (status.ok()) reaped_ = true;
+  return status;
 }
 
 absl::Status Process::Signal(int sig) {
-  int r = group_leader_ ? killpg(pid_, sig) : kill(pid_, sig);
-  if (r < 0 && errno != ESRCH) {
-    return absl::InternalError(
-        absl::StrCat("kill(", pid_, ", ", sig, "): ", strerror(errno)));
-  }
-  return absl::OkStatus();
+  return group_leader_ ? os_->SignalGroup(pid_, sig) : os_->Signal(pid_, sig);
 }
 
 absl::StatusOr<std::string> FindProgram(absl::string_view program,
@@ -163,196 +141,32 @@ std::string ReadLines(int fd,
 
 namespace {
 
-// What the child reports on the close-on-exec error pipe: which step failed
-// and its errno. Plain data, written with one write(2).
-struct ChildError {
-  int step;  // 0 chdir, 1 exec, 2 dup2/setup
-  int err;
-};
-
-// Runs in the forked child of a possibly multi-threaded parent: only
-// async-signal-safe calls until execve.
-[[noreturn]] void ChildExec(const SpawnOptions& o, const char* program,
-                            char* const* argv, char* const* envp,
-                            const int stdio[3], int err_fd) {
-  if (o.new_process_group) setpgid(0, 0);
-  if (o.parent_death_signal != 0) {
-    prctl(PR_SET_PDEATHSIG, o.parent_death_signal);
+// Polls `os` until no group of `pgids` exists (true) or `limit` has passed
+// (false).
+bool AwaitGroupsGone(Os* os, const std::vector<pid_t>& pgids,
+                     absl::Duration limit) {
+  const absl::Time deadline = os->Now() + limit;
+  while (true) {
+    bool any = false;
+    for (pid_t g : pgids) any = any || os->GroupExists(g);
+    if (!any) return true;
+    if (os->Now() >= deadline) return false;
+    os->SleepFor(absl::Milliseconds(20));
   }
-  // Signals blocked or ignored by the parent's threads must not leak in.
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
-  }
-  for (int i = 0; i < 3; ++i) {
-    if (stdio[i] >= 0 && stdio[i] != i) {
-      if (dup2(stdio[i], i) < 0) {
-        ChildError e{2, errno};
-        (void)!write(err_fd, &e, sizeof(e));
-        _exit(127);
-      }
-    }
-  }
-  if (!o.cwd.empty() && chdir(o.cwd.c_str()) < 0) {
-    ChildError e{0, errno};
-    (void)!write(err_fd, &e, sizeof(e));
-    _exit(127);
-  }
-  execve(program, argv, envp);
-  ChildError e{1, errno};
-  (void)!write(err_fd, &e, sizeof(e));
-  _exit(127);
-}
-
-class RealOsImpl : public Os {
- public:
-  absl::StatusOr<std::unique_ptr<Process>> Spawn(
-      const SpawnOptions& o) override;
-  absl::Time Now() override { return absl::Now(); }
-};
-
-absl::StatusOr<std::unique_ptr<Process>> RealOsImpl::Spawn(
-    const SpawnOptions& o) {
-  if (o.argv.empty()) return absl::InvalidArgumentError("empty command");
-  absl::StatusOr<std::string> program =
-      FindProgram(o.argv[0], EnvValue(o.env, "PATH"));
-  if (!program.ok()) return program.status();
-
-  // Everything the child needs is prepared before fork.
-  std::vector<char*> argv, envp;
-  for (const std::string& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& e : o.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-
-  int child_fds[3] = {-1, -1, -1};
-  int parent_fds[3] = {-1, -1, -1};
-  int null_fd = -1;
-  auto cleanup = [&] {
-    for (int i = 0; i < 3; ++i) {
-      if (child_fds[i] >= 0 && child_fds[i] != null_fd) close(child_fds[i]);
-      if (parent_fds[i] >= 0) close(parent_fds[i]);
-    }
-    if (null_fd >= 0) close(null_fd);
-  };
-  const Stdio modes[3] = {o.stdin_mode, o.stdout_mode, o.stderr_mode};
-  for (int i = 0; i < 3; ++i) {
-    if (modes[i] == Stdio::kPipe) {
-      int p[2];
-      if (pipe2(p, O_CLOEXEC) < 0) {
-        cleanup();
-        return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
-      }
-      child_fds[i] = i == 0 ? p[0] : p[1];
-      parent_fds[i] = i == 0 ? p[1] : p[0];
-    } else if (modes[i] == Stdio::kNull) {
-      if (null_fd < 0) null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-      child_fds[i] = null_fd;
-    }
-  }
-  int err_pipe[2];
-  if (pipe2(err_pipe, O_CLOEXEC) < 0) {
-    cleanup();
-    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
-  }
-
-  pid_t pid = fork();
-  if (pid < 0) {
-    int e = errno;
-    cleanup();
-    close(err_pipe[0]);
-    close(err_pipe[1]);
-    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(e)));
-  }
-  if (pid == 0) {
-    ChildExec(o, program->c_str(), argv.data(), envp.data(), child_fds,
-              err_pipe[1]);
-  }
-  // Parent. Set the group here too: whichever of parent and child runs first,
-  // the group exists before anyone signals it.
-  if (o.new_process_group) setpgid(pid, pid);
-  close(err_pipe[1]);
-  for (int i = 0; i < 3; ++i) {
-    if (child_fds[i] >= 0 && child_fds[i] != null_fd) close(child_fds[i]);
-    child_fds[i] = -1;
-  }
-  if (null_fd >= 0) close(null_fd);
-  null_fd = -1;
-
-  ChildError ce;
-  ssize_t n;
-  do {
-    n = read(err_pipe[0], &ce, sizeof(ce));
-  } while (n < 0 && errno == EINTR);
-  close(err_pipe[0]);
-  if (n == sizeof(ce)) {
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    for (int i = 0; i < 3; ++i) {
-      if (parent_fds[i] >= 0) close(parent_fds[i]);
-    }
-    const char* what = ce.step == 0 ? "cannot change directory to '"
-                                    : "cannot run '";
-    std::string target = ce.step == 0 ? o.cwd : *program;
-    return absl::FailedPreconditionError(
-        absl::StrCat(what, target, "': ", strerror(ce.err)));
-  }
-  return std::make_unique<Process>(pid, o.new_process_group, parent_fds[0],
-                                   parent_fds[1], parent_fds[2]);
 }
 
 }  // namespace
 
-Os* RealOs() {
-  static Os* os = new RealOsImpl();
-  return os;
-}
-
-bool GroupExists(pid_t pgid) {
-  // kill(-pgid, 0) also counts zombies, which a container's init may never
-  // reap; /proc tells a live member from a dead one.
-  DIR* dir = opendir("/proc");
-  if (dir == nullptr) return killpg(pgid, 0) == 0;
-  bool found = false;
-  while (struct dirent* ent = readdir(dir)) {
-    if (ent->d_name[0] < '0' || ent->d_name[0] > '9') continue;
-    std::ifstream in(absl::StrCat("/proc/", ent->d_name, "/stat"));
-    std::string line;
-    if (!std::getline(in, line)) continue;
-    // pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-    size_t close_paren = line.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    std::istringstream rest(line.substr(close_paren + 1));
-    char state;
-    long ppid, pgrp;
-    if (!(rest >> state >> ppid >> pgrp)) continue;
-    if (pgrp == pgid && state != 'Z' && state != 'X') {
-      found = true;
-      break;
-    }
+bool TerminateGroups(Os* os, const std::vector<pid_t>& pgids, int sig,
+                     absl::Duration grace, absl::Duration kill_wait) {
+  std::vector<pid_t> groups;
+  for (pid_t g : pgids) {
+    if (g > 1) groups.push_back(g);
   }
-  closedir(dir);
-  return found;
-}
-
-bool TerminateGroup(pid_t pgid, int sig, absl::Duration grace,
-                    absl::Duration kill_wait) {
-  if (pgid <= 1) return true;
-  if (killpg(pgid, sig) < 0 && errno == ESRCH) return true;
-  auto wait_gone = [pgid](absl::Duration limit) {
-    absl::Time deadline = absl::Now() + limit;
-    while (GroupExists(pgid)) {
-      if (absl::Now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
-  };
-  if (wait_gone(grace)) return true;
-  killpg(pgid, SIGKILL);
-  return wait_gone(kill_wait);
+  for (pid_t g : groups) os->SignalGroup(g, sig).IgnoreError();
+  if (AwaitGroupsGone(os, groups, grace)) return true;
+  for (pid_t g : groups) os->SignalGroup(g, SIGKILL).IgnoreError();
+  return AwaitGroupsGone(os, groups, kill_wait);
 }
 
 }  // namespace host

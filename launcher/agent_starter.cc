@@ -157,18 +157,18 @@ void AgentStarter::KillAll(absl::Duration grace) {
     return true;
   };
   // Agents told to shut down exit by themselves; give them a moment first.
-  absl::Time deadline = absl::Now() + grace;
-  while (!all_done() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
+  absl::Time deadline = os_->Now() + grace;
+  while (!all_done() && os_->Now() < deadline) {
+    os_->SleepFor(absl::Milliseconds(10));
   }
   if (!all_done()) {
     for (Agent* a : agents) {
       absl::MutexLock lock(&mu_);
       if (!a->done) a->process->Signal(SIGTERM).IgnoreError();
     }
-    deadline = absl::Now() + grace;
-    while (!all_done() && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(10));
+    deadline = os_->Now() + grace;
+    while (!all_done() && os_->Now() < deadline) {
+      os_->SleepFor(absl::Milliseconds(10));
     }
     for (Agent* a : agents) {
       absl::MutexLock lock(&mu_);

@@ -1,10 +1,15 @@
 #include "launcher/agent_starter.h"
 
+#include <signal.h>
+
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "host/fake_os.h"
 
 namespace hvd {
 namespace launcher {
@@ -103,20 +108,40 @@ TEST(AgentStarter, KillAllEndsAHangingAgent) {
   EXPECT_THAT(why, HasSubstr("killed by signal 15"));
 }
 
+// By the fake clock: an agent that outlasts both the closing of its stdin
+// and SIGTERM gets SIGKILL one grace after the SIGTERM.
+TEST(AgentStarter, KillAllSigkillsAnAgentOneGraceAfterSigterm) {
+  host::FakeOs os;
+  os.IgnoreSignal(SIGTERM);
+  AgentStarterOptions o;
+  o.local_agent = "/opt/hvd/hvd-agent";
+  std::string why;
+  AgentStarter starter(
+      o, &os, [&](int, std::string w) { why = w; }, nullptr);
+  host::Bootstrap b;
+  b.token = "t";
+  b.rendezvous = {"127.0.0.1:1"};
+  ASSERT_TRUE(starter.Start(0, "localhost", true, b).ok());
+  const absl::Time t0 = os.Now();
+  starter.KillAll(absl::Seconds(3));
+  const std::vector<host::FakeOs::SentSignal> sent = os.signals();
+  ASSERT_EQ(sent.size(), 2u);
+  const pid_t agent = sent[0].target;
+  EXPECT_THAT(sent,
+              ElementsAre(host::FakeOs::SentSignal{t0 + absl::Seconds(3), agent,
+                                                   true, SIGTERM},
+                          host::FakeOs::SentSignal{t0 + absl::Seconds(6), agent,
+                                                   true, SIGKILL}));
+  // Reported before KillAll returns.
+  EXPECT_EQ(why, "killed by signal 9 (Killed)");
+}
 
 // The OS seam: a spawn that fails (fork refused) is an error of Start, and no
 // exit is reported for an agent that never existed.
-class ForkFailsOs : public host::Os {
- public:
-  absl::StatusOr<std::unique_ptr<host::Process>> Spawn(
-      const host::SpawnOptions&) override {
-    return absl::ResourceExhaustedError("fork: Resource temporarily unavailable");
-  }
-  absl::Time Now() override { return absl::Now(); }
-};
-
 TEST(AgentStarter, SpawnFailureIsReturnedNotReported) {
-  ForkFailsOs os;
+  host::FakeOs os;
+  os.FailSpawns(
+      absl::ResourceExhaustedError("fork: Resource temporarily unavailable"));
   AgentStarterOptions o;
   o.remote_agent = "hvd-agent";
   int reports = 0;

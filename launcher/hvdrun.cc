@@ -164,16 +164,17 @@ JobConfig BaseConfig(const Options& o, int np) {
   return c;
 }
 
-std::function<void(const WorkerInfo&)> RegistrationCounter(
-    OutputSink* sink, int np, bool verbose) {
+std::function<void(const WorkerInfo&)> RegistrationCounter(host::Os* os,
+                                                           OutputSink* sink,
+                                                           int np,
+                                                           bool verbose) {
   auto count = std::make_shared<std::atomic<int>>(0);
-  absl::Time start = absl::Now();
+  absl::Time start = os->Now();
   return [=](const WorkerInfo&) {
     if (++*count == np && verbose) {
-      sink->Message(absl::StrCat("hvdrun: all ", np,
-                                 " ranks registered with the rendezvous after ",
-                                 absl::ToDoubleSeconds(absl::Now() - start),
-                                 " s"));
+      sink->Message(absl::StrCat(
+          "hvdrun: all ", np, " ranks registered with the rendezvous after ",
+          absl::ToDoubleSeconds(os->Now() - start), " s"));
     }
   };
 }
@@ -239,7 +240,8 @@ int RendezvousOnly(const Options& o) {
   so.token = token;
   so.extra_services = {job};
   so.size = *o.num_proc;
-  so.on_register = RegistrationCounter(&sink, *o.num_proc, o.verbose);
+  so.on_register =
+      RegistrationCounter(host::RealOs(), &sink, *o.num_proc, o.verbose);
   RendezvousServer server(so);
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
   const std::string addr = RendezvousAddressList(o, server.port());
@@ -379,7 +381,8 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   so.token = plan.token;
   so.extra_services = {job};
   so.size = plan.np;
-  so.on_register = RegistrationCounter(&sink, plan.np, o.verbose);
+  so.on_register =
+      RegistrationCounter(host::RealOs(), &sink, plan.np, o.verbose);
   RendezvousServer server(so);
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
 

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "host/fake_os.h"
 #include "launcher/rendezvous_server.h"
 #include "proto/job_token.h"
 
@@ -80,27 +81,6 @@ class FakeAgent {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<AgentMessage, LauncherMessage>>
       stream_;
-};
-
-// A clock the test moves; spawning is not used by the job.
-class FakeClockOs : public host::Os {
- public:
-  absl::StatusOr<std::unique_ptr<host::Process>> Spawn(
-      const host::SpawnOptions&) override {
-    return absl::UnimplementedError("no spawning here");
-  }
-  absl::Time Now() override {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::Time now_ = absl::FromUnixSeconds(1000000);
 };
 
 class JobTest : public ::testing::Test {
@@ -279,7 +259,7 @@ TEST_F(JobTest, StartTimeoutNamesTheMissingHosts) {
 }
 
 TEST_F(JobTest, DeadlinesFollowTheInjectedClock) {
-  FakeClockOs clock;
+  host::FakeOs clock;
   JobConfig c = OneHost(1);
   c.start_timeout = absl::Seconds(30);
   Start(c, &clock);
