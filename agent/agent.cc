@@ -208,7 +208,7 @@ void Agent::StartWorker(int rank, host::SpawnOptions options) {
     Send(m);
     return;
   }
-  reaper_->Track((*worker)->pid());
+  if (reaper_ != nullptr) reaper_->Track((*worker)->pid());
   m.mutable_started()->set_rank(rank);
   m.mutable_started()->set_pid((*worker)->pid());
   Send(m);
@@ -246,7 +246,9 @@ void Agent::EndWorkers() {
   std::vector<pid_t> groups;
   for (auto& w : workers_) groups.push_back(w->pid());
   host::TerminateGroups(os_, groups, SIGTERM, kill_grace_, absl::Seconds(5));
-  for (pid_t g : groups) reaper_->Untrack(g);
+  if (reaper_ != nullptr) {
+    for (pid_t g : groups) reaper_->Untrack(g);
+  }
   workers_.clear();  // joins their threads
 }
 

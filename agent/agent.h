@@ -46,6 +46,10 @@ struct AgentOptions {
 // Run() on the main thread; Signal() from any thread.
 class Agent {
  public:
+  // Workers start, and time passes, through `os`; each worker's group is
+  // tracked by `reaper` while it runs. Neither is owned; both must outlive
+  // the agent. `reaper` may be null (tests): then only the workers' parent-
+  // death signal ends them if the agent is killed with SIGKILL.
   Agent(AgentOptions options, host::Os* os, Reaper* reaper);
   ~Agent();
   Agent(const Agent&) = delete;
