@@ -10,8 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "host/process.h"
@@ -134,6 +137,95 @@ class RealOsImpl : public Os {
   void SleepFor(absl::Duration d) override { absl::SleepFor(d); }
 };
 
+// A null-terminated array of pointers into `strings`, for execve.
+std::vector<char*> CStrings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (const std::string& s : strings) {
+    out.push_back(const_cast<char*>(s.c_str()));
+  }
+  out.push_back(nullptr);
+  return out;
+}
+
+// The descriptors of a child's standard streams while it is being spawned:
+// the child's ends (what becomes its 0, 1 and 2; -1 to inherit) and the
+// parent's ends of the pipes. Closes whatever it still holds when destroyed.
+class StdioFds {
+ public:
+  StdioFds() = default;
+  ~StdioFds() {
+    CloseChildEnds();
+    for (int fd : parent_) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  StdioFds(const StdioFds&) = delete;
+  StdioFds& operator=(const StdioFds&) = delete;
+
+  // A pipe for each stream `o` pipes, /dev/null for each it nulls.
+  absl::Status Open(const SpawnOptions& o) {
+    const Stdio modes[3] = {o.stdin_mode, o.stdout_mode, o.stderr_mode};
+    for (int i = 0; i < 3; ++i) {
+      if (modes[i] == Stdio::kPipe) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0) {
+          return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+        }
+        // stdin: the child reads; stdout and stderr: the child writes.
+        child_[i] = i == 0 ? p[0] : p[1];
+        parent_[i] = i == 0 ? p[1] : p[0];
+      } else if (modes[i] == Stdio::kNull) {
+        if (null_fd_ < 0) null_fd_ = open("/dev/null", O_RDWR | O_CLOEXEC);
+        child_[i] = null_fd_;
+      }
+    }
+    return absl::OkStatus();
+  }
+  const int* child() const { return child_; }
+  // In the parent once the child is forked: its ends are the child's now.
+  void CloseChildEnds() {
+    for (int& fd : child_) {
+      if (fd >= 0 && fd != null_fd_) close(fd);
+      fd = -1;
+    }
+    if (null_fd_ >= 0) close(null_fd_);
+    null_fd_ = -1;
+  }
+  // Hands the parent's ends over to the caller.
+  std::array<int, 3> TakeParentEnds() {
+    std::array<int, 3> out = {parent_[0], parent_[1], parent_[2]};
+    parent_[0] = parent_[1] = parent_[2] = -1;
+    return out;
+  }
+
+ private:
+  int child_[3] = {-1, -1, -1};
+  int parent_[3] = {-1, -1, -1};
+  int null_fd_ = -1;
+};
+
+// Waits on `err_fd` (closing it) for the child `pid` to exec: OK when it
+// did (the close-on-exec pipe closed), else reaps the child and says which
+// step failed, naming the directory or the program.
+absl::Status AwaitExec(pid_t pid, int err_fd, const SpawnOptions& o,
+                       const std::string& program) {
+  ChildError ce;
+  ssize_t n;
+  do {
+    n = read(err_fd, &ce, sizeof(ce));
+  } while (n < 0 && errno == EINTR);
+  close(err_fd);
+  if (n != sizeof(ce)) return absl::OkStatus();
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const char* what =
+      ce.step == 0 ? "cannot change directory to '" : "cannot run '";
+  const std::string& target = ce.step == 0 ? o.cwd : program;
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, target, "': ", strerror(ce.err)));
+}
+
 absl::StatusOr<std::unique_ptr<Process>> RealOsImpl::Spawn(
     const SpawnOptions& o) {
   if (o.argv.empty()) return absl::InvalidArgumentError("empty command");
@@ -142,89 +234,37 @@ absl::StatusOr<std::unique_ptr<Process>> RealOsImpl::Spawn(
   if (!program.ok()) return program.status();
 
   // Everything the child needs is prepared before fork.
-  std::vector<char*> argv, envp;
-  for (const std::string& a : o.argv)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& e : o.env)
-    envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-
-  int child_fds[3] = {-1, -1, -1};
-  int parent_fds[3] = {-1, -1, -1};
-  int null_fd = -1;
-  auto cleanup = [&] {
-    for (int i = 0; i < 3; ++i) {
-      if (child_fds[i] >= 0 && child_fds[i] != null_fd) close(child_fds[i]);
-      if (parent_fds[i] >= 0) close(parent_fds[i]);
-    }
-    if (null_fd >= 0) close(null_fd);
-  };
-  const Stdio modes[3] = {o.stdin_mode, o.stdout_mode, o.stderr_mode};
-  for (int i = 0; i < 3; ++i) {
-    if (modes[i] == Stdio::kPipe) {
-      int p[2];
-      if (pipe2(p, O_CLOEXEC) < 0) {
-        cleanup();
-        return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
-      }
-      child_fds[i] = i == 0 ? p[0] : p[1];
-      parent_fds[i] = i == 0 ? p[1] : p[0];
-    } else if (modes[i] == Stdio::kNull) {
-      if (null_fd < 0) null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-      child_fds[i] = null_fd;
-    }
-  }
+  std::vector<char*> argv = CStrings(o.argv);
+  std::vector<char*> envp = CStrings(o.env);
+  StdioFds stdio;
+  if (absl::Status s = stdio.Open(o); !s.ok()) return s;
   int err_pipe[2];
   if (pipe2(err_pipe, O_CLOEXEC) < 0) {
-    cleanup();
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   }
 
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;
-    cleanup();
     close(err_pipe[0]);
     close(err_pipe[1]);
     return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(e)));
   }
   if (pid == 0) {
-    ChildExec(o, program->c_str(), argv.data(), envp.data(), child_fds,
+    ChildExec(o, program->c_str(), argv.data(), envp.data(), stdio.child(),
               err_pipe[1]);
   }
   // Parent. Set the group here too: whichever of parent and child runs first,
   // the group exists before anyone signals it.
   if (o.new_process_group) setpgid(pid, pid);
   close(err_pipe[1]);
-  for (int i = 0; i < 3; ++i) {
-    if (child_fds[i] >= 0 && child_fds[i] != null_fd) close(child_fds[i]);
-    child_fds[i] = -1;
+  stdio.CloseChildEnds();
+  if (absl::Status s = AwaitExec(pid, err_pipe[0], o, *program); !s.ok()) {
+    return s;
   }
-  if (null_fd >= 0) close(null_fd);
-  null_fd = -1;
-
-  ChildError ce;
-  ssize_t n;
-  do {
-    n = read(err_pipe[0], &ce, sizeof(ce));
-  } while (n < 0 && errno == EINTR);
-  close(err_pipe[0]);
-  if (n == sizeof(ce)) {
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    for (int i = 0; i < 3; ++i) {
-      if (parent_fds[i] >= 0) close(parent_fds[i]);
-    }
-    const char* what =
-        ce.step == 0 ? "cannot change directory to '" : "cannot run '";
-    std::string target = ce.step == 0 ? o.cwd : *program;
-    return absl::FailedPreconditionError(
-        absl::StrCat(what, target, "': ", strerror(ce.err)));
-  }
-  return std::make_unique<Process>(this, pid, o.new_process_group,
-                                   parent_fds[0], parent_fds[1], parent_fds[2]);
+  const std::array<int, 3> fds = stdio.TakeParentEnds();
+  return std::make_unique<Process>(this, pid, o.new_process_group, fds[0],
+                                   fds[1], fds[2]);
 }
 
 }  // namespace
