@@ -53,6 +53,14 @@ absl::StatusOr<std::unique_ptr<Process>> FakeOs::Spawn(
 }
 
 absl::StatusOr<ExitStatus> FakeOs::WaitChild(pid_t pid) {
+  return Reap(pid, /*block=*/true);
+}
+
+absl::StatusOr<ExitStatus> FakeOs::TryWaitChild(pid_t pid) {
+  return Reap(pid, /*block=*/false);
+}
+
+absl::StatusOr<ExitStatus> FakeOs::Reap(pid_t pid, bool block) {
   absl::MutexLock lock(&mu_);
   auto it = processes_.find(pid);
   if (it == processes_.end() || it->second.reaped) {
@@ -61,23 +69,10 @@ absl::StatusOr<ExitStatus> FakeOs::WaitChild(pid_t pid) {
   }
   FakeProcess& p = it->second;
   auto ended = [&p] { return p.ended.has_value(); };
-  mu_.Await(absl::Condition(&ended));
+  if (block) mu_.Await(absl::Condition(&ended));
+  if (!ended()) return absl::NotFoundError("still running");
   p.reaped = true;
   return *p.ended;
-}
-
-absl::StatusOr<ExitStatus> FakeOs::TryWaitChild(pid_t pid) {
-  absl::MutexLock lock(&mu_);
-  auto it = processes_.find(pid);
-  if (it == processes_.end() || it->second.reaped) {
-    return absl::InternalError(
-        absl::StrCat("waitpid(", pid, "): No child processes"));
-  }
-  if (!it->second.ended.has_value()) {
-    return absl::NotFoundError("still running");
-  }
-  it->second.reaped = true;
-  return *it->second.ended;
 }
 
 absl::Status FakeOs::Signal(pid_t pid, int sig) {

@@ -87,6 +87,8 @@ class FakeOs : public Os {
     bool reaped = false;
     std::vector<int> child_fds;  // the child's ends of its pipes
   };
+  // WaitChild (`block`) and TryWaitChild.
+  absl::StatusOr<ExitStatus> Reap(pid_t pid, bool block);
   absl::Status Deliver(pid_t target, bool group, int sig);
   static void End(FakeProcess* p, ExitStatus status);
 
