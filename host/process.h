@@ -150,8 +150,8 @@ std::string ReadLines(int fd,
                       absl::FunctionRef<void(absl::string_view)> on_line);
 
 // Through `os`: sends `sig` to each process group of `pgids`, waits up to
-// `grace` for them all to empty, then SIGKILLs every one and waits up to
-// `kill_wait` more. True if every group is gone at the end. Groups 0 and 1
+// `grace` for them all to empty, and if any is left SIGKILLs every one and
+// waits up to `kill_wait` more. True if every group is gone at the end. Groups 0 and 1
 // (this process's own, init's) are never signalled.
 bool TerminateGroups(Os* os, const std::vector<pid_t>& pgids, int sig,
                      absl::Duration grace, absl::Duration kill_wait);
