@@ -5,15 +5,14 @@
 #include <signal.h>
 #include <unistd.h>
 
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/logging.h"
 #include "grpcpp/grpcpp.h"
-#include "launcher/bootstrap.h"
+#include "host/bootstrap.h"
+#include "host/netif.h"
 #include "launcher/environment.h"
-#include "launcher/netif.h"
 #include "proto/job_token.h"
 
 namespace hvd {
@@ -64,7 +63,7 @@ launcher::WorkerIdentity IdentityOf(const launcher::LaunchSpec& spec,
 
 }  // namespace
 
-Agent::Agent(AgentOptions options, launcher::Os* os, Reaper* reaper)
+Agent::Agent(AgentOptions options, host::Os* os, Reaper* reaper)
     : options_(std::move(options)), os_(os), reaper_(reaper) {
   hostname_ = options_.hostname.empty() ? LocalHostname() : options_.hostname;
 }
@@ -98,17 +97,17 @@ void Agent::Signal(int sig) {
 
 absl::Status Agent::Connect() {
   // Reachable first (a plain TCP connect, quick to fail), then the stream.
-  absl::Time deadline = absl::Now() + options_.connect_timeout;
+  absl::Time deadline = os_->Now() + options_.connect_timeout;
   std::vector<std::string> candidates = OrderCandidates(options_.rendezvous);
   absl::StatusOr<std::string> addr;
   while (true) {
-    addr = launcher::FirstReachable(candidates, absl::Seconds(2));
-    if (addr.ok() || absl::Now() >= deadline) break;
+    addr = host::FirstReachable(candidates, absl::Seconds(2));
+    if (addr.ok() || os_->Now() >= deadline) break;
     {
       absl::MutexLock lock(&mu_);
       if (launcher_fd_closed_ || signal_ != 0) break;
     }
-    absl::SleepFor(absl::Milliseconds(250));
+    os_->SleepFor(absl::Milliseconds(250));
   }
   if (!addr.ok()) return addr.status();
   rendezvous_addr_ = *addr;
@@ -163,7 +162,7 @@ void Agent::Probe(const launcher::ProbeRequest& request) {
   for (const launcher::ProbeTarget& t : request.targets()) {
     probes.emplace_back([this, t, timeout] {
       absl::Status s =
-          launcher::ProbeAddress(t.address(), t.port(), t.nonce(), timeout);
+          host::ProbeAddress(t.address(), t.port(), t.nonce(), timeout);
       AgentMessage reply;
       auto* e = reply.mutable_probe_result()->add_entries();
       e->set_host_index(t.host_index());
@@ -177,13 +176,13 @@ void Agent::Probe(const launcher::ProbeRequest& request) {
 }
 
 void Agent::Launch(const launcher::LaunchSpec& spec) {
-  const std::vector<std::string> base = launcher::CurrentEnvironment();
+  const std::vector<std::string> base = host::CurrentEnvironment();
   const std::map<std::string, std::string> overlay(spec.env().begin(),
                                                    spec.env().end());
   const std::vector<std::string> command(spec.command().begin(),
                                          spec.command().end());
   for (const launcher::WorkerSpec& w : spec.workers()) {
-    launcher::SpawnOptions o;
+    host::SpawnOptions o;
     o.argv = command;
     o.env = launcher::WorkerEnvironment(
         base, overlay,
@@ -192,12 +191,12 @@ void Agent::Launch(const launcher::LaunchSpec& spec) {
     o.new_process_group = true;
     // Delivered when this (the main) thread ends: with the agent.
     o.parent_death_signal = SIGKILL;
-    o.stdin_mode = launcher::Stdio::kNull;
+    o.stdin_mode = host::Stdio::kNull;
     StartWorker(w.rank(), std::move(o));
   }
 }
 
-void Agent::StartWorker(int rank, launcher::SpawnOptions options) {
+void Agent::StartWorker(int rank, host::SpawnOptions options) {
   absl::StatusOr<std::unique_ptr<Worker>> worker =
       Worker::Start(os_, rank, std::move(options), WorkerReports());
   AgentMessage m;
@@ -209,7 +208,7 @@ void Agent::StartWorker(int rank, launcher::SpawnOptions options) {
     Send(m);
     return;
   }
-  reaper_->Track((*worker)->pid());
+  if (reaper_ != nullptr) reaper_->Track((*worker)->pid());
   m.mutable_started()->set_rank(rank);
   m.mutable_started()->set_pid((*worker)->pid());
   Send(m);
@@ -218,17 +217,17 @@ void Agent::StartWorker(int rank, launcher::SpawnOptions options) {
 
 WorkerCallbacks Agent::WorkerReports() {
   WorkerCallbacks cb;
-  cb.output = [this](int rank, launcher::OutputStream s, std::string lines) {
+  cb.output = [this](int rank, host::OutputStream s, std::string lines) {
     AgentMessage m;
     auto* out = m.mutable_output();
     out->set_rank(rank);
-    out->set_stream(s == launcher::OutputStream::kStdout
+    out->set_stream(s == host::OutputStream::kStdout
                         ? launcher::WorkerOutput::STDOUT
                         : launcher::WorkerOutput::STDERR);
     out->set_data(std::move(lines));
     Send(m);
   };
-  cb.exited = [this](int rank, launcher::ExitStatus status) {
+  cb.exited = [this](int rank, host::ExitStatus status) {
     launcher::WorkerExit e;
     e.set_rank(rank);
     e.set_exit_code(status.code);
@@ -244,25 +243,12 @@ void Agent::TerminateWorkers(int sig) {
 }
 
 void Agent::EndWorkers() {
-  TerminateWorkers(SIGTERM);
-  absl::Time deadline = absl::Now() + kill_grace_;
-  auto any_left = [this] {
-    for (auto& w : workers_) {
-      if (launcher::GroupExists(w->pid())) return true;
-    }
-    return false;
-  };
-  while (any_left() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
+  std::vector<pid_t> groups;
+  for (auto& w : workers_) groups.push_back(w->pid());
+  host::TerminateGroups(os_, groups, SIGTERM, kill_grace_, absl::Seconds(5));
+  if (reaper_ != nullptr) {
+    for (pid_t g : groups) reaper_->Untrack(g);
   }
-  if (any_left()) {
-    TerminateWorkers(SIGKILL);
-    absl::Time kill_deadline = absl::Now() + absl::Seconds(5);
-    while (any_left() && absl::Now() < kill_deadline) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
-  for (auto& w : workers_) reaper_->Untrack(w->pid());
   workers_.clear();  // joins their threads
 }
 
@@ -301,7 +287,7 @@ launcher::AgentMessage Agent::MakeHello(int probe_port,
   h->set_host_index(options_.host_index);
   h->set_slots(options_.slots);
   h->set_hostname(hostname_);
-  for (const launcher::InterfaceAddress& a : launcher::ListInterfaces()) {
+  for (const host::InterfaceAddress& a : host::ListInterfaces()) {
     if (a.loopback) continue;
     auto* i = h->add_interfaces();
     i->set_name(a.name);
@@ -309,7 +295,7 @@ launcher::AgentMessage Agent::MakeHello(int probe_port,
   }
   h->set_probe_port(probe_port);
   h->set_probe_nonce(nonce);
-  h->set_pid(getpid());
+  h->set_pid(os_->ProcessId());
   for (const std::string& c : options_.command) h->add_command(c);
   return hello;
 }
@@ -373,8 +359,8 @@ int Agent::Run() {
     HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": " << s.message();
     return 1;
   }
-  std::string nonce = launcher::NewJobToken().value_or("x").substr(0, 16);
-  auto probe = launcher::ProbeListener::Start(nonce);
+  std::string nonce = host::NewJobToken().value_or("x").substr(0, 16);
+  auto probe = host::ProbeListener::Start(nonce);
   if (!probe.ok()) {
     HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": " << probe.status();
     return 1;

@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "agent/reaper.h"
 #include "agent/worker.h"
-#include "launcher/process.h"
+#include "host/process.h"
 #include "proto/launcher.grpc.pb.h"
 
 namespace hvd {
@@ -46,7 +46,11 @@ struct AgentOptions {
 // Run() on the main thread; Signal() from any thread.
 class Agent {
  public:
-  Agent(AgentOptions options, launcher::Os* os, Reaper* reaper);
+  // Workers start, and time passes, through `os`; each worker's group is
+  // tracked by `reaper` while it runs. Neither is owned; both must outlive
+  // the agent. `reaper` may be null (tests): then only the workers' parent-
+  // death signal ends them if the agent is killed with SIGKILL.
+  Agent(AgentOptions options, host::Os* os, Reaper* reaper);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
@@ -83,7 +87,7 @@ class Agent {
   void Probe(const launcher::ProbeRequest& request);
   void Launch(const launcher::LaunchSpec& spec);
   // Starts a worker and reports it started (or why it could not start).
-  void StartWorker(int rank, launcher::SpawnOptions options);
+  void StartWorker(int rank, host::SpawnOptions options);
   // Where a worker's output and exit go: to the launcher, and to exits_.
   WorkerCallbacks WorkerReports();
   launcher::AgentMessage MakeHello(int probe_port,
@@ -102,7 +106,7 @@ class Agent {
   grpc::Status CloseStream(bool cancel);
 
   const AgentOptions options_;
-  launcher::Os* const os_;
+  host::Os* const os_;
   Reaper* const reaper_;
   std::string rendezvous_addr_;
   std::unique_ptr<launcher::AgentService::Stub> stub_;

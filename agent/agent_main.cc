@@ -23,9 +23,9 @@
 #include "agent/agent.h"
 #include "agent/reaper.h"
 #include "core/common/logging.h"
-#include "launcher/bootstrap.h"
-#include "launcher/options.h"
-#include "launcher/process.h"
+#include "host/bootstrap.h"
+#include "host/process.h"
+#include "host/version.h"
 #include "proto/job_token.h"
 
 namespace {
@@ -72,7 +72,7 @@ int ApplyFlag(const std::string& name,
     std::fputs(kUsage, stdout);
     return 0;
   } else if (name == "--version") {
-    std::printf("hvd-agent %s\n", hvd::launcher::kVersion);
+    std::printf("hvd-agent %s\n", hvd::host::kVersion);
     return 0;
   } else if (name == "--launcher-stdin") {
     a->launcher_stdin = true;
@@ -171,8 +171,8 @@ int ReadToken(const Args& a, std::string* token) {
 // Started by hvdrun: everything comes from the bootstrap on stdin. Returns
 // -1, or the exit code when it cannot be read.
 int OptionsFromLauncher(Args* args, hvd::agent::AgentOptions* options) {
-  absl::StatusOr<hvd::launcher::Bootstrap> b =
-      hvd::launcher::ReadBootstrap(0, absl::Seconds(30));
+  absl::StatusOr<hvd::host::Bootstrap> b =
+      hvd::host::ReadBootstrap(0, absl::Seconds(30));
   if (!b.ok()) {
     std::fprintf(stderr, "hvd-agent: %s\n",
                  std::string(b.status().message()).c_str());
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
 
   // The reaper is forked while this process still has one thread.
   absl::StatusOr<std::unique_ptr<hvd::agent::Reaper>> reaper =
-      hvd::agent::Reaper::Start(absl::Seconds(3));
+      hvd::agent::Reaper::Start(hvd::host::RealOs(), absl::Seconds(3));
   if (!reaper.ok()) {
     std::fprintf(stderr, "hvd-agent: %s\n",
                  std::string(reaper.status().message()).c_str());
@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
 
   // Never destroyed: the signal thread may still refer to it; _exit below.
   auto* agent =
-      new hvd::agent::Agent(options, hvd::launcher::RealOs(), reaper->get());
+      new hvd::agent::Agent(options, hvd::host::RealOs(), reaper->get());
   std::thread([agent, set] {
     int sig;
     while (sigwait(&set, &sig) == 0) agent->Signal(sig);

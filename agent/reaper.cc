@@ -5,22 +5,21 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <set>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "launcher/process.h"
+#include "host/process.h"
 
 namespace hvd {
 namespace agent {
 namespace {
 
-[[noreturn]] void ReaperMain(int fd, absl::Duration grace) {
+[[noreturn]] void ReaperMain(host::Os* os, int fd, absl::Duration grace) {
   prctl(PR_SET_NAME, "hvd-reaper");
   // The agent's terminal, ssh session and signals are not ours: only the
   // pipe's end decides when to act.
@@ -32,27 +31,21 @@ namespace {
   }
   std::set<pid_t> groups;
   // An unterminated last line is a write the agent did not finish: ignored.
-  launcher::ReadLines(fd, [&groups](absl::string_view line) {
+  host::ReadLines(fd, [&groups](absl::string_view line) {
     pid_t pgid;
     if (line.size() < 2 || !absl::SimpleAtoi(line.substr(1), &pgid)) return;
     if (line[0] == '+') groups.insert(pgid);
     if (line[0] == '-') groups.erase(pgid);
   });
-  for (pid_t g : groups) killpg(g, SIGTERM);
-  absl::Time deadline = absl::Now() + grace;
-  while (absl::Now() < deadline) {
-    bool any = false;
-    for (pid_t g : groups) any = any || launcher::GroupExists(g);
-    if (!any) _exit(0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  for (pid_t g : groups) killpg(g, SIGKILL);
+  host::TerminateGroups(os, std::vector<pid_t>(groups.begin(), groups.end()),
+                        SIGTERM, grace, /*kill_wait=*/absl::ZeroDuration());
   _exit(0);
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Reaper>> Reaper::Start(absl::Duration grace) {
+absl::StatusOr<std::unique_ptr<Reaper>> Reaper::Start(host::Os* os,
+                                                      absl::Duration grace) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0) {
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
@@ -66,10 +59,10 @@ absl::StatusOr<std::unique_ptr<Reaper>> Reaper::Start(absl::Duration grace) {
   }
   if (pid == 0) {
     close(p[1]);
-    ReaperMain(p[0], grace);
+    ReaperMain(os, p[0], grace);
   }
   close(p[0]);
-  return std::unique_ptr<Reaper>(new Reaper(p[1], pid));
+  return std::unique_ptr<Reaper>(new Reaper(os, p[1], pid));
 }
 
 Reaper::~Reaper() {
@@ -78,15 +71,13 @@ Reaper::~Reaper() {
     close(fd_);
     fd_ = -1;
   }
-  int status;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-  }
+  os_->WaitChild(pid_).IgnoreError();
 }
 
 void Reaper::Send(char op, pid_t pgid) {
   std::string line = absl::StrCat(std::string(1, op), pgid, "\n");
   absl::MutexLock lock(&mu_);
-  if (fd_ >= 0) launcher::WriteAll(fd_, line).IgnoreError();
+  if (fd_ >= 0) host::WriteAll(fd_, line).IgnoreError();
 }
 
 void Reaper::Track(pid_t pgid) { Send('+', pgid); }

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "host/process.h"
 
 namespace hvd {
 namespace agent {
@@ -24,9 +25,11 @@ namespace agent {
 // Thread-safe.
 class Reaper {
  public:
-  // Forks the reaper process (its comm is "hvd-reaper"). Call while the
-  // process has a single thread.
-  static absl::StatusOr<std::unique_ptr<Reaper>> Start(absl::Duration grace);
+  // Forks the reaper process (its comm is "hvd-reaper"), which signals and
+  // watches the groups through `os` (it must stay valid in a forked child:
+  // RealOs() does). Call while the process has a single thread.
+  static absl::StatusOr<std::unique_ptr<Reaper>> Start(host::Os* os,
+                                                       absl::Duration grace);
   // Closes the pipe (the reaper then ends what is still tracked) and waits
   // for the reaper to exit.
   ~Reaper();
@@ -38,8 +41,9 @@ class Reaper {
   pid_t pid() const { return pid_; }
 
  private:
-  Reaper(int fd, pid_t pid) : fd_(fd), pid_(pid) {}
+  Reaper(host::Os* os, int fd, pid_t pid) : os_(os), fd_(fd), pid_(pid) {}
   void Send(char op, pid_t pgid);
+  host::Os* const os_;
   absl::Mutex mu_;
   int fd_;
   pid_t pid_;

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "gtest/gtest.h"
-#include "launcher/process.h"
+#include "host/process.h"
 
 namespace hvd {
 namespace agent {
@@ -20,13 +20,13 @@ TEST(Reaper, KillsTrackedGroupsWhenTheAgentDiesBySigkill) {
   if (agent == 0) {
     // The "agent": reaper first, then a worker that ignores SIGTERM and a
     // grandchild in its group.
-    auto reaper = Reaper::Start(absl::Milliseconds(300));
+    auto reaper = Reaper::Start(host::RealOs(), absl::Milliseconds(300));
     if (!reaper.ok()) _exit(3);
-    launcher::SpawnOptions o;
+    host::SpawnOptions o;
     o.argv = {"sh", "-c", "trap '' TERM; sleep 60 & echo $$; wait"};
     o.env = {"PATH=/usr/bin:/bin"};
-    o.stdout_mode = launcher::Stdio::kPipe;
-    auto p = launcher::RealOs()->Spawn(o);
+    o.stdout_mode = host::Stdio::kPipe;
+    auto p = host::RealOs()->Spawn(o);
     if (!p.ok()) _exit(4);
     (*reaper)->Track((*p)->pid());
     char buf[32];
@@ -40,24 +40,24 @@ TEST(Reaper, KillsTrackedGroupsWhenTheAgentDiesBySigkill) {
   ASSERT_GT(read(ready[0], buf, sizeof(buf) - 1), 0);
   pid_t worker_group = atoi(buf);
   ASSERT_GT(worker_group, 1);
-  EXPECT_TRUE(launcher::GroupExists(worker_group));
+  EXPECT_TRUE(host::RealOs()->GroupExists(worker_group));
   kill(agent, SIGKILL);
   int status;
   waitpid(agent, &status, 0);
   absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (launcher::GroupExists(worker_group) && absl::Now() < deadline) {
+  while (host::RealOs()->GroupExists(worker_group) && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  EXPECT_FALSE(launcher::GroupExists(worker_group));
+  EXPECT_FALSE(host::RealOs()->GroupExists(worker_group));
 }
 
 TEST(Reaper, UntrackedGroupsAreLeftAlone) {
-  auto reaper = Reaper::Start(absl::Milliseconds(100));
+  auto reaper = Reaper::Start(host::RealOs(), absl::Milliseconds(100));
   ASSERT_TRUE(reaper.ok());
-  launcher::SpawnOptions o;
+  host::SpawnOptions o;
   o.argv = {"sleep", "30"};
   o.env = {"PATH=/usr/bin:/bin"};
-  auto p = launcher::RealOs()->Spawn(o);
+  auto p = host::RealOs()->Spawn(o);
   ASSERT_TRUE(p.ok());
   (*reaper)->Track((*p)->pid());
   (*reaper)->Untrack((*p)->pid());

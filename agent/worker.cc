@@ -9,17 +9,17 @@ namespace hvd {
 namespace agent {
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(
-    launcher::Os* os, int rank, launcher::SpawnOptions options,
+    host::Os* os, int rank, host::SpawnOptions options,
     WorkerCallbacks callbacks) {
-  options.stdout_mode = launcher::Stdio::kPipe;
-  options.stderr_mode = launcher::Stdio::kPipe;
-  absl::StatusOr<std::unique_ptr<launcher::Process>> p = os->Spawn(options);
+  options.stdout_mode = host::Stdio::kPipe;
+  options.stderr_mode = host::Stdio::kPipe;
+  absl::StatusOr<std::unique_ptr<host::Process>> p = os->Spawn(options);
   if (!p.ok()) return p.status();
   return std::unique_ptr<Worker>(
       new Worker(rank, *std::move(p), std::move(callbacks)));
 }
 
-Worker::Worker(int rank, std::unique_ptr<launcher::Process> process,
+Worker::Worker(int rank, std::unique_ptr<host::Process> process,
                WorkerCallbacks callbacks)
     : rank_(rank),
       pid_(process->pid()),
@@ -27,8 +27,8 @@ Worker::Worker(int rank, std::unique_ptr<launcher::Process> process,
       callbacks_(std::move(callbacks)) {
   int out = process_->TakeStdout();
   int err = process_->TakeStderr();
-  out_ = std::thread([this, out] { Pump(out, launcher::OutputStream::kStdout); });
-  err_ = std::thread([this, err] { Pump(err, launcher::OutputStream::kStderr); });
+  out_ = std::thread([this, out] { Pump(out, host::OutputStream::kStdout); });
+  err_ = std::thread([this, err] { Pump(err, host::OutputStream::kStderr); });
   waiter_ = std::thread([this] { Wait(); });
 }
 
@@ -41,8 +41,8 @@ Worker::~Worker() {
 
 void Worker::Signal(int sig) { process_->Signal(sig).IgnoreError(); }
 
-void Worker::Pump(int fd, launcher::OutputStream stream) {
-  launcher::LineSplitter splitter;
+void Worker::Pump(int fd, host::OutputStream stream) {
+  host::LineSplitter splitter;
   char buf[64 * 1024];
   while (!stop_) {
     struct pollfd p = {fd, POLLIN, 0};
@@ -63,7 +63,7 @@ void Worker::Pump(int fd, launcher::OutputStream stream) {
 }
 
 void Worker::Wait() {
-  absl::StatusOr<launcher::ExitStatus> status = process_->Wait();
+  absl::StatusOr<host::ExitStatus> status = process_->Wait();
   exited_ = true;
   {
     // Output first, then the exit: hvdrun prints "rank R exited" after the
@@ -74,7 +74,7 @@ void Worker::Wait() {
     };
     mu_.AwaitWithTimeout(absl::Condition(&pumps_done), absl::Seconds(1));
   }
-  callbacks_.exited(rank_, status.ok() ? *status : launcher::ExitStatus{1, 0});
+  callbacks_.exited(rank_, status.ok() ? *status : host::ExitStatus{1, 0});
 }
 
 }  // namespace agent

@@ -13,20 +13,19 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "launcher/output.h"
-#include "launcher/process.h"
+#include "host/output_lines.h"
+#include "host/process.h"
 
 namespace hvd {
 namespace agent {
 
 struct WorkerCallbacks {
-  // Whole lines (see launcher::LineSplitter); called from the worker's pump
+  // Whole lines (see host::LineSplitter); called from the worker's pump
   // threads, one call at a time per stream.
-  std::function<void(int rank, launcher::OutputStream, std::string lines)>
-      output;
+  std::function<void(int rank, host::OutputStream, std::string lines)> output;
   // Called once, after the process has ended and its output has been handed
   // on (or 1 s after its end, if something it started keeps the pipes open).
-  std::function<void(int rank, launcher::ExitStatus)> exited;
+  std::function<void(int rank, host::ExitStatus)> exited;
 };
 
 // Thread-safe.
@@ -36,7 +35,7 @@ class Worker {
   // called from a thread that outlives the worker when options ask for a
   // parent-death signal. The error says why it could not start.
   static absl::StatusOr<std::unique_ptr<Worker>> Start(
-      launcher::Os* os, int rank, launcher::SpawnOptions options,
+      host::Os* os, int rank, host::SpawnOptions options,
       WorkerCallbacks callbacks);
   // Stops the pump threads (without waiting for output that has not come)
   // and joins every thread; the process should have ended by then.
@@ -51,14 +50,14 @@ class Worker {
   void Signal(int sig);
 
  private:
-  Worker(int rank, std::unique_ptr<launcher::Process> process,
+  Worker(int rank, std::unique_ptr<host::Process> process,
          WorkerCallbacks callbacks);
-  void Pump(int fd, launcher::OutputStream stream);
+  void Pump(int fd, host::OutputStream stream);
   void Wait();
 
   const int rank_;
   const pid_t pid_;
-  std::unique_ptr<launcher::Process> process_;
+  std::unique_ptr<host::Process> process_;
   WorkerCallbacks callbacks_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> exited_{false};

@@ -12,13 +12,13 @@ namespace hvd {
 namespace agent {
 namespace {
 
-using launcher::OutputStream;
+using host::OutputStream;
 
 struct Recorder {
   absl::Mutex mu;
   std::string out, err;
   std::vector<std::string> events;  // "out", "err", "exit"
-  launcher::ExitStatus status;
+  host::ExitStatus status;
   absl::Notification done;
 
   WorkerCallbacks Callbacks() {
@@ -28,7 +28,7 @@ struct Recorder {
       (s == OutputStream::kStdout ? out : err) += lines;
       events.push_back(s == OutputStream::kStdout ? "out" : "err");
     };
-    cb.exited = [this](int, launcher::ExitStatus s) {
+    cb.exited = [this](int, host::ExitStatus s) {
       {
         absl::MutexLock l(&mu);
         status = s;
@@ -40,8 +40,8 @@ struct Recorder {
   }
 };
 
-launcher::SpawnOptions Shell(const std::string& script) {
-  launcher::SpawnOptions o;
+host::SpawnOptions Shell(const std::string& script) {
+  host::SpawnOptions o;
   o.argv = {"sh", "-c", script};
   o.env = {"PATH=/usr/bin:/bin"};
   return o;
@@ -49,9 +49,9 @@ launcher::SpawnOptions Shell(const std::string& script) {
 
 TEST(Worker, OutputBeforeExitAndPartialLastLineKept) {
   Recorder r;
-  auto w = Worker::Start(launcher::RealOs(), 0,
-                         Shell("echo one; echo two >&2; printf partial; exit 4"),
-                         r.Callbacks());
+  auto w = Worker::Start(
+      host::RealOs(), 0,
+      Shell("echo one; echo two >&2; printf partial; exit 4"), r.Callbacks());
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_TRUE(r.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   absl::MutexLock l(&r.mu);
@@ -63,7 +63,7 @@ TEST(Worker, OutputBeforeExitAndPartialLastLineKept) {
 
 TEST(Worker, OutputOfAKilledWorkerIsNotLost) {
   Recorder r;
-  auto w = Worker::Start(launcher::RealOs(), 1,
+  auto w = Worker::Start(host::RealOs(), 1,
                          Shell("echo before; printf 'half'; kill -9 $$"),
                          r.Callbacks());
   ASSERT_TRUE(w.ok());
@@ -75,22 +75,22 @@ TEST(Worker, OutputOfAKilledWorkerIsNotLost) {
 
 TEST(Worker, StartFailureIsAnError) {
   Recorder r;
-  launcher::SpawnOptions o;
+  host::SpawnOptions o;
   o.argv = {"/nonexistent/train"};
-  auto w = Worker::Start(launcher::RealOs(), 0, o, r.Callbacks());
+  auto w = Worker::Start(host::RealOs(), 0, o, r.Callbacks());
   EXPECT_THAT(w.status().message(),
               ::testing::HasSubstr("cannot run '/nonexistent/train'"));
 }
 
 TEST(Worker, SignalReachesTheWholeGroup) {
   Recorder r;
-  auto w = Worker::Start(launcher::RealOs(), 0,
-                         Shell("sleep 30 & sleep 30; wait"), r.Callbacks());
+  auto w = Worker::Start(host::RealOs(), 0, Shell("sleep 30 & sleep 30; wait"),
+                         r.Callbacks());
   ASSERT_TRUE(w.ok());
   absl::SleepFor(absl::Milliseconds(100));
   (*w)->Signal(SIGTERM);
   ASSERT_TRUE(r.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_FALSE(launcher::GroupExists((*w)->pid()));
+  EXPECT_FALSE(host::RealOs()->GroupExists((*w)->pid()));
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ struct AgentStarter::Agent {
   int index = 0;
   std::string host;
   bool local = false;
-  std::unique_ptr<Process> process;
+  std::unique_ptr<host::Process> process;
   int stdin_fd = -1;
   std::thread monitor;
   bool done = false;  // guarded by AgentStarter::mu_
@@ -66,7 +66,7 @@ std::vector<std::string> AgentCommand(const AgentStarterOptions& o,
   return argv;
 }
 
-AgentStarter::AgentStarter(AgentStarterOptions options, Os* os,
+AgentStarter::AgentStarter(AgentStarterOptions options, host::Os* os,
                            std::function<void(int, std::string)> on_exit,
                            std::function<void(int, std::string)> on_line)
     : options_(std::move(options)),
@@ -76,17 +76,17 @@ AgentStarter::AgentStarter(AgentStarterOptions options, Os* os,
 
 AgentStarter::~AgentStarter() { KillAll(absl::Seconds(1)); }
 
-absl::Status AgentStarter::Start(int index, const std::string& host,
-                                 bool local, const Bootstrap& bootstrap) {
-  SpawnOptions o;
+absl::Status AgentStarter::Start(int index, const std::string& host, bool local,
+                                 const host::Bootstrap& bootstrap) {
+  host::SpawnOptions o;
   o.argv = AgentCommand(options_, host, local);
-  o.env = local ? options_.local_env : CurrentEnvironment();
+  o.env = local ? options_.local_env : host::CurrentEnvironment();
   o.new_process_group = true;  // a terminal's Ctrl-C reaches hvdrun only
   o.parent_death_signal = SIGTERM;
-  o.stdin_mode = Stdio::kPipe;
-  o.stdout_mode = Stdio::kNull;
-  o.stderr_mode = Stdio::kPipe;
-  absl::StatusOr<std::unique_ptr<Process>> p = os_->Spawn(o);
+  o.stdin_mode = host::Stdio::kPipe;
+  o.stdout_mode = host::Stdio::kNull;
+  o.stderr_mode = host::Stdio::kPipe;
+  absl::StatusOr<std::unique_ptr<host::Process>> p = os_->Spawn(o);
   if (!p.ok()) return p.status();
   auto agent = std::make_unique<Agent>();
   agent->index = index;
@@ -95,7 +95,8 @@ absl::Status AgentStarter::Start(int index, const std::string& host,
   agent->process = *std::move(p);
   agent->stdin_fd = agent->process->TakeStdin();
   // A failed write means the agent is already gone; its monitor says why.
-  WriteAll(agent->stdin_fd, SerializeBootstrap(bootstrap)).IgnoreError();
+  host::WriteAll(agent->stdin_fd, host::SerializeBootstrap(bootstrap))
+      .IgnoreError();
   Agent* raw = agent.get();
   absl::MutexLock lock(&mu_);
   agents_.push_back(std::move(agent));
@@ -106,7 +107,7 @@ absl::Status AgentStarter::Start(int index, const std::string& host,
 void AgentStarter::Monitor(Agent* a) {
   int fd = a->process->TakeStderr();
   std::string tail;  // the last 2 KiB of whole lines
-  const std::string pending = ReadLines(fd, [&](absl::string_view line) {
+  const std::string pending = host::ReadLines(fd, [&](absl::string_view line) {
     if (on_line_) on_line_(a->index, std::string(line));
     absl::StrAppend(&tail, line, "\n");
     if (tail.size() > 2048) tail.erase(0, tail.size() - 2048);
@@ -116,7 +117,7 @@ void AgentStarter::Monitor(Agent* a) {
     tail += pending;
   }
   close(fd);
-  absl::StatusOr<ExitStatus> status = a->process->Wait();
+  absl::StatusOr<host::ExitStatus> status = a->process->Wait();
   std::string why = status.ok() ? status->ToString() : "ended";
   if (!a->local) {
     why = absl::StrCat("ssh ", why);
@@ -156,18 +157,18 @@ void AgentStarter::KillAll(absl::Duration grace) {
     return true;
   };
   // Agents told to shut down exit by themselves; give them a moment first.
-  absl::Time deadline = absl::Now() + grace;
-  while (!all_done() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
+  absl::Time deadline = os_->Now() + grace;
+  while (!all_done() && os_->Now() < deadline) {
+    os_->SleepFor(absl::Milliseconds(10));
   }
   if (!all_done()) {
     for (Agent* a : agents) {
       absl::MutexLock lock(&mu_);
       if (!a->done) a->process->Signal(SIGTERM).IgnoreError();
     }
-    deadline = absl::Now() + grace;
-    while (!all_done() && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(10));
+    deadline = os_->Now() + grace;
+    while (!all_done() && os_->Now() < deadline) {
+      os_->SleepFor(absl::Milliseconds(10));
     }
     for (Agent* a : agents) {
       absl::MutexLock lock(&mu_);

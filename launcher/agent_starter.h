@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "launcher/bootstrap.h"
-#include "launcher/process.h"
+#include "host/bootstrap.h"
+#include "host/process.h"
 
 namespace hvd {
 namespace launcher {
@@ -49,7 +49,7 @@ class AgentStarter {
   // monitor thread; `why` is "exited with code 3" or "ssh exited with code
   // 255", then ": " and the last lines of its stderr, if any.
   // on_line(host, line), if set, gets every stderr line as it comes.
-  AgentStarter(AgentStarterOptions options, Os* os,
+  AgentStarter(AgentStarterOptions options, host::Os* os,
                std::function<void(int, std::string)> on_exit,
                std::function<void(int, std::string)> on_line);
   // Kills what is still running (see KillAll) and joins the monitors.
@@ -62,7 +62,7 @@ class AgentStarter {
   // Must run on a thread that lives as long as the agents (they get
   // SIGTERM when it ends). The error says why it could not be spawned.
   absl::Status Start(int index, const std::string& host, bool local,
-                     const Bootstrap& bootstrap);
+                     const host::Bootstrap& bootstrap);
 
   // SIGTERM to every agent still running (its process group), SIGKILL after
   // `grace`, and waits for the monitors to report.
@@ -73,7 +73,7 @@ class AgentStarter {
   void Monitor(Agent* agent);
 
   const AgentStarterOptions options_;
-  Os* const os_;
+  host::Os* const os_;
   std::function<void(int, std::string)> on_exit_, on_line_;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Agent>> agents_ ABSL_GUARDED_BY(mu_);

@@ -1,10 +1,15 @@
 #include "launcher/agent_starter.h"
 
+#include <signal.h>
+
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "host/fake_os.h"
 
 namespace hvd {
 namespace launcher {
@@ -57,14 +62,15 @@ TEST(AgentStarter, ReportsExitWithStderrTail) {
   absl::Notification done;
   std::string why;
   int host = -1;
-  AgentStarter starter(o, RealOs(),
-                       [&](int h, std::string w) {
-                         host = h;
-                         why = w;
-                         done.Notify();
-                       },
-                       nullptr);
-  Bootstrap b;
+  AgentStarter starter(
+      o, host::RealOs(),
+      [&](int h, std::string w) {
+        host = h;
+        why = w;
+        done.Notify();
+      },
+      nullptr);
+  host::Bootstrap b;
   b.token = "secret-token-value";
   b.rendezvous = {"127.0.0.1:1"};
   ASSERT_TRUE(starter.Start(3, "localhost", true, b).ok());
@@ -86,13 +92,14 @@ TEST(AgentStarter, KillAllEndsAHangingAgent) {
   chmod(o2.local_agent.c_str(), 0755);
   absl::Notification done;
   std::string why;
-  AgentStarter hanging(o2, RealOs(),
-                       [&](int, std::string w) {
-                         why = w;
-                         done.Notify();
-                       },
-                       nullptr);
-  Bootstrap b;
+  AgentStarter hanging(
+      o2, host::RealOs(),
+      [&](int, std::string w) {
+        why = w;
+        done.Notify();
+      },
+      nullptr);
+  host::Bootstrap b;
   b.token = "t";
   b.rendezvous = {"127.0.0.1:1"};
   ASSERT_TRUE(hanging.Start(0, "localhost", true, b).ok());
@@ -101,24 +108,45 @@ TEST(AgentStarter, KillAllEndsAHangingAgent) {
   EXPECT_THAT(why, HasSubstr("killed by signal 15"));
 }
 
+// By the fake clock: an agent that outlasts both the closing of its stdin
+// and SIGTERM gets SIGKILL one grace after the SIGTERM.
+TEST(AgentStarter, KillAllSigkillsAnAgentOneGraceAfterSigterm) {
+  host::FakeOs os;
+  os.IgnoreSignal(SIGTERM);
+  AgentStarterOptions o;
+  o.local_agent = "/opt/hvd/hvd-agent";
+  std::string why;
+  AgentStarter starter(
+      o, &os, [&](int, std::string w) { why = w; }, nullptr);
+  host::Bootstrap b;
+  b.token = "t";
+  b.rendezvous = {"127.0.0.1:1"};
+  ASSERT_TRUE(starter.Start(0, "localhost", true, b).ok());
+  const absl::Time t0 = os.Now();
+  starter.KillAll(absl::Seconds(3));
+  const std::vector<host::FakeOs::SentSignal> sent = os.signals();
+  ASSERT_EQ(sent.size(), 2u);
+  const pid_t agent = sent[0].target;
+  EXPECT_THAT(sent,
+              ElementsAre(host::FakeOs::SentSignal{t0 + absl::Seconds(3), agent,
+                                                   true, SIGTERM},
+                          host::FakeOs::SentSignal{t0 + absl::Seconds(6), agent,
+                                                   true, SIGKILL}));
+  // Reported before KillAll returns.
+  EXPECT_EQ(why, "killed by signal 9 (Killed)");
+}
 
 // The OS seam: a spawn that fails (fork refused) is an error of Start, and no
 // exit is reported for an agent that never existed.
-class ForkFailsOs : public Os {
- public:
-  absl::StatusOr<std::unique_ptr<Process>> Spawn(const SpawnOptions&) override {
-    return absl::ResourceExhaustedError("fork: Resource temporarily unavailable");
-  }
-  absl::Time Now() override { return absl::Now(); }
-};
-
 TEST(AgentStarter, SpawnFailureIsReturnedNotReported) {
-  ForkFailsOs os;
+  host::FakeOs os;
+  os.FailSpawns(
+      absl::ResourceExhaustedError("fork: Resource temporarily unavailable"));
   AgentStarterOptions o;
   o.remote_agent = "hvd-agent";
   int reports = 0;
   AgentStarter starter(o, &os, [&](int, std::string) { ++reports; }, nullptr);
-  Bootstrap b;
+  host::Bootstrap b;
   b.token = "t";
   b.rendezvous = {"127.0.0.1:1"};
   absl::Status s = starter.Start(0, "node1", false, b);

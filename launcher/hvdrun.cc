@@ -17,15 +17,16 @@
 #include "absl/strings/str_join.h"
 #include "core/common/env.h"
 #include "core/common/logging.h"
+#include "host/bootstrap.h"
+#include "host/netif.h"
+#include "host/process.h"
+#include "host/version.h"
 #include "launcher/agent_starter.h"
-#include "launcher/bootstrap.h"
 #include "launcher/environment.h"
 #include "launcher/hosts.h"
 #include "launcher/job.h"
-#include "launcher/netif.h"
 #include "launcher/options.h"
-#include "launcher/output.h"
-#include "launcher/process.h"
+#include "launcher/output_sink.h"
 #include "launcher/rendezvous_server.h"
 #include "proto/job_token.h"
 
@@ -76,13 +77,13 @@ absl::StatusOr<std::string> LocalAgent(const Options& o) {
   }
   const char* path_env = getenv("PATH");
   std::string path = path_env != nullptr ? path_env : "/usr/bin:/bin";
-  if (!given.empty()) return FindProgram(given, path);
+  if (!given.empty()) return host::FindProgram(given, path);
   std::string dir = SelfDir();
   for (const std::string& c :
        {dir + "/hvd-agent", dir + "/../agent/hvd-agent"}) {
     if (!dir.empty() && Executable(c)) return c;
   }
-  absl::StatusOr<std::string> p = FindProgram("hvd-agent", path);
+  absl::StatusOr<std::string> p = host::FindProgram("hvd-agent", path);
   if (!p.ok()) {
     return absl::NotFoundError(
         "cannot find hvd-agent next to hvdrun or on PATH (give --agent-path)");
@@ -100,7 +101,7 @@ std::string RemoteAgent(const Options& o) {
 // those of --network-interfaces if this machine has them, else all.
 std::vector<std::string> LauncherAddresses(const Options& o) {
   std::vector<std::string> named, all;
-  for (const InterfaceAddress& a : ListInterfaces()) {
+  for (const host::InterfaceAddress& a : host::ListInterfaces()) {
     if (a.loopback) continue;
     all.push_back(a.address);
     for (const std::string& want : o.network_interfaces) {
@@ -114,12 +115,12 @@ std::vector<std::string> LauncherAddresses(const Options& o) {
 // workers' environment).
 std::map<std::string, std::string> ExplicitEnvironment(const Options& o) {
   std::map<std::string, std::string> out;
-  std::vector<std::string> env = CurrentEnvironment();
+  std::vector<std::string> env = host::CurrentEnvironment();
   for (const std::string& x : o.env) {
     size_t eq = x.find('=');
     if (eq != std::string::npos) {
       out[x.substr(0, eq)] = x.substr(eq + 1);
-    } else if (std::string v = EnvValue(env, x); !v.empty()) {
+    } else if (std::string v = host::EnvValue(env, x); !v.empty()) {
       out[x] = v;
     }
   }
@@ -163,16 +164,17 @@ JobConfig BaseConfig(const Options& o, int np) {
   return c;
 }
 
-std::function<void(const WorkerInfo&)> RegistrationCounter(
-    OutputSink* sink, int np, bool verbose) {
+std::function<void(const WorkerInfo&)> RegistrationCounter(host::Os* os,
+                                                           OutputSink* sink,
+                                                           int np,
+                                                           bool verbose) {
   auto count = std::make_shared<std::atomic<int>>(0);
-  absl::Time start = absl::Now();
+  absl::Time start = os->Now();
   return [=](const WorkerInfo&) {
     if (++*count == np && verbose) {
-      sink->Message(absl::StrCat("hvdrun: all ", np,
-                                 " ranks registered with the rendezvous after ",
-                                 absl::ToDoubleSeconds(absl::Now() - start),
-                                 " s"));
+      sink->Message(absl::StrCat(
+          "hvdrun: all ", np, " ranks registered with the rendezvous after ",
+          absl::ToDoubleSeconds(os->Now() - start), " s"));
     }
   };
 }
@@ -201,8 +203,8 @@ bool AnnounceRendezvous(const Options& o, const std::string& addr,
   int fd = open(o.rendezvous_file.c_str(),
                 O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
   if (fd < 0 || fchmod(fd, 0600) != 0 ||
-      !WriteAll(fd, absl::StrCat("HVD_RENDEZVOUS_ADDR=", addr,
-                                 "\nHVD_JOB_TOKEN=", token, "\n"))
+      !host::WriteAll(fd, absl::StrCat("HVD_RENDEZVOUS_ADDR=", addr,
+                                       "\nHVD_JOB_TOKEN=", token, "\n"))
            .ok()) {
     return false;
   }
@@ -220,7 +222,7 @@ int RendezvousOnly(const Options& o) {
       return BadInput(absl::StrCat("HVD_JOB_TOKEN: ", s.message()));
     }
   } else {
-    absl::StatusOr<std::string> t2 = NewJobToken();
+    absl::StatusOr<std::string> t2 = host::NewJobToken();
     if (!t2.ok()) return Failure(t2.status().message());
     token = *t2;
   }
@@ -238,7 +240,8 @@ int RendezvousOnly(const Options& o) {
   so.token = token;
   so.extra_services = {job};
   so.size = *o.num_proc;
-  so.on_register = RegistrationCounter(&sink, *o.num_proc, o.verbose);
+  so.on_register =
+      RegistrationCounter(host::RealOs(), &sink, *o.num_proc, o.verbose);
   RendezvousServer server(so);
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
   const std::string addr = RendezvousAddressList(o, server.port());
@@ -289,7 +292,8 @@ absl::StatusOr<AgentStarterOptions> StarterOptions(const Options& o,
   ao.remote_agent = RemoteAgent(o);
   // Local workers start from the same filtered environment as remote ones,
   // not from this session's (SSH_CONNECTION, HOSTNAME, ... of this login).
-  for (const auto& [k, v] : ForwardedEnvironment(CurrentEnvironment(), {})) {
+  for (const auto& [k, v] :
+       ForwardedEnvironment(host::CurrentEnvironment(), {})) {
     ao.local_env.push_back(absl::StrCat(k, "=", v));
   }
   ao.ssh_port = o.ssh_port;
@@ -318,7 +322,7 @@ int PlanLaunch(const Options& o, LaunchPlan* plan) {
   }
   bool any_local = false;
   for (const HostAssignment& a : plan->assignment) {
-    plan->local.push_back(IsLocalHost(a.name));
+    plan->local.push_back(host::IsLocalHost(a.name));
     plan->any_remote = plan->any_remote || !plan->local.back();
     any_local = any_local || plan->local.back();
   }
@@ -330,7 +334,7 @@ int PlanLaunch(const Options& o, LaunchPlan* plan) {
     return Failure("no non-loopback IPv4 address here for remote agents to "
                    "dial back to");
   }
-  absl::StatusOr<std::string> token = NewJobToken();
+  absl::StatusOr<std::string> token = host::NewJobToken();
   if (!token.ok()) return Failure(token.status().message());
   plan->token = *token;
   char cwd[PATH_MAX];
@@ -342,9 +346,9 @@ int PlanLaunch(const Options& o, LaunchPlan* plan) {
 // What the agent of host `i` is told on its stdin: the token, its index and
 // name, and the rendezvous addresses it may dial (loopback for this
 // machine).
-Bootstrap AgentBootstrap(const Options& o, const LaunchPlan& plan, size_t i,
-                         int port) {
-  Bootstrap b;
+host::Bootstrap AgentBootstrap(const Options& o, const LaunchPlan& plan,
+                               size_t i, int port) {
+  host::Bootstrap b;
   b.token = plan.token;
   b.host_index = static_cast<int>(i);
   b.host_name = plan.assignment[i].name;
@@ -365,7 +369,7 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   static OutputSink sink(1, 2, o.output_filename);
   JobConfig c = BaseConfig(o, plan.np);
   c.hosts = plan.assignment;
-  c.env = ForwardedEnvironment(CurrentEnvironment(), o.env);
+  c.env = ForwardedEnvironment(host::CurrentEnvironment(), o.env);
   for (const auto& [k, v] : TunableEnvironment(o)) c.env[k] = v;
   c.cwd = plan.cwd;
   auto* job = new Job(c, &sink);  // lives until exit: the signal thread uses it
@@ -377,12 +381,13 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   so.token = plan.token;
   so.extra_services = {job};
   so.size = plan.np;
-  so.on_register = RegistrationCounter(&sink, plan.np, o.verbose);
+  so.on_register =
+      RegistrationCounter(host::RealOs(), &sink, plan.np, o.verbose);
   RendezvousServer server(so);
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
 
   AgentStarter starter(
-      plan.starter, RealOs(),
+      plan.starter, host::RealOs(),
       [job](int host, std::string why) {
         job->AgentProcessExited(host, std::move(why));
       },
@@ -393,7 +398,7 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
         }
       });
   for (size_t i = 0; i < plan.assignment.size(); ++i) {
-    Bootstrap b = AgentBootstrap(o, plan, i, server.port());
+    host::Bootstrap b = AgentBootstrap(o, plan, i, server.port());
     absl::Status s =
         starter.Start(static_cast<int>(i), b.host_name, plan.local[i], b);
     if (!s.ok()) {
@@ -418,7 +423,7 @@ int HvdrunMain(const std::vector<std::string>& args) {
     return 0;
   }
   if (o.version) {
-    std::printf("hvdrun %s\n", kVersion);
+    std::printf("hvdrun %s\n", host::kVersion);
     return 0;
   }
   if (absl::Status s = ValidateOptions(o); !s.ok()) {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/bootstrap.h"
+#include "host/bootstrap.h"
 #include "launcher/test_command.h"
 
 namespace hvd {
@@ -26,7 +26,8 @@ using ::testing::Not;
 class HvdrunTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    mark_ = absl::StrCat("HVD_TEST_MARK=", NewJobToken().value().substr(0, 12));
+    mark_ = absl::StrCat("HVD_TEST_MARK=",
+                         host::NewJobToken().value().substr(0, 12));
     tmp_ = getenv("TEST_TMPDIR");
   }
 

@@ -24,7 +24,7 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 }  // namespace
 
-Job::Job(JobConfig config, OutputSink* sink, Os* os)
+Job::Job(JobConfig config, OutputSink* sink, host::Os* os)
     : config_(std::move(config)), sink_(sink), os_(os), created_(os->Now()) {
   absl::MutexLock lock(&mu_);
   for (const HostAssignment& a : config_.hosts) {

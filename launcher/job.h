@@ -31,9 +31,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "host/process.h"
 #include "launcher/job_config.h"
-#include "launcher/output.h"
-#include "launcher/process.h"
+#include "launcher/output_sink.h"
 #include "proto/launcher.grpc.pb.h"
 
 namespace hvd {
@@ -46,7 +46,7 @@ class Job final : public AgentService::Service {
  public:
   // `sink` (not owned) must outlive the job. `os` gives the clock every
   // deadline and heartbeat is measured with.
-  Job(JobConfig config, OutputSink* sink, Os* os = RealOs());
+  Job(JobConfig config, OutputSink* sink, host::Os* os = host::RealOs());
   ~Job() override;
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -136,7 +136,7 @@ class Job final : public AgentService::Service {
 
   const JobConfig config_;
   OutputSink* const sink_;
-  Os* const os_;
+  host::Os* const os_;
   const absl::Time created_;
 
   mutable absl::Mutex mu_;

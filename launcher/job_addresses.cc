@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "launcher/netif.h"
+#include "launcher/data_plane.h"
 
 namespace hvd {
 namespace launcher {

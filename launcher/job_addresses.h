@@ -1,7 +1,7 @@
 // Choosing each host's data-plane address for a job: by the interfaces
 // --network-interfaces names, or by having every host probe the others'
 // candidate addresses and taking, for each host, one every other host
-// reached (launcher/netif.h decides from the results).
+// reached (launcher/data_plane.h decides from the results).
 //
 // Pure functions over the job's host table (launcher/job_host.h); the job
 // calls them under its lock.

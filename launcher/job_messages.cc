@@ -1,7 +1,7 @@
 #include "launcher/job_messages.h"
 
 #include "absl/strings/str_cat.h"
-#include "launcher/process.h"
+#include "host/process.h"
 
 namespace hvd {
 namespace launcher {
@@ -73,15 +73,15 @@ std::optional<JobFailure> WorkerExitFailure(const WorkerExit& exit,
     return JobFailure{
         127, absl::StrCat(who, " could not start: ", exit.start_error())};
   }
-  const ExitStatus status{exit.exit_code(), exit.signal()};
+  const host::ExitStatus status{exit.exit_code(), exit.signal()};
   if (status.ok()) return std::nullopt;
   return JobFailure{status.ShellCode(),
                     absl::StrCat(who, " ", status.ToString())};
 }
 
-OutputStream StreamOf(const WorkerOutput& output) {
-  return output.stream() == WorkerOutput::STDERR ? OutputStream::kStderr
-                                                 : OutputStream::kStdout;
+host::OutputStream StreamOf(const WorkerOutput& output) {
+  return output.stream() == WorkerOutput::STDERR ? host::OutputStream::kStderr
+                                                 : host::OutputStream::kStdout;
 }
 
 std::string FormatSeconds(absl::Duration d) {

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "host/output_lines.h"
 #include "launcher/job_config.h"
 #include "launcher/job_host.h"
-#include "launcher/output.h"
 #include "proto/launcher.pb.h"
 
 namespace hvd {
@@ -36,7 +36,7 @@ struct JobFailure {
 std::optional<JobFailure> WorkerExitFailure(const WorkerExit& exit,
                                             const std::string& host_name);
 
-OutputStream StreamOf(const WorkerOutput& output);
+host::OutputStream StreamOf(const WorkerOutput& output);
 
 // "2.5 s", for hvdrun's messages.
 std::string FormatSeconds(absl::Duration d);

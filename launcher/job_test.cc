@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "host/fake_os.h"
 #include "launcher/rendezvous_server.h"
 #include "proto/job_token.h"
 
@@ -82,29 +83,9 @@ class FakeAgent {
       stream_;
 };
 
-// A clock the test moves; spawning is not used by the job.
-class FakeClockOs : public Os {
- public:
-  absl::StatusOr<std::unique_ptr<Process>> Spawn(const SpawnOptions&) override {
-    return absl::UnimplementedError("no spawning here");
-  }
-  absl::Time Now() override {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::Time now_ = absl::FromUnixSeconds(1000000);
-};
-
 class JobTest : public ::testing::Test {
  protected:
-  void Start(JobConfig config, Os* os = RealOs()) {
+  void Start(JobConfig config, host::Os* os = host::RealOs()) {
     out_path_ = absl::StrCat(getenv("TEST_TMPDIR"), "/out.", counter_++);
     fd_ = open(out_path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
     sink_ = std::make_unique<OutputSink>(fd_, fd_, "");
@@ -278,7 +259,7 @@ TEST_F(JobTest, StartTimeoutNamesTheMissingHosts) {
 }
 
 TEST_F(JobTest, DeadlinesFollowTheInjectedClock) {
-  FakeClockOs clock;
+  host::FakeOs clock;
   JobConfig c = OneHost(1);
   c.start_timeout = absl::Seconds(30);
   Start(c, &clock);

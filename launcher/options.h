@@ -14,8 +14,6 @@
 namespace hvd {
 namespace launcher {
 
-inline constexpr char kVersion[] = "0.1.0";
-
 struct Options {
   std::optional<int> num_proc;      // -np/--num-proc/--np
   std::string hosts;                // -H/--hosts, unparsed

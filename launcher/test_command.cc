@@ -38,13 +38,13 @@ bool IsZombie(const std::string& pid) {
 BackgroundCommand::BackgroundCommand(std::vector<std::string> argv,
                                      std::vector<std::string> env,
                                      const std::string& cwd) {
-  SpawnOptions o;
+  host::SpawnOptions o;
   o.argv = std::move(argv);
   o.env = std::move(env);
   o.cwd = cwd;
-  o.stdout_mode = Stdio::kPipe;
-  o.stderr_mode = Stdio::kPipe;
-  absl::StatusOr<std::unique_ptr<Process>> p = RealOs()->Spawn(o);
+  o.stdout_mode = host::Stdio::kPipe;
+  o.stderr_mode = host::Stdio::kPipe;
+  absl::StatusOr<std::unique_ptr<host::Process>> p = host::RealOs()->Spawn(o);
   if (!p.ok()) {
     ADD_FAILURE() << "cannot start " << o.argv[0] << ": " << p.status();
     abort();
@@ -62,20 +62,21 @@ BackgroundCommand::~BackgroundCommand() {
 CommandResult BackgroundCommand::Wait(absl::Duration timeout) {
   waited_ = true;
   CommandResult r;
-  absl::Time deadline = absl::Now() + timeout;
+  host::Os* const os = host::RealOs();
+  absl::Time deadline = os->Now() + timeout;
   while (true) {
-    absl::StatusOr<ExitStatus> s = process_->TryWait();
+    absl::StatusOr<host::ExitStatus> s = process_->TryWait();
     if (s.ok()) {
       r.status = *s;
       break;
     }
-    if (absl::Now() >= deadline) {
+    if (os->Now() >= deadline) {
       r.timed_out = true;
       process_->Signal(SIGKILL).IgnoreError();
-      r.status = process_->Wait().value_or(ExitStatus{-1, 0});
+      r.status = process_->Wait().value_or(host::ExitStatus{-1, 0});
       break;
     }
-    absl::SleepFor(absl::Milliseconds(10));
+    os->SleepFor(absl::Milliseconds(10));
   }
   // Output of a dead command can be held open by something it started; do
   // not wait on that forever.
@@ -100,7 +101,7 @@ std::vector<pid_t> LiveProcessesWithEnv(absl::string_view entry) {
   while (struct dirent* ent = readdir(dir)) {
     std::string pid = ent->d_name;
     if (pid.empty() || pid[0] < '0' || pid[0] > '9') continue;
-    if (atoi(pid.c_str()) == getpid()) continue;
+    if (atoi(pid.c_str()) == host::RealOs()->ProcessId()) continue;
     std::ifstream in(absl::StrCat("/proc/", pid, "/environ"));
     std::stringstream ss;
     ss << in.rdbuf();
@@ -117,11 +118,12 @@ std::vector<pid_t> LiveProcessesWithEnv(absl::string_view entry) {
 
 std::vector<pid_t> WaitForNoProcessesWithEnv(absl::string_view entry,
                                              absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
+  host::Os* const os = host::RealOs();
+  absl::Time deadline = os->Now() + timeout;
   while (true) {
     std::vector<pid_t> left = LiveProcessesWithEnv(entry);
-    if (left.empty() || absl::Now() >= deadline) return left;
-    absl::SleepFor(absl::Milliseconds(50));
+    if (left.empty() || os->Now() >= deadline) return left;
+    os->SleepFor(absl::Milliseconds(50));
   }
 }
 

@@ -12,13 +12,13 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "launcher/process.h"
+#include "host/process.h"
 
 namespace hvd {
 namespace launcher {
 
 struct CommandResult {
-  ExitStatus status;
+  host::ExitStatus status;
   std::string out, err;
   bool timed_out = false;
 };
@@ -36,7 +36,7 @@ class BackgroundCommand {
   CommandResult Wait(absl::Duration timeout);
 
  private:
-  std::unique_ptr<Process> process_;
+  std::unique_ptr<host::Process> process_;
   std::string out_, err_;
   std::thread out_thread_, err_thread_;
   bool waited_ = false;

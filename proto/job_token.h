@@ -2,7 +2,9 @@
 // carries, so that processes of other jobs (or stale ones of an earlier job on
 // a reused port) cannot read or write its state.
 //
-// The token never appears on a command line or in a log line (DESIGN.md §3).
+// The token is a secret: it never appears on a command line (where `ps`
+// shows it to every user of the host) or in a log line. The agents hvdrun
+// starts read it on their stdin; workers get it in HVD_JOB_TOKEN.
 #ifndef HVD_PROTO_JOB_TOKEN_H_
 #define HVD_PROTO_JOB_TOKEN_H_
 

@@ -1,53 +1,20 @@
-#include "launcher/output.h"
+#include "launcher/output_sink.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
-#include "launcher/process.h"
+#include "host/process.h"
 
 namespace hvd {
 namespace launcher {
 
-std::string LineSplitter::Add(absl::string_view data) {
-  std::string out;
-  while (!data.empty()) {
-    size_t nl = data.find('\n');
-    if (nl == absl::string_view::npos) {
-      size_t room = kMaxLine - partial_.size();
-      if (data.size() < room) {
-        partial_.append(data.data(), data.size());
-        break;
-      }
-      partial_.append(data.data(), room);
-      data.remove_prefix(room);
-      out += partial_;
-      out += '\n';
-      partial_.clear();
-      continue;
-    }
-    out += partial_;
-    partial_.clear();
-    out.append(data.data(), nl + 1);
-    data.remove_prefix(nl + 1);
-  }
-  return out;
-}
-
-std::string LineSplitter::Flush() {
-  if (partial_.empty()) return "";
-  std::string out = std::move(partial_);
-  partial_.clear();
-  out += '\n';
-  return out;
-}
-
-std::string PrefixLines(int rank, OutputStream stream,
+std::string PrefixLines(int rank, host::OutputStream stream,
                         absl::string_view lines) {
   const std::string prefix = absl::StrCat(
-      "[", rank, "]<", stream == OutputStream::kStdout ? "stdout" : "stderr",
-      ">:");
+      "[", rank, "]<",
+      stream == host::OutputStream::kStdout ? "stdout" : "stderr", ">:");
   std::string out;
   out.reserve(lines.size() + prefix.size() * 4);
   while (!lines.empty()) {
@@ -71,18 +38,18 @@ OutputSink::~OutputSink() {
   }
 }
 
-absl::Status OutputSink::Write(int rank, OutputStream stream,
+absl::Status OutputSink::Write(int rank, host::OutputStream stream,
                                absl::string_view lines) {
   if (lines.empty()) return absl::OkStatus();
   std::string text = PrefixLines(rank, stream, lines);
   absl::MutexLock lock(&mu_);
   // Best effort: a closed terminal must not end the job.
-  WriteAll(fds_[static_cast<int>(stream)], text).IgnoreError();
+  host::WriteAll(fds_[static_cast<int>(stream)], text).IgnoreError();
   if (dir_.empty()) return absl::OkStatus();
   return WriteFile(rank, stream, lines);
 }
 
-absl::Status OutputSink::WriteFile(int rank, OutputStream stream,
+absl::Status OutputSink::WriteFile(int rank, host::OutputStream stream,
                                    absl::string_view lines) {
   auto key = std::make_pair(rank, static_cast<int>(stream));
   auto it = files_.find(key);
@@ -91,7 +58,8 @@ absl::Status OutputSink::WriteFile(int rank, OutputStream stream,
     mkdir(dir_.c_str(), 0755);
     mkdir(rank_dir.c_str(), 0755);
     std::string path = absl::StrCat(
-        rank_dir, stream == OutputStream::kStdout ? "/stdout" : "/stderr");
+        rank_dir,
+        stream == host::OutputStream::kStdout ? "/stdout" : "/stderr");
     FILE* f = fopen(path.c_str(), "w");
     it = files_.emplace(key, f).first;
     if (f == nullptr) {
@@ -109,7 +77,7 @@ void OutputSink::Message(absl::string_view line) {
   std::string text(line);
   if (text.empty() || text.back() != '\n') text += '\n';
   absl::MutexLock lock(&mu_);
-  WriteAll(fds_[1], text).IgnoreError();
+  host::WriteAll(fds_[1], text).IgnoreError();
 }
 
 }  // namespace launcher

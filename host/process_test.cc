@@ -1,4 +1,4 @@
-#include "launcher/process.h"
+#include "host/process.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -8,13 +8,16 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "host/fake_os.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using SentSignal = FakeOs::SentSignal;
 
 std::string ReadAll(int fd) {
   std::string out;
@@ -105,18 +108,71 @@ TEST(Spawn, UnblocksSignalsBlockedInParent) {
   EXPECT_EQ(s->signal, SIGTERM);
 }
 
-TEST(TerminateGroup, KillsGrandchildrenAndEscalatesToSigkill) {
+TEST(TerminateGroups, KillsGrandchildrenAndEscalatesToSigkill) {
   // The shell ignores SIGTERM and leaves a background grandchild behind.
   auto p = RealOs()->Spawn(Shell("trap '' TERM; sleep 30 & echo ready; wait"));
   ASSERT_TRUE(p.ok());
   char c;
   ASSERT_EQ(read((*p)->stdout_fd(), &c, 1), 1);
   pid_t pgid = (*p)->pid();
-  EXPECT_TRUE(GroupExists(pgid));
-  EXPECT_TRUE(TerminateGroup(pgid, SIGTERM, absl::Milliseconds(200)));
+  EXPECT_TRUE(RealOs()->GroupExists(pgid));
+  EXPECT_TRUE(TerminateGroups(RealOs(), {pgid}, SIGTERM,
+                              absl::Milliseconds(200), absl::Seconds(2)));
   auto s = (*p)->Wait();
   EXPECT_EQ(s->signal, SIGKILL);
-  EXPECT_FALSE(GroupExists(pgid));
+  EXPECT_FALSE(RealOs()->GroupExists(pgid));
+}
+
+// The same policy by the fake clock: what is sent to whom, and when.
+class TerminateGroupsByTheClock : public ::testing::Test {
+ protected:
+  pid_t StartGroup() {
+    SpawnOptions o;
+    o.argv = {"train"};
+    absl::StatusOr<std::unique_ptr<Process>> p = os_.Spawn(o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    processes_.push_back(*std::move(p));
+    return processes_.back()->pid();
+  }
+
+  FakeOs os_;
+  const absl::Time t0_ = os_.Now();
+  std::vector<std::unique_ptr<Process>> processes_;
+};
+
+TEST_F(TerminateGroupsByTheClock, GroupsThatEndOnTheSignalGetNothingMore) {
+  const pid_t a = StartGroup(), b = StartGroup();
+  EXPECT_TRUE(TerminateGroups(&os_, {a, b}, SIGTERM, absl::Seconds(5),
+                              absl::Seconds(2)));
+  EXPECT_THAT(os_.signals(), ElementsAre(SentSignal{t0_, a, true, SIGTERM},
+                                         SentSignal{t0_, b, true, SIGTERM}));
+}
+
+TEST_F(TerminateGroupsByTheClock, SigkillOnceTheGraceHasPassed) {
+  os_.IgnoreSignal(SIGTERM);
+  const pid_t a = StartGroup();
+  EXPECT_TRUE(
+      TerminateGroups(&os_, {a}, SIGTERM, absl::Seconds(5), absl::Seconds(2)));
+  EXPECT_THAT(os_.signals(), ElementsAre(SentSignal{t0_, a, true, SIGTERM},
+                                         SentSignal{t0_ + absl::Seconds(5), a,
+                                                    true, SIGKILL}));
+  EXPECT_FALSE(os_.GroupExists(a));
+}
+
+TEST_F(TerminateGroupsByTheClock, FalseWhenAGroupOutlastsSigkillToo) {
+  // As a process in uninterruptible sleep would.
+  os_.IgnoreSignal(SIGTERM);
+  os_.IgnoreSignal(SIGKILL);
+  const pid_t a = StartGroup();
+  EXPECT_FALSE(
+      TerminateGroups(&os_, {a}, SIGTERM, absl::Seconds(5), absl::Seconds(2)));
+  EXPECT_EQ(os_.Now(), t0_ + absl::Seconds(7));
+}
+
+TEST_F(TerminateGroupsByTheClock, NeverSignalsItsOwnGroupOrInit) {
+  EXPECT_TRUE(TerminateGroups(&os_, {0, 1}, SIGTERM, absl::Seconds(5),
+                              absl::Seconds(2)));
+  EXPECT_THAT(os_.signals(), IsEmpty());
 }
 
 TEST(Spawn, StdinPipeFeedsChild) {
@@ -166,5 +222,5 @@ TEST(FindProgram, UsesGivenPath) {
 }
 
 }  // namespace
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd

@@ -1,9 +1,12 @@
-// The OS seam of the launcher and the agent (DESIGN.md §7.3): starting
-// processes and reading the clock go through `Os`, so tests can inject faults
-// (a spawn that fails, a host that never answers) without touching the code
-// that decides what to do about them.
-#ifndef HVD_LAUNCHER_PROCESS_H_
-#define HVD_LAUNCHER_PROCESS_H_
+// The OS seam of the launcher and the agent: starting, waiting for and
+// signalling processes, asking whether a process group still exists, reading
+// the clock and sleeping all go through `Os`, so tests can replace the OS
+// (host/fake_os.h) and inject faults (a spawn that fails, a worker that
+// ignores SIGTERM, a launcher silent for minutes) without real processes or
+// real waiting, and without touching the code that decides what to do about
+// them.
+#ifndef HVD_HOST_PROCESS_H_
+#define HVD_HOST_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -18,7 +21,7 @@
 #include "absl/time/time.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 
 // How a process ended.
 struct ExitStatus {
@@ -53,11 +56,15 @@ struct SpawnOptions {
   Stdio stderr_mode = Stdio::kInherit;
 };
 
+class Os;
+
 // A started child. Owns the parent's ends of its pipes (closed on
-// destruction). Not thread-safe except Signal(), which may race with Wait().
+// destruction). Waiting and signalling go through the Os that spawned it,
+// which must outlive it. Not thread-safe except Signal(), which may race with
+// Wait().
 class Process {
  public:
-  Process(pid_t pid, bool group_leader, int stdin_fd, int stdout_fd,
+  Process(Os* os, pid_t pid, bool group_leader, int stdin_fd, int stdout_fd,
           int stderr_fd);
   ~Process();
   Process(const Process&) = delete;
@@ -83,6 +90,7 @@ class Process {
   absl::Status Signal(int sig);
 
  private:
+  Os* const os_;
   pid_t pid_;
   bool group_leader_;
   bool reaped_ = false;
@@ -93,14 +101,31 @@ class Process {
 class Os {
  public:
   virtual ~Os() = default;
+
+  // Starts a child as `options` say; the error says why it could not.
   virtual absl::StatusOr<std::unique_ptr<Process>> Spawn(
       const SpawnOptions& options) = 0;
+  // Blocks until the child `pid` ends, then reaps it.
+  virtual absl::StatusOr<ExitStatus> WaitChild(pid_t pid) = 0;
+  // Reaps the child `pid` if it has ended; NotFound while it runs.
+  virtual absl::StatusOr<ExitStatus> TryWaitChild(pid_t pid) = 0;
+  // Sends `sig` to process `pid`, or to every process of group `pgid`. OK if
+  // it is already gone; Internal naming the target and the errno otherwise.
+  virtual absl::Status Signal(pid_t pid, int sig) = 0;
+  virtual absl::Status SignalGroup(pid_t pgid, int sig) = 0;
+  // Whether a live process of group `pgid` exists (a zombie is not live).
+  virtual bool GroupExists(pid_t pgid) = 0;
+  // This process's id.
+  virtual pid_t ProcessId() = 0;
+
   virtual absl::Time Now() = 0;
+  // Returns after `d` by Now()'s clock.
+  virtual void SleepFor(absl::Duration d) = 0;
 };
 
-// fork/exec and the real clock. Spawn reports a failed exec or chdir as an
-// error naming the program and the errno text (it crosses from the child on
-// a close-on-exec pipe).
+// The real OS: fork/exec, waitpid, kill, /proc and the system clock. Spawn
+// reports a failed exec or chdir as an error naming the program and the
+// errno text (it crosses from the child on a close-on-exec pipe).
 Os* RealOs();
 
 // `program` found in the colon-separated `path` (as execvp would), or
@@ -124,15 +149,14 @@ absl::Status WriteAll(int fd, absl::string_view data);
 std::string ReadLines(int fd,
                       absl::FunctionRef<void(absl::string_view)> on_line);
 
-// Sends `sig` to process group `pgid`, waits up to `grace` for it to empty,
-// then SIGKILLs what is left and waits up to `kill_wait` more. True if the
-// group is gone at the end.
-bool TerminateGroup(pid_t pgid, int sig, absl::Duration grace,
-                    absl::Duration kill_wait = absl::Seconds(2));
-// Whether any process of group `pgid` still exists.
-bool GroupExists(pid_t pgid);
+// Through `os`: sends `sig` to each process group of `pgids`, waits up to
+// `grace` for them all to empty, and if any is left SIGKILLs every one and
+// waits up to `kill_wait` more. True if every group is gone at the end. Groups 0 and 1
+// (this process's own, init's) are never signalled.
+bool TerminateGroups(Os* os, const std::vector<pid_t>& pgids, int sig,
+                     absl::Duration grace, absl::Duration kill_wait);
 
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd
 
-#endif  // HVD_LAUNCHER_PROCESS_H_
+#endif  // HVD_HOST_PROCESS_H_

@@ -1,14 +1,13 @@
-// Network interfaces and reachability: which addresses a host has, whether a
-// host name means this machine, and the probing that picks, for each host, a
-// data-plane address every other host can reach (issue 3, section 7).
-#ifndef HVD_LAUNCHER_NETIF_H_
-#define HVD_LAUNCHER_NETIF_H_
+// Network interfaces and reachability: which addresses this host has, whether
+// a host name means this machine, and the TCP probes by which hosts find out
+// which of one another's addresses they can reach (a listener that answers
+// with a nonce, and the prober). hvdrun picks each host's data-plane address
+// from the probes' results.
+#ifndef HVD_HOST_NETIF_H_
+#define HVD_HOST_NETIF_H_
 
 #include <atomic>
-#include <map>
 #include <memory>
-#include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,7 +18,7 @@
 #include "absl/time/time.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 
 struct InterfaceAddress {
   std::string name;     // "eth0"
@@ -74,23 +73,7 @@ absl::Status ProbeAddress(const std::string& address, int port,
 absl::StatusOr<std::string> FirstReachable(
     const std::vector<std::string>& candidates, absl::Duration timeout);
 
-// Choosing data-plane addresses. candidates[h]: host h's addresses, most
-// preferred first. results[from][to][address]: whether host `from` could
-// connect to that address of host `to`; a missing entry is not known yet.
-//
-// For each host, the first candidate every other host reached, skipping
-// candidates some host could not reach. Decided as soon as the results known
-// allow it: nullopt while a choice still depends on a missing result (with
-// `final`, missing results count as failures). FailedPrecondition naming the
-// host, its candidates and who could not reach them when no candidate is left.
-absl::StatusOr<std::optional<std::vector<std::string>>>
-SelectDataPlaneAddresses(
-    const std::vector<std::string>& host_names,
-    const std::vector<std::vector<std::string>>& candidates,
-    const std::vector<std::map<int, std::map<std::string, bool>>>& results,
-    bool final);
-
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd
 
-#endif  // HVD_LAUNCHER_NETIF_H_
+#endif  // HVD_HOST_NETIF_H_

@@ -1,4 +1,4 @@
-#include "launcher/output.h"
+#include "launcher/output_sink.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,29 +15,13 @@ namespace hvd {
 namespace launcher {
 namespace {
 
-TEST(LineSplitter, HandsOutWholeLinesOnly) {
-  LineSplitter s;
-  EXPECT_EQ(s.Add("ab"), "");
-  EXPECT_EQ(s.Add("c\nde"), "abc\n");
-  EXPECT_EQ(s.Add("f\ng\nh"), "def\ng\n");
-  EXPECT_EQ(s.Flush(), "h\n");
-  EXPECT_EQ(s.Flush(), "");
-}
-
-TEST(LineSplitter, CutsOverlongLines) {
-  LineSplitter s;
-  std::string big(LineSplitter::kMaxLine + 10, 'x');
-  std::string out = s.Add(big);
-  EXPECT_EQ(out.size(), LineSplitter::kMaxLine + 1);
-  EXPECT_EQ(out.back(), '\n');
-  EXPECT_EQ(s.Flush(), std::string(10, 'x') + "\n");
-}
-
 TEST(PrefixLines, HorovodrunFormat) {
-  EXPECT_EQ(PrefixLines(3, OutputStream::kStdout, "a\nb\n"),
+  EXPECT_EQ(PrefixLines(3, host::OutputStream::kStdout, "a\nb\n"),
             "[3]<stdout>:a\n[3]<stdout>:b\n");
-  EXPECT_EQ(PrefixLines(0, OutputStream::kStderr, "x"), "[0]<stderr>:x\n");
-  EXPECT_EQ(PrefixLines(1, OutputStream::kStdout, "\n"), "[1]<stdout>:\n");
+  EXPECT_EQ(PrefixLines(0, host::OutputStream::kStderr, "x"),
+            "[0]<stderr>:x\n");
+  EXPECT_EQ(PrefixLines(1, host::OutputStream::kStdout, "\n"),
+            "[1]<stdout>:\n");
 }
 
 std::string Slurp(const std::string& path) {
@@ -60,7 +44,8 @@ TEST(OutputSink, ConcurrentRanksNeverInterleaveInsideALine) {
         std::string line(1000, static_cast<char>('a' + r));
         line += '\n';
         for (int i = 0; i < 200; ++i) {
-          ASSERT_TRUE(sink.Write(r, OutputStream::kStdout, line + line).ok());
+          ASSERT_TRUE(
+              sink.Write(r, host::OutputStream::kStdout, line + line).ok());
         }
       });
     }
@@ -87,9 +72,9 @@ TEST(OutputSink, ConcurrentRanksNeverInterleaveInsideALine) {
 
 TEST(OutputSink, UnwritableDirectoryIsNamed) {
   OutputSink sink(-1, -1, "/proc/hvd-cannot-write-here");
-  absl::Status s = sink.Write(0, OutputStream::kStderr, "x\n");
-  EXPECT_THAT(s.message(),
-              ::testing::HasSubstr("/proc/hvd-cannot-write-here/rank.0/stderr"));
+  absl::Status s = sink.Write(0, host::OutputStream::kStderr, "x\n");
+  EXPECT_THAT(s.message(), ::testing::HasSubstr(
+                               "/proc/hvd-cannot-write-here/rank.0/stderr"));
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // What hvdrun hands an agent it starts, on the agent's stdin (over ssh for a
 // remote host): never on a command line, where `ps` on that host would show
 // the job token to every user.
-#ifndef HVD_LAUNCHER_BOOTSTRAP_H_
-#define HVD_LAUNCHER_BOOTSTRAP_H_
+#ifndef HVD_HOST_BOOTSTRAP_H_
+#define HVD_HOST_BOOTSTRAP_H_
 
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@
 #include "absl/time/time.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 
 struct Bootstrap {
   std::string token;
@@ -39,7 +39,7 @@ absl::StatusOr<Bootstrap> ReadBootstrap(int fd, absl::Duration timeout);
 // kernel's random source cannot be read (no fallback to a weak generator).
 absl::StatusOr<std::string> NewJobToken();
 
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd
 
-#endif  // HVD_LAUNCHER_BOOTSTRAP_H_
+#endif  // HVD_HOST_BOOTSTRAP_H_

@@ -1,4 +1,4 @@
-#include "launcher/bootstrap.h"
+#include "host/bootstrap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 namespace {
 constexpr char kMagic[] = "hvd-agent-bootstrap 1";
 }  // namespace
@@ -128,5 +128,5 @@ absl::StatusOr<std::string> NewJobToken() {
   return token;
 }
 
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd

@@ -1,4 +1,4 @@
-#include "launcher/bootstrap.h"
+#include "host/bootstrap.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 namespace {
 
 using ::testing::ElementsAre;
@@ -72,5 +72,5 @@ TEST(NewJobToken, LongRandomHex) {
 }
 
 }  // namespace
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd
