@@ -12,7 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "host/bootstrap.h"
 #include "host/netif.h"
-#include "launcher/environment.h"
+#include "host/worker_environment.h"
 #include "proto/job_token.h"
 
 namespace hvd {
@@ -43,11 +43,11 @@ std::vector<std::string> OrderCandidates(std::vector<std::string> candidates) {
 }
 
 // The identity variables of the worker `w` of `spec` (launcher/environment.h).
-launcher::WorkerIdentity IdentityOf(const launcher::LaunchSpec& spec,
+host::WorkerIdentity IdentityOf(const launcher::LaunchSpec& spec,
                                     const launcher::WorkerSpec& w,
                                     const std::string& rendezvous_addr,
                                     const std::string& token) {
-  launcher::WorkerIdentity id;
+  host::WorkerIdentity id;
   id.rank = w.rank();
   id.size = spec.size();
   id.local_rank = w.local_rank();
@@ -184,7 +184,7 @@ void Agent::Launch(const launcher::LaunchSpec& spec) {
   for (const launcher::WorkerSpec& w : spec.workers()) {
     host::SpawnOptions o;
     o.argv = command;
-    o.env = launcher::WorkerEnvironment(
+    o.env = host::WorkerEnvironment(
         base, overlay,
         IdentityOf(spec, w, rendezvous_addr_, options_.token));
     o.cwd = spec.cwd();

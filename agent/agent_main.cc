@@ -22,6 +22,8 @@
 #include "absl/strings/strip.h"
 #include "agent/agent.h"
 #include "agent/reaper.h"
+#include "core/common/config_names.h"
+#include "core/common/env.h"
 #include "core/common/logging.h"
 #include "host/bootstrap.h"
 #include "host/process.h"
@@ -155,10 +157,8 @@ int ReadToken(const Args& a, std::string* token) {
         *token = std::string(absl::StripAsciiWhitespace(line));
       }
     }
-  } else if (const char* t = getenv("HVD_JOB_TOKEN")) {
-    *token = t;
-  } else if (const char* t = getenv("HOROVOD_JOB_TOKEN")) {
-    *token = t;
+  } else if (auto t = hvd::GetConfig(hvd::config_names::kJobToken)) {
+    *token = *t;
   }
   if (token->empty()) {
     return BadInput("no job token: give --token-file or set HVD_JOB_TOKEN");
@@ -215,7 +215,13 @@ int main(int argc, char** argv) {
       rc >= 0) {
     return rc;
   }
-  if (args.verbose) hvd::SetLogLevel(hvd::LogLevel::kDebug);
+  // HVD_LOG_LEVEL of the agent's own environment, unless --verbose.
+  if (args.verbose) {
+    hvd::SetLogLevel(hvd::LogLevel::kDebug);
+  } else if (auto text = hvd::GetConfig(hvd::config_names::kLogLevel)) {
+    hvd::LogLevel level;
+    if (hvd::ParseLogLevel(*text, &level)) hvd::SetLogLevel(level);
+  }
 
   // The reaper is forked while this process still has one thread.
   absl::StatusOr<std::unique_ptr<hvd::agent::Reaper>> reaper =

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/config_names.h"
+#include "host/worker_environment.h"
 
 namespace hvd {
 namespace launcher {
@@ -22,32 +23,10 @@ constexpr const char* kExcludedNames[] = {
 // Prefixes of names that do.
 constexpr const char* kExcludedPrefixes[] = {"SSH_", "XDG_SESSION_",
                                              "BASH_FUNC_"};
+
 namespace names = config_names;
-
-// hvd's identity variables, set per worker (both spellings).
-constexpr const char* kIdentityNames[] = {
-    names::kRank,       names::kSize,      names::kLocalRank,
-    names::kLocalSize,  names::kCrossRank, names::kCrossSize,
-    names::kHostname,   names::kRendezvousAddr, names::kJobToken,
-    names::kIface,
-};
-
-bool IsIdentityVariable(absl::string_view name) {
-  for (absl::string_view prefix : {names::kPrefix, names::kHorovodPrefix}) {
-    if (!absl::StartsWith(name, prefix)) continue;
-    absl::string_view rest = name.substr(prefix.size());
-    for (const char* id : kIdentityNames) {
-      if (rest == id) return true;
-    }
-  }
-  return false;
-}
-
-void SetBoth(std::map<std::string, std::string>& env, absl::string_view name,
-             const std::string& value) {
-  env[absl::StrCat(names::kPrefix, name)] = value;
-  env[absl::StrCat(names::kHorovodPrefix, name)] = value;
-}
+using host::IsIdentityVariable;
+using host::SetBothSpellings;
 
 }  // namespace
 
@@ -105,64 +84,31 @@ std::map<std::string, std::string> ForwardedEnvironment(
 std::map<std::string, std::string> TunableEnvironment(const Options& o) {
   std::map<std::string, std::string> env;
   if (o.fusion_threshold_mb.has_value()) {
-    SetBoth(env, names::kFusionThreshold,
+    SetBothSpellings(env, names::kFusionThreshold,
             absl::StrCat(static_cast<int64_t>(
                 std::llround(*o.fusion_threshold_mb * 1024 * 1024))));
   }
   if (o.cycle_time_ms.has_value()) {
-    SetBoth(env, names::kCycleTime, absl::StrCat(*o.cycle_time_ms));
+    SetBothSpellings(env, names::kCycleTime, absl::StrCat(*o.cycle_time_ms));
   }
   if (o.cache_capacity.has_value()) {
-    SetBoth(env, names::kCacheCapacity, absl::StrCat(*o.cache_capacity));
+    SetBothSpellings(env, names::kCacheCapacity, absl::StrCat(*o.cache_capacity));
   }
   if (!o.timeline_filename.empty()) {
-    SetBoth(env, names::kTimeline, o.timeline_filename);
+    SetBothSpellings(env, names::kTimeline, o.timeline_filename);
   }
-  if (o.no_stall_check) SetBoth(env, names::kStallCheckDisable, "1");
-  if (o.hierarchical_allreduce) SetBoth(env, names::kHierarchicalAllreduce, "1");
+  if (o.no_stall_check) SetBothSpellings(env, names::kStallCheckDisable, "1");
+  if (o.hierarchical_allreduce) SetBothSpellings(env, names::kHierarchicalAllreduce, "1");
   if (o.stall_check_warning_time_seconds.has_value()) {
-    SetBoth(env, names::kStallCheckTimeSeconds,
+    SetBothSpellings(env, names::kStallCheckTimeSeconds,
             absl::StrCat(*o.stall_check_warning_time_seconds));
   }
   if (o.stall_check_shutdown_time_seconds.has_value()) {
-    SetBoth(env, names::kStallShutdownTimeSeconds,
+    SetBothSpellings(env, names::kStallShutdownTimeSeconds,
             absl::StrCat(*o.stall_check_shutdown_time_seconds));
   }
-  if (!o.log_level.empty()) SetBoth(env, names::kLogLevel, o.log_level);
+  if (!o.log_level.empty()) SetBothSpellings(env, names::kLogLevel, o.log_level);
   return env;
-}
-
-std::vector<std::string> WorkerEnvironment(
-    const std::vector<std::string>& base,
-    const std::map<std::string, std::string>& overlay,
-    const WorkerIdentity& id) {
-  std::map<std::string, std::string> env;
-  for (const std::string& kv : base) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) continue;
-    std::string name = kv.substr(0, eq);
-    // Identity variables the agent itself inherited (a nested launch) must
-    // not survive when this worker's are unset (HVD_IFACE).
-    if (IsIdentityVariable(name)) continue;
-    env.emplace(std::move(name), kv.substr(eq + 1));
-  }
-  for (const auto& [name, value] : overlay) {
-    if (!IsIdentityVariable(name)) env[name] = value;
-  }
-  SetBoth(env, names::kRank, absl::StrCat(id.rank));
-  SetBoth(env, names::kSize, absl::StrCat(id.size));
-  SetBoth(env, names::kLocalRank, absl::StrCat(id.local_rank));
-  SetBoth(env, names::kLocalSize, absl::StrCat(id.local_size));
-  SetBoth(env, names::kCrossRank, absl::StrCat(id.cross_rank));
-  SetBoth(env, names::kCrossSize, absl::StrCat(id.cross_size));
-  SetBoth(env, names::kHostname, id.hostname);
-  SetBoth(env, names::kRendezvousAddr, id.rendezvous_addr);
-  SetBoth(env, names::kJobToken, id.job_token);
-  if (!id.iface.empty()) SetBoth(env, names::kIface, id.iface);
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const auto& [name, value] : env) out.push_back(absl::StrCat(name, "=", value));
-  return out;
 }
 
 }  // namespace launcher

@@ -1,5 +1,6 @@
-// The environment of workers: what hvdrun forwards from the submitting shell,
-// the tunables its flags set, and the identity variables each worker gets.
+// The environment hvdrun hands its workers: what it forwards from the
+// submitting shell and the tunables its flags set (the agent adds each
+// worker's identity: host/worker_environment.h).
 #ifndef HVD_LAUNCHER_ENVIRONMENT_H_
 #define HVD_LAUNCHER_ENVIRONMENT_H_
 
@@ -31,27 +32,6 @@ std::map<std::string, std::string> ForwardedEnvironment(
 
 // HVD_* (and HOROVOD_*) variables for the tunable flags that were given.
 std::map<std::string, std::string> TunableEnvironment(const Options& options);
-
-struct WorkerIdentity {
-  int rank = 0;
-  int size = 1;
-  int local_rank = 0;
-  int local_size = 1;
-  int cross_rank = 0;
-  int cross_size = 1;
-  std::string hostname;
-  std::string rendezvous_addr;
-  std::string job_token;
-  std::string iface;  // HVD_IFACE; empty: not set
-};
-
-// A worker's whole environment, "NAME=VALUE" entries: `base` (the agent's
-// own environment), with `overlay` on top, then the identity variables in
-// both spellings (HVD_RANK and HOROVOD_RANK, ...).
-std::vector<std::string> WorkerEnvironment(
-    const std::vector<std::string>& base,
-    const std::map<std::string, std::string>& overlay,
-    const WorkerIdentity& id);
 
 }  // namespace launcher
 }  // namespace hvd

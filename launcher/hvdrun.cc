@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/common/config_names.h"
 #include "core/common/env.h"
 #include "core/common/logging.h"
 #include "host/bootstrap.h"
@@ -149,7 +150,7 @@ JobConfig BaseConfig(const Options& o, int np) {
   // Not a flag (rarely worth changing); tests shorten it. The interval is a
   // quarter of the timeout, at most a second.
   absl::StatusOr<int64_t> timeout_ms =
-      GetConfigInt("HEARTBEAT_TIMEOUT_MS", 10000);
+      GetConfigInt(config_names::kHeartbeatTimeoutMs, 10000);
   if (timeout_ms.ok() && *timeout_ms >= 100) {
     c.heartbeat_timeout = absl::Milliseconds(*timeout_ms);
     c.heartbeat_interval =
