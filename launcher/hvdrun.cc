@@ -28,7 +28,7 @@
 #include "launcher/job.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
-#include "launcher/rendezvous_server.h"
+#include "core/rendezvous/rendezvous_server.h"
 #include "proto/job_token.h"
 
 namespace hvd {

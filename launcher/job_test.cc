@@ -15,7 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "host/fake_os.h"
-#include "launcher/rendezvous_server.h"
+#include "core/rendezvous/rendezvous_server.h"
 #include "proto/job_token.h"
 
 namespace hvd {

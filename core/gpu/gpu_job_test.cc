@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/gpu/cuda_testing.h"
 #include "gtest/gtest.h"
-#include "tests/runtime/job_runner.h"
+#include "core/testing/job_runner.h"
 
 namespace hvd::gpu {
 namespace {

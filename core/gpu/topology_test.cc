@@ -8,7 +8,7 @@
 #include "core/rendezvous/grpc_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/rendezvous_server.h"
+#include "core/rendezvous/rendezvous_server.h"
 
 namespace hvd::gpu {
 namespace {

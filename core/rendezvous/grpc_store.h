@@ -1,5 +1,5 @@
 // The Store of a real job: a client of the rendezvous server
-// (proto/rendezvous.proto, served by launcher/rendezvous_server.h).
+// (proto/rendezvous.proto, served by core/rendezvous/rendezvous_server.h).
 //
 // Every call is bounded: unary RPCs by GrpcStoreOptions::rpc_timeout, Get and
 // Barrier by the caller's timeout (they wait in server-side slices of at most

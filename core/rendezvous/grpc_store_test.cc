@@ -13,7 +13,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/rendezvous_server.h"
+#include "core/rendezvous/rendezvous_server.h"
 
 namespace hvd {
 namespace {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/runtime/job_runner.h"
+#include "core/testing/job_runner.h"
 
 namespace hvd::testing {
 namespace {

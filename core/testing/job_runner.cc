@@ -1,4 +1,4 @@
-#include "tests/runtime/job_runner.h"
+#include "core/testing/job_runner.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "launcher/rendezvous_server.h"
+#include "core/rendezvous/rendezvous_server.h"
 
 extern char** environ;
 

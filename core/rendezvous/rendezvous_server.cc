@@ -1,4 +1,4 @@
-#include "launcher/rendezvous_server.h"
+#include "core/rendezvous/rendezvous_server.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/common/logging.h"
-#include "launcher/rendezvous_auth.h"
+#include "core/rendezvous/rendezvous_auth.h"
 #include "proto/job_token.h"
 #include "proto/rendezvous.grpc.pb.h"
 

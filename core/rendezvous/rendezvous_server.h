@@ -12,8 +12,8 @@
 // one gRPC thread each, for at most min(their timeout, 60 s); Shutdown wakes
 // them (they fail with UNAVAILABLE), and a call whose client went away stops
 // waiting within a second.
-#ifndef HVD_LAUNCHER_RENDEZVOUS_SERVER_H_
-#define HVD_LAUNCHER_RENDEZVOUS_SERVER_H_
+#ifndef HVD_CORE_RENDEZVOUS_RENDEZVOUS_SERVER_H_
+#define HVD_CORE_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 
 #include <cstdint>
 #include <functional>
@@ -96,4 +96,4 @@ class RendezvousServer {
 
 }  // namespace hvd
 
-#endif  // HVD_LAUNCHER_RENDEZVOUS_SERVER_H_
+#endif  // HVD_CORE_RENDEZVOUS_RENDEZVOUS_SERVER_H_

@@ -1,8 +1,8 @@
 // Starts N hvd_driver processes against an in-process rendezvous server and
 // collects their exit status and output: the real-process harness of the
 // runtime tests.
-#ifndef HVD_TESTS_RUNTIME_JOB_RUNNER_H_
-#define HVD_TESTS_RUNTIME_JOB_RUNNER_H_
+#ifndef HVD_CORE_TESTING_JOB_RUNNER_H_
+#define HVD_CORE_TESTING_JOB_RUNNER_H_
 
 #include <map>
 #include <string>
@@ -38,4 +38,4 @@ std::string Describe(const std::vector<WorkerResult>& results);
 
 }  // namespace hvd::testing
 
-#endif  // HVD_TESTS_RUNTIME_JOB_RUNNER_H_
+#endif  // HVD_CORE_TESTING_JOB_RUNNER_H_

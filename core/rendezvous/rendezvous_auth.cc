@@ -1,4 +1,4 @@
-#include "launcher/rendezvous_auth.h"
+#include "core/rendezvous/rendezvous_auth.h"
 
 #include <utility>
 

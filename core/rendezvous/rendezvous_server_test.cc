@@ -1,4 +1,4 @@
-#include "launcher/rendezvous_server.h"
+#include "core/rendezvous/rendezvous_server.h"
 
 #include <grpcpp/grpcpp.h>
 

@@ -16,9 +16,9 @@
 // server would see the raw request bytes at POST_RECV_MESSAGE, not the parsed
 // message (the server installs none).
 //
-// Internal to //launcher:rendezvous_server.
-#ifndef HVD_LAUNCHER_RENDEZVOUS_AUTH_H_
-#define HVD_LAUNCHER_RENDEZVOUS_AUTH_H_
+// Internal to //core/rendezvous:rendezvous_server.
+#ifndef HVD_CORE_RENDEZVOUS_RENDEZVOUS_AUTH_H_
+#define HVD_CORE_RENDEZVOUS_RENDEZVOUS_AUTH_H_
 
 #include <memory>
 #include <string>
@@ -59,4 +59,4 @@ class TokenGuard {
 }  // namespace rendezvous_internal
 }  // namespace hvd
 
-#endif  // HVD_LAUNCHER_RENDEZVOUS_AUTH_H_
+#endif  // HVD_CORE_RENDEZVOUS_RENDEZVOUS_AUTH_H_
