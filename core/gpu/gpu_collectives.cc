@@ -199,6 +199,18 @@ absl::StatusOr<GpuOpResult> Allreduce(const GpuOp& op) {
 
 // The ops below have one tensor per response, as on the CPU path.
 
+// Gives `result` the entry's dtype, a shape of `rows` rows and a fresh
+// device output of that size.
+absl::Status AllocateOutput(const GpuOp& op, const TensorEntry& entry,
+                            int64_t rows, size_t row_bytes, OpResult& result) {
+  result.dtype = entry.dtype();
+  result.shape = OutputShape(entry, rows);
+  auto output = op.device.Allocate(rows * row_bytes);
+  if (!output.ok()) return output.status();
+  result.output = *output;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<OpResult> Allgather(const GpuOp& op, TensorEntry& entry) {
   const Response& response = op.response;
   const size_t row_bytes = response.row_elems(0) * DataTypeSize(entry.dtype());
@@ -209,11 +221,10 @@ absl::StatusOr<OpResult> Allgather(const GpuOp& op, TensorEntry& entry) {
     rows += response.sizes(m);
   }
   OpResult result;
-  result.dtype = entry.dtype();
-  result.shape = OutputShape(entry, rows);
-  auto output = op.device.Allocate(rows * row_bytes);
-  if (!output.ok()) return output.status();
-  result.output = *output;
+  if (absl::Status s = AllocateOutput(op, entry, rows, row_bytes, result);
+      !s.ok()) {
+    return s;
+  }
   absl::Status s =
       op.comms.main->Allgather(entry.input, result.output->data(), bytes);
   if (!s.ok()) return s;
@@ -249,11 +260,10 @@ absl::StatusOr<OpResult> Alltoall(const GpuOp& op, TensorEntry& entry) {
     result.received_splits.push_back(in_rows);
     rows += in_rows;
   }
-  result.dtype = entry.dtype();
-  result.shape = OutputShape(entry, rows);
-  auto output = op.device.Allocate(rows * row_bytes);
-  if (!output.ok()) return output.status();
-  result.output = *output;
+  if (absl::Status s = AllocateOutput(op, entry, rows, row_bytes, result);
+      !s.ok()) {
+    return s;
+  }
   absl::Status s =
       op.comms.main->Alltoall(entry.input, send, result.output->data(), recv);
   if (!s.ok()) return s;
