@@ -53,17 +53,23 @@ class Reader {
     *out = static_cast<T>(value);
   }
 
-  // A number >= 0 of `unit`s (fractions allowed, kept to a thousandth).
+  // A number of `unit`s (fractions allowed, kept to a thousandth): >= 0, or
+  // > 0 where a zero would make every wait fail at once.
+  enum Sign { kNonNegative, kPositive };
   void Duration(const char* name, absl::Duration unit, const char* unit_name,
-                absl::Duration* out) {
+                absl::Duration* out, Sign sign = kNonNegative) {
     auto text = Text(name);
     if (!text) return;
     double value;
-    if (!absl::SimpleAtod(*text, &value) || !(value >= 0)) {
-      Bad(name, *text, absl::StrCat("a number of ", unit_name, " >= 0"));
+    const absl::Duration grain = unit / 1000;
+    if (!absl::SimpleAtod(*text, &value) || !(value >= 0) ||
+        (sign == kPositive && static_cast<int64_t>(value * 1000) <= 0)) {
+      Bad(name, *text,
+          absl::StrCat("a number of ", unit_name,
+                       sign == kPositive ? " > 0" : " >= 0"));
       return;
     }
-    *out = static_cast<int64_t>(value * 1000) * (unit / 1000);
+    *out = static_cast<int64_t>(value * 1000) * grain;
   }
 
   // 1/0, true/false, yes/no, on/off (any case); empty is false.
@@ -175,8 +181,10 @@ void ReadNegotiation(Reader& r, Config& c) {
   if (stall_check_disable) c.stall_check_time = absl::ZeroDuration();
   r.Duration(names::kStallShutdownTimeSeconds, s, "seconds",
              &c.stall_shutdown_time);
-  r.Duration(names::kTimeoutSeconds, s, "seconds", &c.timeout);
-  r.Duration(names::kStartTimeout, s, "seconds", &c.start_timeout);
+  r.Duration(names::kTimeoutSeconds, s, "seconds", &c.timeout,
+             Reader::kPositive);
+  r.Duration(names::kStartTimeout, s, "seconds", &c.start_timeout,
+             Reader::kPositive);
   const absl::Duration us = absl::Microseconds(1);
   r.Duration(names::kBackgroundSpinUs, us, "microseconds", &c.background_spin);
   r.Duration(names::kWaitSpinUs, us, "microseconds", &c.wait_spin);

@@ -142,6 +142,12 @@ TEST(ParseConfigTest, BadValuesNameTheVariableAndWhatItAccepts) {
   EXPECT_EQ(ErrorOf({{"IDLE_CYCLE_TIME", "-1"}}),
             "HVD_IDLE_CYCLE_TIME='-1' is not valid: expected a number of "
             "milliseconds >= 0");
+  EXPECT_EQ(ErrorOf({{"TIMEOUT_SECONDS", "0"}}),
+            "HVD_TIMEOUT_SECONDS='0' is not valid: expected a number of "
+            "seconds > 0");
+  EXPECT_EQ(ErrorOf({{"START_TIMEOUT", "-1"}}),
+            "HVD_START_TIMEOUT='-1' is not valid: expected a number of "
+            "seconds > 0");
   EXPECT_EQ(ErrorOf({{"TCP_SPIN_US", "fast"}}),
             "HVD_TCP_SPIN_US='fast' is not valid: expected a number of "
             "microseconds >= 0");
