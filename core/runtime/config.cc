@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -40,17 +41,21 @@ class Reader {
     if (auto text = Text(name)) *out = *text;
   }
 
-  // A whole number >= `min`.
+  // A whole number >= `min` that fits `T`.
   template <typename T>
   void Integer(const char* name, int64_t min, T* out) {
     auto text = Text(name);
     if (!text) return;
+    const uint64_t max = std::min<uint64_t>(std::numeric_limits<T>::max(),
+                                            std::numeric_limits<int64_t>::max());
     int64_t value;
     if (!absl::SimpleAtoi(*text, &value) || value < min) {
       Bad(name, *text, absl::StrCat("an integer >= ", min));
-      return;
+    } else if (static_cast<uint64_t>(value) > max) {
+      Bad(name, *text, absl::StrCat("an integer from ", min, " to ", max));
+    } else {
+      *out = static_cast<T>(value);
     }
-    *out = static_cast<T>(value);
   }
 
   // A number of `unit`s (fractions allowed, kept to a thousandth): >= 0, or

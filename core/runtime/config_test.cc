@@ -142,6 +142,9 @@ TEST(ParseConfigTest, BadValuesNameTheVariableAndWhatItAccepts) {
   EXPECT_EQ(ErrorOf({{"IDLE_CYCLE_TIME", "-1"}}),
             "HVD_IDLE_CYCLE_TIME='-1' is not valid: expected a number of "
             "milliseconds >= 0");
+  EXPECT_EQ(ErrorOf({{"SIZE", "4294967296"}}),
+            "HVD_SIZE='4294967296' is not valid: expected an integer from 1 "
+            "to 2147483647");
   EXPECT_EQ(ErrorOf({{"TIMEOUT_SECONDS", "0"}}),
             "HVD_TIMEOUT_SECONDS='0' is not valid: expected a number of "
             "seconds > 0");
