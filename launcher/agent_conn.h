@@ -37,6 +37,14 @@ class AgentConn {
   // neither.
   std::string peer_ip() const;
 
+  // The state below is guarded by the job's lock, which this connection
+  // shares (`mu`). The job calls this, holding it, before it uses the
+  // connection: the thread-safety analysis cannot see that the two are one
+  // mutex. Checks at run time too.
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(*mu_) {
+    mu_->AssertHeld();
+  }
+
   // The job's index of the agent's host; -1 until the job sets it.
   int host() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return host_; }
   void set_host(int host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { host_ = host; }

@@ -54,7 +54,9 @@ std::vector<int> Job::InJob() const {
 
 void Job::Send(int host, LauncherMessage m) {
   AgentConn* c = hosts_[host].conn;
-  if (c != nullptr) c->Queue(std::move(m));
+  if (c == nullptr) return;
+  c->AssertHeld();
+  c->Queue(std::move(m));
 }
 
 // ---- Joining and the agents' messages ---------------------------------------
@@ -93,6 +95,7 @@ absl::Status Job::Join(AgentConn* conn, const Hello& hello) {
   host.conn = conn;
   host.hello = hello;
   host.peer_ip = conn->peer_ip();
+  conn->AssertHeld();
   conn->set_host(*h);
   Send(*h, WelcomeMessage(config_, *h));
   if (config_.verbose) {
@@ -151,6 +154,7 @@ void Job::OnMessage(AgentConn* conn, const AgentMessage& m) {
     return;
   }
   absl::MutexLock lock(&mu_);
+  conn->AssertHeld();
   conn->Heard(os_->Now());
   if (m.kind_case() != AgentMessage::kHeartbeat) wake_ = true;
   JobHost& host = hosts_[conn->host()];
@@ -176,6 +180,7 @@ void Job::OnOutput(AgentConn* conn, const WorkerOutput& output) {
   // Printed outside the lock: a slow terminal must not stall the job.
   absl::Status s = sink_->Write(output.rank(), StreamOf(output), output.data());
   absl::MutexLock lock(&mu_);
+  conn->AssertHeld();
   conn->Heard(os_->Now());
   if (!s.ok()) Fail(1, absl::StrCat("hvdrun: ", s.message()));
 }

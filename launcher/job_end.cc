@@ -33,11 +33,15 @@ void Job::AgentStartFailed(int h, std::string why) {
 void Job::Heartbeats(absl::Time now) {
   if (now >= next_heartbeat_) {
     next_heartbeat_ = now + config_.heartbeat_interval;
-    for (AgentConn* c : conns_) c->Queue(HeartbeatMessage());
+    for (AgentConn* c : conns_) {
+      c->AssertHeld();
+      c->Queue(HeartbeatMessage());
+    }
   }
   for (size_t h = 0; h < hosts_.size(); ++h) {
     AgentConn* c = hosts_[h].conn;
     if (c == nullptr || hosts_[h].shutdown_sent) continue;
+    c->AssertHeld();
     if (now - c->last_heard() > config_.heartbeat_timeout) {
       HostLost(static_cast<int>(h),
                absl::StrCat("no heartbeat from hvd-agent for ",
@@ -47,6 +51,7 @@ void Job::Heartbeats(absl::Time now) {
 }
 
 void Job::OnStreamEnded(AgentConn* conn) {
+  conn->AssertHeld();
   const int h = conn->host();
   JobHost& host = hosts_[h];
   wake_ = true;
@@ -67,7 +72,10 @@ void Job::HostLost(int h, const std::string& why) {
   JobHost& host = hosts_[h];
   if (host.lost || host.shutdown_sent) return;
   host.lost = true;
-  if (host.conn != nullptr) host.conn->Cancel();
+  if (host.conn != nullptr) {
+    host.conn->AssertHeld();
+    host.conn->Cancel();
+  }
   if (config_.orchestrated && !host.in_job) return;
   Fail(1, absl::StrCat("hvdrun: host ", host.name, ": ", why));
 }
@@ -132,7 +140,10 @@ bool Job::AllWorkersExited() const {
 
 void Job::CloseStreams() {
   absl::MutexLock lock(&mu_);
-  for (AgentConn* c : conns_) c->Close();
+  for (AgentConn* c : conns_) {
+    c->AssertHeld();
+    c->Close();
+  }
 }
 
 }  // namespace launcher

@@ -4,7 +4,10 @@ Cases come from each target's XML report (gtest and pytest both write one).
 A target with no usable report (crashed, timed out, failed to build), or one
 bazel failed although its report shows no failing case, counts as one failure.
 
-Usage: count_tests.py BAZEL_OUTPUT_FILE
+Usage: count_tests.py BAZEL_OUTPUT_FILE [NAME=EXIT_STATUS ...]
+
+Each NAME=EXIT_STATUS is a check run outside bazel test (the thread-safety
+build): one case, passed when its exit status is 0.
 """
 import glob
 import os
@@ -62,6 +65,9 @@ def main():
     for target in bad:
         entry = results.setdefault(target, [0, 0])
         entry[1] = max(entry[1], 1)
+    for check in sys.argv[2:]:
+        name, _, status = check.partition("=")
+        results[name] = [1, 0] if status == "0" else [0, 1]
     passed = sum(p for p, _ in results.values())
     failed = sum(f for _, f in results.values())
     print(f"{passed} passed, {failed} failed")

@@ -10,7 +10,8 @@ ROOT=$(pwd)
 
 PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source      # Bazel 4, offline rule repos
-  g++ libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
+  g++ clang-14                                # clang: thread-safety analysis
+  libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev libboost1.74-dev libdlpack-dev libibverbs-dev rdma-core
   libgtest-dev libgmock-dev googletest
   python3-torch python3-torchvision python3-numpy python3-matplotlib

@@ -54,10 +54,21 @@ struct Job {
   std::vector<char> want;
 };
 
-class AllreduceTest : public ::testing::TestWithParam<AllreduceCase> {};
+// Named fields rather than a structured binding: lambdas capture `count`,
+// which clang 14 does not allow for a binding.
+class AllreduceTest : public ::testing::TestWithParam<AllreduceCase> {
+ protected:
+  int world() const { return std::get<0>(GetParam()); }
+  size_t count() const { return std::get<1>(GetParam()); }
+  AllreduceAlgorithm algorithm() const { return std::get<2>(GetParam()); }
+  MeshTransport transport() const { return std::get<3>(GetParam()); }
+};
 
 TEST_P(AllreduceTest, EveryDtypeAndOpMatchesExactReference) {
-  const auto [world, count, algorithm, transport] = GetParam();
+  const int world = this->world();
+  const size_t count = this->count();
+  const AllreduceAlgorithm algorithm = this->algorithm();
+  const MeshTransport transport = this->transport();
   TestMesh* mesh = TestMesh::Shared(world, transport);
   ASSERT_NE(mesh, nullptr);
   CollectiveOptions options;
@@ -101,7 +112,10 @@ TEST_P(AllreduceTest, EveryDtypeAndOpMatchesExactReference) {
 }
 
 TEST_P(AllreduceTest, PostscaleIsAppliedOnceToEveryElement) {
-  const auto [world, count, algorithm, transport] = GetParam();
+  const int world = this->world();
+  const size_t count = this->count();
+  const AllreduceAlgorithm algorithm = this->algorithm();
+  const MeshTransport transport = this->transport();
   TestMesh* mesh = TestMesh::Shared(world, transport);
   ASSERT_NE(mesh, nullptr);
   CollectiveOptions options;
@@ -131,7 +145,10 @@ TEST_P(AllreduceTest, PostscaleIsAppliedOnceToEveryElement) {
 }
 
 TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
-  const auto [world, count, algorithm, transport] = GetParam();
+  const int world = this->world();
+  const size_t count = this->count();
+  const AllreduceAlgorithm algorithm = this->algorithm();
+  const MeshTransport transport = this->transport();
   TestMesh* mesh = TestMesh::Shared(world, transport);
   ASSERT_NE(mesh, nullptr);
   CollectiveOptions options;

@@ -5,6 +5,7 @@
 #include "core/common/half.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HVD_HAVE_F16C_PATH 1
 #endif
@@ -121,9 +122,15 @@ HVD_F16C void ScaleFloat16F16c(void* bytes, size_t count, float factor) {
   ScaleScalar<Float16>(data + i, count - i, factor);
 }
 
+// F16C is CPUID leaf 1, ECX bit 29 (asked directly: clang's
+// __builtin_cpu_supports does not know "f16c"); AVX also needs the OS to
+// save its registers, which __builtin_cpu_supports("avx") checks.
 bool HasF16c() {
-  static const bool has =
-      __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool has = [] {
+    unsigned eax, ebx, ecx, edx;
+    return __builtin_cpu_supports("avx") &&
+           __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 

@@ -274,10 +274,16 @@ void Pair::OnReadable(const error_code& ec) {
 // ---- shared ---------------------------------------------------------------
 
 void Pair::Poll(const Op& op) {
-  Direction& d = op.is_send() ? send_ : recv_;
-  if (!d.mu.TryLock()) return;
-  absl::Status failure = op.is_send() ? DoSend() : DoRecv();
-  d.mu.Unlock();
+  absl::Status failure;
+  if (op.is_send()) {
+    if (!send_.mu.TryLock()) return;
+    failure = DoSend();
+    send_.mu.Unlock();
+  } else {
+    if (!recv_.mu.TryLock()) return;
+    failure = DoRecv();
+    recv_.mu.Unlock();
+  }
   if (!failure.ok()) observer_->OnPairFailure(failure);
 }
 
