@@ -77,7 +77,7 @@ def run(func, args=(), kwargs=None, num_proc=None, min_num_proc=None,
         disable_cache=None, output_filename=None, verbose=None,
         use_gloo=None, use_mpi=None, mpi_args=None, network_interface=None,
         network_interfaces=None, executable=None, np=None, min_np=None,
-        max_np=None, env=None):
+        max_np=None, env=None, ssh_config_file=None):
     """Runs func(*args, **kwargs) on every rank of an hvdrun job and returns
     the list of its return values, index = rank.
 
@@ -89,7 +89,7 @@ def run(func, args=(), kwargs=None, num_proc=None, min_num_proc=None,
     output_filename, verbose: as hvdrun's flags (docs/launcher.md).
     executable: the Python the ranks run (default sys.executable).
     env (hvd's own): a dict of variables set for the ranks, over the caller's
-    environment. use_gloo and disable_cache are accepted and change nothing
+    environment. ssh_config_file (hvd's own): hvdrun's --ssh-config-file. use_gloo and disable_cache are accepted and change nothing
     (hvd has one transport and no cached checks). The elastic arguments
     (min/max_num_proc, min/max_np, slots, reset_limit, cooldown_range,
     host_discovery_script) and use_mpi/mpi_args raise ValueError: hvd has no
@@ -139,6 +139,8 @@ def run(func, args=(), kwargs=None, num_proc=None, min_num_proc=None,
     flags = _hvdrun_flags(num_proc, hosts, hostfile, start_timeout, ssh_port,
                           ssh_identity_file, output_filename, verbose,
                           network_interfaces)
+    if ssh_config_file is not None:
+        flags += ["--ssh-config-file", os.fspath(ssh_config_file)]
     worker_env = _worker_env(env)
     flags += [a for name in sorted(worker_env) for a in ("-x", name)]
 

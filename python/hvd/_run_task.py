@@ -41,7 +41,10 @@ def main():
         record = {"ok": True, "value": func(*args, **kwargs)}
     except BaseException as e:  # noqa: B036 - SystemExit is a failure too
         record = _error_record(e)
-    record.update(size=size, host=socket.gethostname())
+    # The host as hvdrun names it (-H), as its messages do.
+    record.update(size=size, host=os.environ.get(
+        "HVD_HOSTNAME", os.environ.get("HOROVOD_HOSTNAME",
+                                       socket.gethostname())))
     blob = _dumps(cloudpickle, record)
     _flush_stdio()
     if shared:
@@ -90,7 +93,8 @@ def _payload(job_dir, env_payload):
         "HVD_RUN_TMPDIR to a directory on a filesystem every host shares, "
         "or pass less (e.g. load data inside func)"
         % (os.environ.get(_run.ENV_BYTES, "?"), _run._ENV_PAYLOAD_LIMIT,
-           socket.gethostname(), os.environ.get(_run.ENV_DIR)))
+           os.environ.get("HVD_HOSTNAME", socket.gethostname()),
+           os.environ.get(_run.ENV_DIR) or "(HVD_RUN_NO_SHARED_DIR=1)"))
 
 
 def _error_record(e):

@@ -31,7 +31,8 @@ def _find(relative):
 
 
 for _key in list(os.environ):  # the caller is no rank of any job
-    if _key.startswith(("HVD_", "HOROVOD_")):
+    if _key.startswith(("HVD_", "HOROVOD_")) and \
+            not _key.startswith("HVD_MH_"):  # the multi-host harness's
         del os.environ[_key]
 os.environ["HVD_HVDRUN_PATH"] = _find("launcher/hvdrun")
 os.environ["HVD_AGENT_PATH"] = _find("agent/hvd-agent")
