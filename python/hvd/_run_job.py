@@ -25,15 +25,24 @@ _TERM_GRACE = 15
 _TAIL_LINES = 20
 
 
-def _pdeathsig():
-    """In the child before exec: SIGTERM to hvdrun when the caller dies, so
-    a killed notebook kernel does not leave the job running."""
+def _pdeathsig_hook():
+    """A preexec_fn giving hvdrun SIGTERM when the caller dies, so a killed
+    notebook kernel does not leave the job running; None where prctl is not
+    available. prctl is looked up here, in the parent: the child, forked
+    from a process that may have other threads, only makes the call."""
     try:
         import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:  # not Linux: no such safety net
-        pass
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: no such safety net
+        return None
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong,
+                      ctypes.c_ulong, ctypes.c_ulong]
+    sigterm = int(signal.SIGTERM)
+
+    def hook():
+        prctl(1, sigterm, 0, 0, 0)  # PR_SET_PDEATHSIG
+    return hook
 
 
 class Job:
@@ -75,7 +84,7 @@ class Job:
             proc = subprocess.Popen(
                 self._argv, env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True, preexec_fn=_pdeathsig)
+                start_new_session=True, preexec_fn=_pdeathsig_hook())
         except OSError as e:
             raise _run.HvdRunError("hvd.run: cannot start %s: %s"
                                    % (self._argv[0], e)) from e

@@ -288,7 +288,10 @@ def test_hosts_given_take_np_from_their_slots(mark):
 
 # -- the caller interrupted ----------------------------------------------
 
-def test_ctrl_c_in_the_caller_ends_the_job(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_caller_interrupted_or_killed_ends_the_job(sig, tmp_path):
+    # SIGINT: KeyboardInterrupt in run(), which ends the job and re-raises;
+    # SIGKILL (a notebook kernel killed): hvdrun's parent-death signal.
     mark = uuid.uuid4().hex
     started = tmp_path / "started"
     script = tmp_path / "caller.py"
@@ -315,13 +318,16 @@ def test_ctrl_c_in_the_caller_ends_the_job(tmp_path):
             assert time.monotonic() < deadline, "ranks never started"
             assert proc.poll() is None, proc.stdout.read()
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 42, out
-    assert "caller: KeyboardInterrupt" in out
+    if sig == signal.SIGINT:
+        assert proc.returncode == 42, out
+        assert "caller: KeyboardInterrupt" in out
+    else:
+        assert proc.returncode == -signal.SIGKILL
     assert_nothing_left(mark)
 
 
