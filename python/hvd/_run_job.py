@@ -116,7 +116,6 @@ class Job:
     # -- output ------------------------------------------------------------
 
     def _read(self, pipe, is_stderr):
-        out = sys.stderr if is_stderr else sys.stdout
         for raw in iter(pipe.readline, b""):
             line = raw.decode("utf-8", "replace")
             body = line[:-1] if line.endswith("\n") else line
@@ -140,7 +139,8 @@ class Job:
                     tail = self._tails.setdefault(rank, [])
                     tail.append(text)
                     del tail[:-_TAIL_LINES]
-            _write(out, line)
+            # Looked up per line: the caller may swap sys.stdout meanwhile.
+            _write(sys.stderr if is_stderr else sys.stdout, line)
         pipe.close()
 
     def _take_chunk(self, rank, chunk):
@@ -177,6 +177,9 @@ class Job:
         if not records:
             raise _run.HvdRunError("hvd.run: the job ended with code 0 but "
                                    "no rank handed back a result", exit_code=0)
+        if not self._verbose:  # hvdrun's warnings of a job that went well
+            for line in self._hvdrun_lines:
+                _write(sys.stderr, line + "\n")
         size = next(iter(records.values()))["size"]
         missing = [r for r in range(size) if r not in records]
         if missing:
@@ -266,10 +269,12 @@ def _end(proc):
 
 
 def _write(stream, text):
+    """Never raises: a reader that stopped would leave hvdrun blocked on a
+    full pipe. Output the caller cannot take (no stream, closed) is lost."""
     try:
         stream.write(text)
         stream.flush()
-    except (OSError, ValueError):  # closed or broken: drop, keep reading
+    except Exception:
         pass
 
 

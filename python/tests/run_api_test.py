@@ -137,6 +137,13 @@ def test_rank_output_is_relayed(capsys):
     assert "hvd-run-result" not in out
 
 
+def test_verbose_prints_the_command_and_hvdruns_lines(capsys):
+    assert hvd.run(lambda: 1, verbose=True) == [1]
+    _, err = capsys.readouterr()
+    assert "hvd.run: " in err and "-m hvd._run_task" in err
+    assert "hvdrun: host localhost joined" in err
+
+
 def test_results_stream_back_when_ranks_do_not_see_the_callers_dir(
         monkeypatch, capsys, mark):
     # As on ssh hosts: the payload travels in the environment, the record
