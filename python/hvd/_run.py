@@ -89,7 +89,8 @@ def run(func, args=(), kwargs=None, num_proc=None, min_num_proc=None,
     output_filename, verbose: as hvdrun's flags (docs/launcher.md).
     executable: the Python the ranks run (default sys.executable).
     env (hvd's own): a dict of variables set for the ranks, over the caller's
-    environment. ssh_config_file (hvd's own): hvdrun's --ssh-config-file. use_gloo and disable_cache are accepted and change nothing
+    environment. ssh_config_file (hvd's own): hvdrun's --ssh-config-file.
+    use_gloo and disable_cache are accepted and change nothing
     (hvd has one transport and no cached checks). The elastic arguments
     (min/max_num_proc, min/max_np, slots, reset_limit, cooldown_range,
     host_discovery_script) and use_mpi/mpi_args raise ValueError: hvd has no

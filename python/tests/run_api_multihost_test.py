@@ -30,7 +30,9 @@ sys.path.insert(0, HERE)
 
 import cloudpickle  # noqa: E402
 import hvd  # noqa: E402
-import run_api_test as local  # noqa: E402  (sets the hvdrun/agent/library paths)
+# run_api_test also points HVD_HVDRUN_PATH, HVD_AGENT_PATH, HVD_LIBRARY at
+# the built ones.
+import run_api_test as local  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
