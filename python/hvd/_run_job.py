@@ -203,11 +203,11 @@ class Job:
                     blobs[rank] = f.read()
         for rank in self._complete:
             if rank not in blobs:
-                blobs[rank] = base64.b64decode("".join(self._streams[rank])
-                                               if rank in self._streams
-                                               else "")
+                blobs[rank] = "".join(self._streams.get(rank, ()))
         for rank, blob in blobs.items():
             try:
+                if isinstance(blob, str):  # streamed: base64
+                    blob = base64.b64decode(blob, validate=True)
                 records[rank] = cloudpickle.loads(blob)
             except Exception as e:
                 records[rank] = {
