@@ -4,6 +4,8 @@ Framework bindings: `import hvd.torch as hvd` (PyTorch) and
 `import hvd.numpy as hvd` (numpy arrays). Both load libhvd.so with ctypes and
 pass tensors as DLPack; nothing is compiled against a framework or Python.
 `import horovod.torch as hvd` gives hvd.torch under Horovod's name.
+hvd.run(fn, num_proc=N, hosts=...) runs fn on every rank of an hvdrun job
+and returns its results in rank order (also horovod.run).
 """
 
 __version__ = "0.1.0"
@@ -19,3 +21,4 @@ from hvd.exceptions import (  # noqa: F401
     HvdNotInitializedError, HvdNotSupportedError, HvdTimeoutError)
 from hvd.process_sets import (  # noqa: F401
     ProcessSet, add_process_set, global_process_set, remove_process_set)
+from hvd._run import HvdRunError, run  # noqa: F401,E402

@@ -1,0 +1,1 @@
+"""horovod.runner.common.util: helpers Horovod's tests import (env)."""
