@@ -8,22 +8,28 @@
 # ratios. Run from the source tree after
 #   bazel build //core:libhvd.so //launcher:hvdrun //agent:hvd-agent \
 #       //tools/bench:hvd_bench //tools/bench:fusion_bench
-#   tools/bench/python_overhead.sh [--rounds 3] [--out DIR]
+#   tools/bench/python_overhead.sh [--rounds 3] [--out DIR] [--before PYDIR]
+# --before PYDIR: also run python_overhead.py, in every round, with the
+# bindings (hvd package) found in PYDIR on this library, as "before".
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=3
+BEFORE=
 OUT=$(mktemp -d /tmp/python_overhead.XXXXXX)
 while (($#)); do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
     --out) OUT="$2"; mkdir -p "$OUT"; shift 2 ;;
+    --before) BEFORE="$(cd "$2" && pwd)"; shift 2 ;;
     *) echo "python_overhead.sh: unknown flag $1" >&2; exit 2 ;;
   esac
 done
 PY="${HVD_PYTHON:-/usr/bin/python3}"
 HVDRUN=bazel-bin/launcher/hvdrun
 export HVD_AGENT_PATH="$PWD/bazel-bin/agent/hvd-agent"
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+export HVD_LIBRARY="$PWD/bazel-bin/core/libhvd.so"
+NOW_PATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$NOW_PATH"
 for f in "$HVDRUN" "$HVD_AGENT_PATH" bazel-bin/core/libhvd.so \
     bazel-bin/tools/bench/hvd_bench bazel-bin/tools/bench/fusion_bench; do
   [[ -x "$f" || -f "$f" ]] || { echo "missing $f: build it first" >&2; exit 1; }
@@ -39,6 +45,9 @@ for ((r = 0; r < ROUNDS; r++)); do
   run "c_small-$r" bazel-bin/tools/bench/hvd_bench --ops allreduce -b 4K -e 4K \
       -n 2000 -w 200 -c 0
   run "py-$r" "$PY" tools/bench/python_overhead.py
+  if [[ -n "$BEFORE" ]]; then
+    PYTHONPATH="$BEFORE" run "before-$r" "$PY" tools/bench/python_overhead.py
+  fi
   run "c_big-$r" bazel-bin/tools/bench/hvd_bench --ops allreduce -b 64M -e 64M \
       -n 15 -w 3 -c 0
   run "c_fusion-$r" bazel-bin/tools/bench/fusion_bench --steps 20
@@ -62,13 +71,21 @@ for r in range(rounds):
     for line in open("%s/py-%d.txt" % (out, r)):
         name, med, _ = line.split()
         add(name, float(med))
+    try:
+        for line in open("%s/before-%d.txt" % (out, r)):
+            name, med, _ = line.split()
+            add("before:" + name, float(med))
+    except FileNotFoundError:
+        pass
 med = {k: statistics.median(v) for k, v in runs.items()}
 def fmt(us):
     return "%10.1f us" % us if us < 1e4 else "%10.2f ms" % (us / 1e3)
 print("\n== per call, medians over %d rounds (2 processes, float32) ==" % rounds)
 print("%-22s %13s %13s  %s" % ("", "4 KiB", "64 MiB", "ratios to C ABI (4K, 64M)"))
-for name in ("C_ABI", "ctypes", "ctypes_oop", "numpy", "torch_inplace",
-             "torch_outofplace"):
+names = ["C_ABI", "ctypes", "ctypes_oop", "numpy", "torch_inplace",
+         "torch_outofplace"]
+names += ["before:" + n for n in names[3:]]
+for name in names:
     a, b = med.get(name + "_4K"), med.get(name + "_64M")
     if a is None:
         continue
@@ -80,11 +97,18 @@ print("%-22s %13s %13s  %5.2fx (64 MiB)" % (
 print("%-22s %13s %13s  %5.2fx (64 MiB)" % (
     "ctypes out/in place", "", "",
     med["ctypes_oop_64M"] / med["ctypes_64M"]))
+if "before:torch_inplace_64M" in med:
+    print("%-22s %13s %13s  %5.2fx (64 MiB)" % (
+        "before: torch out/in", "", "",
+        med["before:torch_outofplace_64M"] / med["before:torch_inplace_64M"]))
 print("\n== ResNet-50's 161 gradients vs one flat tensor ==")
-for who in ("C_ABI_resnet", "resnet"):
+for who in ("C_ABI_resnet", "resnet", "before:resnet"):
+    if who + "_step" not in med:
+        continue
     s, f = med[who + "_step"], med[who + "_flat"]
     print("%-22s step %s  flat %s  ratio %.3f  (per round: %s)" % (
-        "C ABI (fusion_bench)" if who.startswith("C") else "hvd.torch",
+        {"C_ABI_resnet": "C ABI (fusion_bench)", "resnet": "hvd.torch",
+         "before:resnet": "before: hvd.torch"}[who],
         fmt(s), fmt(f), s / f, " ".join(
             "%.3f" % (a / b) for a, b in zip(runs[who + "_step"],
                                               runs[who + "_flat"]))))
