@@ -281,7 +281,7 @@ def _options_ref(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
         # (a call in flight holds the returned ref, hence the struct).
         cached = (ctypes.byref(opts), keep)
         if len(_options_cache) >= _OPTIONS_CACHE_LIMIT:
-            _options_cache.clear()  # names generated per call: start over
+            _options_cache.clear()  # e.g. names unique per call: start over
         _options_cache[key] = cached
     return cached[0]
 

@@ -11,16 +11,19 @@
 #   tools/bench/python_overhead.sh [--rounds 3] [--out DIR] [--before PYDIR]
 # --before PYDIR: also run python_overhead.py, in every round, with the
 # bindings (hvd package) found in PYDIR on this library, as "before".
+# --summarize-only: print the table of an earlier --out DIR, run nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=3
 BEFORE=
+SUMMARIZE_ONLY=0
 OUT=$(mktemp -d /tmp/python_overhead.XXXXXX)
 while (($#)); do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
     --out) OUT="$2"; mkdir -p "$OUT"; shift 2 ;;
     --before) BEFORE="$(cd "$2" && pwd)"; shift 2 ;;
+    --summarize-only) SUMMARIZE_ONLY=1; shift ;;
     *) echo "python_overhead.sh: unknown flag $1" >&2; exit 2 ;;
   esac
 done
@@ -40,7 +43,7 @@ run() {  # run NAME CMD...: rank 0's lines of stdout into OUT/NAME.txt
     || { echo "$name failed, see $OUT/$name.log" >&2; exit 1; }
   sed -n 's/^\[0\]<stdout>://p' "$OUT/$name.log" > "$OUT/$name.txt"
 }
-for ((r = 0; r < ROUNDS; r++)); do
+for ((r = 0; r < ROUNDS && !SUMMARIZE_ONLY; r++)); do
   echo "round $r ($(cut -d' ' -f1-3 /proc/loadavg))" | tee -a "$OUT/machine.txt"
   run "c_small-$r" bazel-bin/tools/bench/hvd_bench --ops allreduce -b 4K -e 4K \
       -n 2000 -w 200 -c 0
@@ -91,6 +94,21 @@ for name in names:
         continue
     print("%-22s %s %s  %5.2fx %5.2fx" % (
         name, fmt(a), fmt(b), a / med["C_ABI_4K"], b / med["C_ABI_64M"]))
+def floor_ratio(prefix, name, label):
+    """Median over rounds of name / the ctypes floor of the same process
+    (they alternate call by call, so load hits both alike)."""
+    a = runs.get(prefix + name + "_" + label)
+    b = runs.get(prefix + "ctypes_" + label)
+    if not a or not b:
+        return None
+    return statistics.median(x / y for x, y in zip(a, b))
+print("\nratios to the ctypes floor of the same process, median over rounds "
+      "of per-round ratios:")
+for prefix in ("", "before:"):
+    for name in ("numpy", "torch_inplace", "torch_outofplace"):
+        r4, r64 = (floor_ratio(prefix, name, l) for l in ("4K", "64M"))
+        if r4 is not None:
+            print("  %-22s 4K %5.2fx   64M %5.2fx" % (prefix + name, r4, r64))
 print("%-22s %13s %13s  %5.2fx (64 MiB)" % (
     "torch out/in place", "", "",
     med["torch_outofplace_64M"] / med["torch_inplace_64M"]))
