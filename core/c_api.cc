@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <map>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -173,6 +174,20 @@ DLManagedTensor* hvd_handle_output(hvd_handle handle, int32_t index) {
     return nullptr;
   }
   return hvd::ExportOutput(std::move(result));
+}
+
+DLManagedTensor* hvd_empty_like(const DLTensor* like) {
+  absl::StatusOr<DLManagedTensor*> tensor;
+  try {
+    tensor = hvd::NewHostTensorLike(like);
+  } catch (const std::bad_alloc&) {
+    tensor = absl::ResourceExhaustedError("hvd_empty_like: out of memory");
+  }
+  if (!tensor.ok()) {
+    hvd::api::SetLastError(tensor.status());
+    return nullptr;
+  }
+  return *tensor;
 }
 
 int hvd_handle_splits(hvd_handle handle, int32_t index, int64_t* splits,

@@ -162,6 +162,14 @@ int hvd_handle_output_count(hvd_handle handle);
 /* Transfers ownership of output `index` to the caller, who must call its
  * deleter (torch.utils.dlpack.from_dlpack does). NULL if none. */
 DLManagedTensor* hvd_handle_output(hvd_handle handle, int32_t index);
+/* A new uninitialised host tensor with `like`'s shape and dtype (compact,
+ * kDLCPU), for an out-of-place output. Large ones (>= 4 MiB) come from the
+ * pool that hvd-allocated outputs use, on huge pages: once warm, an output
+ * touches no fresh pages. The caller owns it and calls its deleter (a
+ * framework's from_dlpack does), which returns the memory to the pool.
+ * NULL with hvd_last_error() if `like` is not a dense CPU tensor. Needs no
+ * hvd_init. */
+DLManagedTensor* hvd_empty_like(const DLTensor* like);
 /* Alltoall: writes up to `capacity` received row counts of output `index`;
  * returns how many there are, or -1. */
 int hvd_handle_splits(hvd_handle handle, int32_t index, int64_t* splits,

@@ -1,5 +1,7 @@
 #include "core/dlpack_tensor.h"
 
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 
 namespace hvd {
@@ -147,6 +149,43 @@ DLManagedTensor* ExportOutput(runtime::OpResult result) {
   exported->managed.manager_ctx = exported;
   exported->managed.deleter = DeleteExported;
   return &exported->managed;
+}
+
+namespace {
+
+struct HostTensor {
+  DLManagedTensor managed;
+  std::unique_ptr<runtime::HostBuffer> buffer;
+  std::vector<int64_t> shape;
+};
+
+void DeleteHostTensor(DLManagedTensor* self) {
+  delete static_cast<HostTensor*>(self->manager_ctx);
+}
+
+}  // namespace
+
+absl::StatusOr<DLManagedTensor*> NewHostTensorLike(const DLTensor* like) {
+  auto view = ViewOf(like, -1);
+  if (!view.ok()) return view.status();
+  if (view->device != DeviceType::kCpu) {
+    return absl::InvalidArgumentError(
+        "hvd_empty_like allocates host memory: the tensor is on a GPU");
+  }
+  auto* tensor = new HostTensor();
+  tensor->buffer = std::make_unique<runtime::HostBuffer>(view->bytes);
+  tensor->shape = std::move(view->shape);
+  DLTensor& t = tensor->managed.dl_tensor;
+  t.data = tensor->buffer->data();
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = like->ndim;
+  t.dtype = like->dtype;
+  t.shape = tensor->shape.data();
+  t.strides = nullptr;
+  t.byte_offset = 0;
+  tensor->managed.manager_ctx = tensor;
+  tensor->managed.deleter = DeleteHostTensor;
+  return &tensor->managed;
 }
 
 }  // namespace hvd

@@ -29,6 +29,10 @@ absl::StatusOr<TensorView> ViewOf(const DLTensor* tensor,
 // A new DLManagedTensor owning `result`'s output; its deleter frees both.
 DLManagedTensor* ExportOutput(runtime::OpResult result);
 
+// A new DLManagedTensor owning a HostBuffer with `like`'s shape and DLPack
+// dtype (compact); its deleter frees both. Checks `like` with ViewOf.
+absl::StatusOr<DLManagedTensor*> NewHostTensorLike(const DLTensor* like);
+
 }  // namespace hvd
 
 #endif  // HVD_CORE_DLPACK_TENSOR_H_

@@ -14,10 +14,17 @@ Ownership rules (core/c_api.h):
     hvd_handle_output, which transfers ownership: the pointer is wrapped in a
     fresh "dltensor" capsule that the framework's from_dlpack consumes (and
     whose deleter it calls when the tensor dies).
+  * Out-of-place outputs of host tensors of POOLED_OUTPUT_BYTES or more are
+    allocated by hvd too (hvd_empty_like, pooled_empty_like): fresh pages
+    cost more to touch than the collective moves; the pool's are warm.
+
+The per-call path is kept lean (docs/performance.md, "The Python layer"):
+options structs are cached by value, the pending table is a plain dict
+(its operations are atomic under the GIL), and nothing is built per call
+that a call does not need.
 """
 
 import ctypes
-import threading
 
 from hvd import _lib
 from hvd import process_sets as _ps
@@ -32,6 +39,10 @@ _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 # PyCapsule_New keeps the name pointer: it must live as long as the capsule.
 _DLTENSOR_NAME = b"dltensor"
+
+# Host outputs this large come from hvd's pool (hvd_empty_like); smaller ones
+# from the framework's allocator, which reuses its memory itself.
+POOLED_OUTPUT_BYTES = 4 << 20
 
 # How long one hvd_wait call blocks before Python gets a chance to handle
 # signals (Ctrl-C); the wait itself is repeated until the handle completes.
@@ -117,6 +128,15 @@ def compact_pointer(capsule):
     return ptr
 
 
+def pooled_empty_like(adapter, prepared):
+    """A Prepared for a new tensor like prepared's, in memory hvd allocates
+    (hvd_empty_like: pooled, warm pages), owned by the framework tensor."""
+    ptr = _lib.lib().hvd_empty_like(prepared.ptr)
+    if not ptr:
+        raise _lib.last_error("allocating an output")
+    return adapter.prepare(adapter.from_managed(ptr))
+
+
 def managed_tensor(managed_ptr):
     return _lib.DLManagedTensor.from_address(managed_ptr)
 
@@ -153,21 +173,21 @@ class _Pending:
         self.finish = finish
 
 
+# handle -> _Pending. Single dict operations (setitem, pop, clear) are atomic
+# under the GIL, which is all the table needs: a handle is added once, by
+# the thread that submitted it, and popped once.
 _pending = {}
-_pending_lock = threading.Lock()
 
 
 def forget_pending():
     """Drops the table (hvd.shutdown: the core completes every handle)."""
-    with _pending_lock:
-        _pending.clear()
+    _pending.clear()
 
 
 def _submit(handle, keep, finish):
     if handle <= 0:
         raise _lib.last_error("enqueueing the operation (handle %d)" % handle)
-    with _pending_lock:
-        _pending[handle] = _Pending(keep, finish)
+    _pending[handle] = _Pending(keep, finish)
     return handle
 
 
@@ -183,30 +203,27 @@ def poll(handle):
 def synchronize(handle):
     """Waits for `handle` and returns its result; raises the core's error.
     Unknown handles give None (as Horovod's synchronize does)."""
-    with _pending_lock:
-        entry = _pending.pop(handle, None)
+    entry = _pending.pop(handle, None)
     if entry is None:
         return None
     lib = _lib.lib()
     try:
-        while True:
+        rc = lib.hvd_wait(handle, _WAIT_SLICE_SECONDS)
+        while rc == _lib.HVD_TIMEOUT:
             rc = lib.hvd_wait(handle, _WAIT_SLICE_SECONDS)
-            if rc != _lib.HVD_TIMEOUT:
-                break
     except BaseException:
         # Interrupted (Ctrl-C): the operation may still be running, so its
         # tensors must stay alive and the handle stays waitable.
-        with _pending_lock:
-            _pending[handle] = entry
+        _pending[handle] = entry
         raise
     try:
+        if rc == _lib.HVD_OK:
+            return entry.finish(handle)
         if rc == _lib.HVD_ERROR:
             raise from_status(lib.hvd_handle_error_code(handle),
                               _lib.decode(lib.hvd_handle_error(handle)))
-        if rc != _lib.HVD_OK:
-            raise HvdInternalError("hvd: handle %d is not valid (hvd_wait "
-                                   "returned %d)" % (handle, rc))
-        return entry.finish(handle)
+        raise HvdInternalError("hvd: handle %d is not valid (hvd_wait "
+                               "returned %d)" % (handle, rc))
     finally:
         lib.hvd_release(handle)
 
@@ -242,6 +259,32 @@ def _received_splits(handle, index, capacity):
 
 
 # ---------------------------------------------------------------- options --
+
+# (kind, name, set id, op, prescale, postscale, root, dtype, stream) ->
+# ctypes.byref of an hvd_options holding those values. The core copies the
+# options (and the name) at enqueue, so one struct serves every call with
+# the same values; the byref keeps the struct and its name alive.
+_options_cache = {}
+_OPTIONS_CACHE_LIMIT = 4096
+
+
+def _options_ref(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
+                 postscale=1.0, root_rank=0, dtype=-1, stream=None):
+    """ctypes.byref(hvd_options) for these values, cached."""
+    key = (kind, name, _ps.resolve(process_set), op, prescale, postscale,
+           root_rank, dtype, stream)
+    cached = _options_cache.get(key)
+    if cached is None:
+        opts, keep = _options(kind, name, process_set, op, prescale,
+                              postscale, root_rank, dtype, stream)
+        # keep: the struct and its encoded name, alive as long as the entry
+        # (a call in flight holds the returned ref, hence the struct).
+        cached = (ctypes.byref(opts), keep)
+        if len(_options_cache) >= _OPTIONS_CACHE_LIMIT:
+            _options_cache.clear()  # e.g. names unique per call: start over
+        _options_cache[key] = cached
+    return cached[0]
+
 
 def _options(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
              postscale=1.0, root_rank=0, dtype=-1, stream=None):
@@ -306,20 +349,26 @@ def _divided(adapter, tensor, divisor):
 def allreduce_async(adapter, tensor, inplace, name, op, prescale, postscale,
                     process_set):
     inp = adapter.prepare(tensor)
-    out = None if inplace else adapter.empty_like(inp)
-    op, divisor = _integer_average(adapter, op, [inp], process_set)
-    opts, keep = _options("allreduce", name, process_set, op, prescale,
-                          postscale, dtype=inp.dtype, stream=inp.stream)
-    handle = _lib.lib().hvd_allreduce_async(
-        inp.ptr, None if out is None else out.ptr, ctypes.byref(opts))
+    divisor = None
+    if op == _lib.OP_AVERAGE:
+        op, divisor = _integer_average(adapter, op, [inp], process_set)
+    opts = _options_ref("allreduce", name, process_set, op, prescale,
+                        postscale, 0, inp.dtype, inp.stream)
     if inplace:
+        handle = _lib.lib().hvd_allreduce_async(inp.ptr, None, opts)
+        if divisor is None and not inp.copied:
+            return _submit(handle, (inp, opts), lambda _: tensor)
+
         def finish(_):
             _divided(adapter, inp.src, divisor)
             return _finish_inplace(adapter, tensor, inp)
-    else:
-        def finish(_):
-            return adapter.restore(_divided(adapter, out.src, divisor), inp)
-    return _submit(handle, (inp, out, keep), finish)
+        return _submit(handle, (inp, opts), finish)
+    out = adapter.empty_like(inp)
+    handle = _lib.lib().hvd_allreduce_async(inp.ptr, out.ptr, opts)
+
+    def finish(_):
+        return adapter.restore(_divided(adapter, out.src, divisor), inp)
+    return _submit(handle, (inp, out, opts), finish)
 
 
 def grouped_allreduce_async(adapter, tensors, inplace, name, op, prescale,
@@ -329,13 +378,14 @@ def grouped_allreduce_async(adapter, tensors, inplace, name, op, prescale,
     outs = None if inplace else [adapter.empty_like(p) for p in inps]
     dtype = _common_dtype(inps, "grouped_allreduce")
     op, divisor = _integer_average(adapter, op, inps, process_set)
-    opts, keep = _options("grouped_allreduce", name, process_set, op,
-                          prescale, postscale, dtype=dtype,
-                          stream=inps[0].stream if inps else None)
+    opts = _options_ref("grouped_allreduce", name, process_set, op,
+                        prescale, postscale, 0, dtype,
+                        inps[0].stream if inps else None)
+    keep = opts
     in_arr = _pointer_array(inps)
     out_arr = None if outs is None else _pointer_array(outs)
     handle = _lib.lib().hvd_grouped_allreduce_async(
-        len(inps), in_arr, out_arr, ctypes.byref(opts))
+        len(inps), in_arr, out_arr, opts)
     if inplace:
         def finish(_):
             for p in inps:
@@ -351,9 +401,9 @@ def grouped_allreduce_async(adapter, tensors, inplace, name, op, prescale,
 
 def allgather_async(adapter, tensor, name, process_set):
     inp = adapter.prepare(tensor)
-    opts, keep = _options("allgather", name, process_set, dtype=inp.dtype,
-                          stream=inp.stream)
-    handle = _lib.lib().hvd_allgather_async(inp.ptr, ctypes.byref(opts))
+    keep = opts = _options_ref("allgather", name, process_set,
+                               dtype=inp.dtype, stream=inp.stream)
+    handle = _lib.lib().hvd_allgather_async(inp.ptr, opts)
 
     def finish(h):
         return _take_outputs(adapter, h, [inp])[0]
@@ -363,11 +413,11 @@ def allgather_async(adapter, tensor, name, process_set):
 def grouped_allgather_async(adapter, tensors, name, process_set):
     inps = [adapter.prepare(t) for t in tensors]
     dtype = _common_dtype(inps, "grouped_allgather")
-    opts, keep = _options("grouped_allgather", name, process_set, dtype=dtype,
-                          stream=inps[0].stream if inps else None)
+    keep = opts = _options_ref("grouped_allgather", name, process_set,
+                               dtype=dtype,
+                               stream=inps[0].stream if inps else None)
     in_arr = _pointer_array(inps)
-    handle = _lib.lib().hvd_grouped_allgather_async(len(inps), in_arr,
-                                                    ctypes.byref(opts))
+    handle = _lib.lib().hvd_grouped_allgather_async(len(inps), in_arr, opts)
 
     def finish(h):
         return _take_outputs(adapter, h, inps)
@@ -380,11 +430,11 @@ def broadcast_async(adapter, tensor, inplace, root_rank, name, process_set):
     root_in_set = process_set.set_rank_of(int(root_rank))
     inp = adapter.prepare(tensor)
     out = None if inplace else adapter.empty_like(inp)
-    opts, keep = _options("broadcast", name, process_set,
-                          root_rank=root_in_set, dtype=inp.dtype,
-                          stream=inp.stream)
+    keep = opts = _options_ref("broadcast", name, process_set,
+                               root_rank=root_in_set, dtype=inp.dtype,
+                               stream=inp.stream)
     handle = _lib.lib().hvd_broadcast_async(
-        inp.ptr, None if out is None else out.ptr, ctypes.byref(opts))
+        inp.ptr, None if out is None else out.ptr, opts)
     if inplace:
         def finish(_):
             return _finish_inplace(adapter, tensor, inp)
@@ -421,9 +471,10 @@ def reducescatter_async(adapter, tensor, name, op, prescale, postscale,
                         process_set):
     inp = adapter.prepare(tensor)
     op, divisor = _integer_average(adapter, op, [inp], process_set)
-    opts, keep = _options("reducescatter", name, process_set, op, prescale,
-                          postscale, dtype=inp.dtype, stream=inp.stream)
-    handle = _lib.lib().hvd_reducescatter_async(inp.ptr, ctypes.byref(opts))
+    keep = opts = _options_ref("reducescatter", name, process_set, op,
+                               prescale, postscale, dtype=inp.dtype,
+                               stream=inp.stream)
+    handle = _lib.lib().hvd_reducescatter_async(inp.ptr, opts)
 
     def finish(h):
         return _divided(adapter, _take_outputs(adapter, h, [inp])[0],
@@ -436,12 +487,12 @@ def grouped_reducescatter_async(adapter, tensors, name, op, prescale,
     inps = [adapter.prepare(t) for t in tensors]
     dtype = _common_dtype(inps, "grouped_reducescatter")
     op, divisor = _integer_average(adapter, op, inps, process_set)
-    opts, keep = _options("grouped_reducescatter", name, process_set, op,
-                          prescale, postscale, dtype=dtype,
-                          stream=inps[0].stream if inps else None)
+    keep = opts = _options_ref("grouped_reducescatter", name, process_set,
+                               op, prescale, postscale, dtype=dtype,
+                               stream=inps[0].stream if inps else None)
     in_arr = _pointer_array(inps)
     handle = _lib.lib().hvd_grouped_reducescatter_async(
-        len(inps), in_arr, ctypes.byref(opts))
+        len(inps), in_arr, opts)
 
     def finish(h):
         return [_divided(adapter, t, divisor)

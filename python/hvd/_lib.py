@@ -133,6 +133,7 @@ _PROTOTYPES = {
     "hvd_handle_error_code": (_c_int, [_c_i64]),
     "hvd_handle_output_count": (_c_int, [_c_i64]),
     "hvd_handle_output": (_vp, [_c_i64, _c_i32]),
+    "hvd_empty_like": (_vp, [_vp]),
     "hvd_handle_splits": (_c_int, [_c_i64, _c_i32, _pi64, _c_i32]),
     "hvd_handle_result": (_c_i64, [_c_i64]),
     "hvd_release": (None, [_c_i64]),

@@ -80,10 +80,14 @@ class _NumpyAdapter(_engine.Adapter):
             view = src.view(np.uint8)
             dtype = _lib.DTYPE_BOOL
         capsule = view.__dlpack__()
-        return _engine.Prepared(_engine.compact_pointer(capsule),
-                                (view, capsule), dtype, src, copied)
+        # The capsule holds the array; strides are left as numpy wrote them
+        # (the core accepts any stride of a size-1 dimension).
+        return _engine.Prepared(_engine.capsule_pointer(capsule),
+                                capsule, dtype, src, copied)
 
     def empty_like(self, prepared):
+        if prepared.src.nbytes >= _engine.POOLED_OUTPUT_BYTES:
+            return _engine.pooled_empty_like(self, prepared)
         return self.prepare(np.empty_like(prepared.src, order="C"))
 
     def from_managed(self, managed_ptr):

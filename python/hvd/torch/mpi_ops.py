@@ -24,36 +24,45 @@ _SUPPORTED_DTYPES = {
 class _TorchAdapter(_engine.Adapter):
 
     def prepare(self, tensor):
+        # The per-call path: one attribute read per check, nothing built
+        # that the call does not need.
         if not isinstance(tensor, torch.Tensor):
             raise TypeError("expected a torch.Tensor, got %s"
                             % type(tensor).__name__)
-        if tensor.dtype not in _SUPPORTED_DTYPES:
+        dtype = tensor.dtype
+        if dtype not in _SUPPORTED_DTYPES:
             raise ValueError("Tensor type %s is not supported by hvd "
                              "(supported: %s)" % (
-                                 tensor.dtype, ", ".join(sorted(
+                                 dtype, ", ".join(sorted(
                                      str(d) for d in _SUPPORTED_DTYPES))))
         if tensor.is_sparse:
             raise ValueError("hvd collectives take dense tensors; use "
                              "sparse_as_dense or sparse_allreduce_async")
-        src = tensor.detach()
+        src = tensor.detach() if tensor.requires_grad else tensor
         copied = not src.is_contiguous()
         if copied:
             src = src.contiguous()
-        dtype = -1
+        hvd_dtype = -1
         view = src
-        if src.dtype == torch.bool:
+        if dtype is torch.bool:
             view = src.view(torch.uint8)
-            dtype = _lib.DTYPE_BOOL
-        capsule = _dlpack.to_dlpack(view)
+            hvd_dtype = _lib.DTYPE_BOOL
+        capsule = _to_dlpack(view)
         stream = None
         if src.is_cuda:
             stream = torch.cuda.current_stream(src.device).cuda_stream
-        return _engine.Prepared(_engine.compact_pointer(capsule),
-                                (view, capsule), dtype, src, copied, stream)
+        # The capsule holds the tensor; strides are left as torch wrote
+        # them (the core accepts any stride of a size-1 dimension).
+        return _engine.Prepared(_capsule_pointer(capsule), capsule,
+                                hvd_dtype, src, copied, stream)
 
     def empty_like(self, prepared):
+        src = prepared.src
+        if not src.is_cuda and \
+                src.numel() * src.element_size() >= _POOLED_OUTPUT_BYTES:
+            return _engine.pooled_empty_like(self, prepared)
         return self.prepare(torch.empty_like(
-            prepared.src, memory_format=torch.contiguous_format))
+            src, memory_format=torch.contiguous_format))
 
     def from_capsule(self, capsule, device):
         return _dlpack.from_dlpack(capsule)
@@ -79,6 +88,10 @@ class _TorchAdapter(_engine.Adapter):
                 tensor.copy_(torch.div(tensor, divisor,
                                        rounding_mode="floor"))
 
+
+_to_dlpack = _dlpack.to_dlpack
+_capsule_pointer = _engine.capsule_pointer
+_POOLED_OUTPUT_BYTES = _engine.POOLED_OUTPUT_BYTES
 
 _adapter = _TorchAdapter()
 
@@ -157,8 +170,16 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
     """
     op = resolve_op(op, average)
     compressed, cctx = compression.compress(tensor)
-    reduced = HvdAllreduce.apply(compressed, name, op, prescale_factor,
-                                 postscale_factor, process_set)
+    if not isinstance(compressed, torch.Tensor) or (
+            compressed.requires_grad and torch.is_grad_enabled()):
+        reduced = HvdAllreduce.apply(compressed, name, op, prescale_factor,
+                                     postscale_factor, process_set)
+    else:
+        # No graph to record: the Function's forward without autograd's
+        # bookkeeping (a few microseconds a call).
+        reduced = synchronize(allreduce_async(
+            compressed, None, name, op, prescale_factor, postscale_factor,
+            process_set))
     return compression.decompress(reduced, cctx)
 
 
