@@ -129,7 +129,7 @@ int hvd_is_homogeneous(void) {
   return c.local_size * c.cross_size == c.size ? 1 : 0;
 }
 
-int hvd_nccl_built(void) { return hvd::gpu::NcclBuilt() ? 1 : 0; }
+int hvd_nccl_built(void) { return hvd::gpu::NcclVersionCode(); }
 int hvd_cuda_built(void) { return hvd::gpu::CudaBuilt() ? 1 : 0; }
 int hvd_mpi_built(void) { return 0; }
 int hvd_gloo_built(void) { return 0; }

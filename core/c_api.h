@@ -117,13 +117,19 @@ int hvd_cross_rank(void);
 int hvd_cross_size(void);
 int hvd_is_homogeneous(void); /* 1 if every host has the same local_size */
 
-/* What this build holds: 1 or 0. */
+/* What this build holds: 1 or 0; hvd_nccl_built gives NCCL's version code
+ * at build time (e.g. 21803), 0 without NCCL, as Horovod's nccl_built(). */
 int hvd_nccl_built(void);
 int hvd_cuda_built(void);
 int hvd_mpi_built(void);  /* 0: hvd never uses MPI */
 int hvd_gloo_built(void); /* 0: hvd has its own data plane */
 
-/* Collectives. `output` NULL (or equal to `input`) means in place. */
+/* Collectives. `output` NULL (or equal to `input`) means in place.
+ * Each returns a handle (> 0); errors found at submission fail that handle.
+ * One error fails the call itself: a name (within its process set) still in
+ * flight on this rank -- submitted, not yet completed -- returns 0 with
+ * InvalidArgument as hvd_last_error; nothing is queued and the operation
+ * already under that name goes on unaffected. */
 hvd_handle hvd_allreduce_async(DLTensor* input, DLTensor* output,
                                const hvd_options* options);
 /* One handle for the group; the group's tensors complete together. */

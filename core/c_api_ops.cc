@@ -24,6 +24,16 @@ hvd_handle Fail(const absl::Status& status) {
   return Handles().CreateFailed(status);
 }
 
+// A refusal at submission (a name still in flight) returns 0 with the error
+// as hvd_last_error, so the call itself fails; anything else is a handle.
+hvd_handle Submitted(const absl::StatusOr<int64_t>& handle) {
+  if (!handle.ok()) {
+    SetLastError(handle.status());
+    return 0;
+  }
+  return *handle;
+}
+
 absl::Status NotInitialized() {
   return absl::FailedPreconditionError(
       "hvd is not initialized: call hvd.init() first");
@@ -206,7 +216,7 @@ hvd_handle Enqueue(OpType type, const char* op_name, int32_t count,
     }
     entries.push_back(std::move(*entry));
   }
-  return rt->Submit(std::move(entries));
+  return Submitted(rt->Submit(std::move(entries)));
 }
 
 hvd_handle EnqueueControl(OpType type, const std::string& name,
@@ -227,7 +237,7 @@ hvd_handle EnqueueControl(OpType type, const std::string& name,
   for (int32_t r : set_ranks) entry->request.add_set_ranks(r);
   Entries entries;
   entries.push_back(std::move(entry));
-  return rt->Submit(std::move(entries));
+  return Submitted(rt->Submit(std::move(entries)));
 }
 
 // Waits for a control op and returns its result value, or -1 with the error

@@ -15,7 +15,7 @@ PACKAGES=(
   libabsl-dev libboost1.74-dev libdlpack-dev libibverbs-dev rdma-core
   libgtest-dev libgmock-dev googletest
   python3-torch python3-torchvision python3-numpy python3-matplotlib
-  python3-pytest python3-cloudpickle          # cloudpickle: hvd.run
+  python3-pytest python3-mock python3-cloudpickle  # hvd.run; Horovod's test suite
   openmpi-bin libopenmpi-dev                  # benchmark anchor (MPI_Allreduce)
   openssh-server openssh-client iproute2 procps psmisc  # multi-host tests
 )

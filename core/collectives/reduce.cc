@@ -108,22 +108,26 @@ void ScaleTyped(void* bytes, size_t count, double factor) {
       data[i] = SaturatingCast<T>(static_cast<double>(data[i]) * factor);
     }
   } else {
-    for (size_t i = 0; i < count; ++i) {
-      data[i] = static_cast<T>(static_cast<double>(data[i]) * factor);
-    }
+    // In the tensor's own type, the factor rounded to it first: float32
+    // tensors are scaled in float arithmetic, as Horovod does, so results
+    // match Horovod's bit for bit (a product in double rounded once to
+    // float can differ in the last bit).
+    const T f = static_cast<T>(factor);
+    for (size_t i = 0; i < count; ++i) data[i] = data[i] * f;
   }
 }
 
 // dst[i] = (dst[i] + src[i]) * factor, rounded as Loop<SumOp> then
-// ScaleTyped round it: the sum to T, the product (in double) to T.
+// ScaleTyped round it: the sum to T, then the product in T.
 template <typename T>
 void SumScaleLoop(void* dst_bytes, const void* src_bytes, size_t count,
                   double factor) {
   T* __restrict dst = static_cast<T*>(dst_bytes);
   const T* __restrict src = static_cast<const T*>(src_bytes);
+  const T f = static_cast<T>(factor);
   for (size_t i = 0; i < count; ++i) {
     const T sum = dst[i] + src[i];
-    dst[i] = static_cast<T>(static_cast<double>(sum) * factor);
+    dst[i] = sum * f;
   }
 }
 

@@ -250,6 +250,30 @@ TEST(Scale, FloatsAndHalves) {
   EXPECT_EQ(BFloat16ToFloat(bf[0]), 1.5f);
 }
 
+// Horovod scales a float32 tensor by the factor rounded to float, in float
+// arithmetic; Horovod's own tests compare with no tolerance. A product taken
+// in double and rounded once differs in the last bit for some values, which
+// this test makes sure it meets.
+TEST(Scale, Float32IsScaledInFloatArithmetic) {
+  const double factor = 0.7315579438247585;  // not a float
+  std::vector<float> f(1000);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = -50.0f + 0.37f * i;
+  std::vector<float> fused = f, other(f.size(), 0.0f);
+  Scale(f.data(), f.size(), DataType::kFloat32, factor);
+  ReduceAndScale(fused.data(), other.data(), fused.size(),
+                 DataType::kFloat32, ReduceOp::kSum, factor);
+  int differs_in_double = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    const float x = -50.0f + 0.37f * i;
+    const float want = x * static_cast<float>(factor);
+    EXPECT_EQ(f[i], want) << "x=" << x;
+    EXPECT_EQ(fused[i], want) << "x=" << x;
+    differs_in_double +=
+        static_cast<float>(static_cast<double>(x) * factor) != want;
+  }
+  EXPECT_GT(differs_in_double, 0);
+}
+
 TEST(Scale, BoolKeepsTruthUnlessFactorIsZero) {
   std::vector<uint8_t> v = {0, 1, 3};
   Scale(v.data(), v.size(), DataType::kBool, 0.5);

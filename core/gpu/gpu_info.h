@@ -10,6 +10,9 @@ namespace hvd::gpu {
 
 bool CudaBuilt();
 bool NcclBuilt();
+// NCCL_VERSION_CODE of the NCCL this build was compiled against (e.g.
+// 21803 for 2.18.3), 0 without NCCL: what Horovod's nccl_built() returns.
+int NcclVersionCode();
 // "NCCL 2.28.3, CUDA runtime 13.0, 0 devices" or why not.
 std::string Describe();
 

@@ -8,6 +8,7 @@ namespace hvd::gpu {
 
 bool CudaBuilt() { return true; }
 bool NcclBuilt() { return true; }
+int NcclVersionCode() { return NCCL_VERSION_CODE; }
 
 std::string Describe() {
   int nccl = 0;

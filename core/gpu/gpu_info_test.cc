@@ -15,6 +15,11 @@ TEST(GpuInfo, BuiltWithCudaExactlyWhereTheToolkitExists) {
   EXPECT_EQ(CudaBuilt(), toolkit);
   EXPECT_EQ(NcclBuilt(), toolkit);
   if (toolkit) {
+    EXPECT_GE(NcclVersionCode(), 20000);  // NCCL 2.x: major*10000 + ...
+  } else {
+    EXPECT_EQ(NcclVersionCode(), 0);
+  }
+  if (toolkit) {
     // Calls into the real libnccl and libcudart (no GPU needed for these).
     EXPECT_NE(Describe().find("NCCL 2."), std::string::npos) << Describe();
   } else {

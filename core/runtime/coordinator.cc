@@ -236,12 +236,31 @@ std::vector<int> Coordinator::MissingRanks(
   return missing;
 }
 
+// Only allreduce goes on with joined ranks (as in Horovod): any other
+// collective of a set with a joined member fails. It is failed as soon as
+// one rank asks, without waiting for the other live ranks: each of them
+// gets its own error when its request comes, so ranks whose generated
+// names have drifted apart (one joined while the others ran an unnamed op)
+// cannot wait on each other forever.
+bool Coordinator::FailsForJoinedRanks(const Pending& pending,
+                                      const std::vector<int>& members) const {
+  const OpType type = pending.by_rank.begin()->second.type();
+  if (type != ALLGATHER && type != BROADCAST && type != ALLTOALL &&
+      type != REDUCESCATTER) {
+    return false;
+  }
+  return !JoinedMembers(members).empty();
+}
+
 void Coordinator::CollectReady(std::vector<Response>& ready) {
   std::vector<std::pair<int64_t, Key>> complete;
   std::map<Key, int> group_ready;  // (set, group) -> members ready
   for (const auto& [key, pending] : table_) {
     auto members = sets_->Ranks(key.first);
-    if (members && !MissingRanks(pending, *members).empty()) continue;
+    if (members && !MissingRanks(pending, *members).empty() &&
+        !FailsForJoinedRanks(pending, *members)) {
+      continue;
+    }
     complete.emplace_back(pending.order, key);
     const Request& any = pending.by_rank.begin()->second;
     if (any.group_size() > 1) ++group_ready[{key.first, any.group()}];

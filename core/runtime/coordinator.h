@@ -86,6 +86,8 @@ class Coordinator {
   std::vector<int> MissingRanks(const Pending& pending,
                                 const std::vector<int>& members) const;
   std::vector<int> JoinedMembers(const std::vector<int>& members) const;
+  bool FailsForJoinedRanks(const Pending& pending,
+                           const std::vector<int>& members) const;
   void CollectReady(std::vector<Response>& ready);
   std::string CheckStalls(absl::Time now);
   void Fuse(std::vector<Response>& ready, ResponseList& out);

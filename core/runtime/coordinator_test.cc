@@ -189,6 +189,41 @@ TEST_F(CoordinatorTest, BroadcastAfterJoinIsAnError) {
             "allreduce continues with joined ranks");
 }
 
+class ThreeRankCoordinatorTest : public CoordinatorTest {
+ protected:
+  ThreeRankCoordinatorTest() : CoordinatorTest(3) {}
+};
+
+// With a rank joined, an allgather fails as soon as a live rank asks for
+// it, without waiting for the other live ranks: here their (generated)
+// names differ, and each still gets its own error at once.
+TEST_F(ThreeRankCoordinatorTest, CollectiveAfterJoinFailsForEachAskerAtOnce) {
+  Request join;
+  join.set_rank(0);
+  join.set_type(JOIN);
+  Request g1 = Allreduce(1, "allgather.noname.4");
+  g1.set_type(ALLGATHER);
+  Request g2 = Allreduce(2, "allgather.noname.5");
+  g2.set_type(ALLGATHER);
+  ResponseList out = Cycle({{join}, {g1}, {}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).names(0), "allgather.noname.4");
+  EXPECT_NE(out.responses(0).error().find("cannot run after rank(s) 0 "
+                                          "joined"),
+            std::string::npos)
+      << out.responses(0).error();
+  out = Cycle({{}, {}, {g2}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).names(0), "allgather.noname.5");
+  EXPECT_FALSE(out.responses(0).error().empty());
+  // Allreduce still waits for every live rank, joined ones counting.
+  out = Cycle({{}, {Allreduce(1, "a")}, {}});
+  EXPECT_EQ(out.responses_size(), 0);
+  out = Cycle({{}, {}, {Allreduce(2, "a")}});
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_TRUE(out.responses(0).error().empty());
+}
+
 TEST_F(CoordinatorTest, ProcessSetNeedsOnlyItsMembers) {
   sets_.Add(1, {1});
   Request a = Allreduce(1, "p");

@@ -90,15 +90,45 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
 
 Runtime::~Runtime() { Shutdown(); }
 
-int64_t Runtime::Submit(std::vector<std::unique_ptr<TensorEntry>> entries) {
+absl::StatusOr<int64_t> Runtime::Submit(
+    std::vector<std::unique_ptr<TensorEntry>> entries) {
+  // Reserve every name first: a refused call queues nothing.
+  std::vector<std::pair<int, std::string>> keys;
+  {
+    absl::MutexLock lock(&names_mu_);
+    for (const auto& entry : entries) {
+      if (entry->request.type() == JOIN) continue;
+      std::pair<int, std::string> key{entry->request.process_set(),
+                                      entry->request.name()};
+      if (in_flight_.count(key) > 0 ||
+          std::find(keys.begin(), keys.end(), key) != keys.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "an operation named '", key.second,
+            "' is still in flight on rank ", config_.rank,
+            ": wait for it, or use another name"));
+      }
+      keys.push_back(std::move(key));
+    }
+    in_flight_.insert(keys.begin(), keys.end());
+  }
   const int64_t handle = handles_->Create(static_cast<int>(entries.size()));
   const absl::Time now = absl::Now();
   for (size_t i = 0; i < entries.size(); ++i) {
     TensorEntry& entry = *entries[i];
     entry.request.set_rank(config_.rank);
     entry.enqueued = now;
-    entry.done = [table = handles_, handle, i](const absl::Status& status,
-                                               OpResult result) {
+    std::pair<int, std::string> key{entry.request.process_set(),
+                                    entry.request.name()};
+    const bool reserved = entry.request.type() != JOIN;
+    // The name is free again before the handle completes, so a caller that
+    // has waited for it may reuse the name at once.
+    entry.done = [this, table = handles_, handle, i, reserved,
+                  key = std::move(key)](const absl::Status& status,
+                                        OpResult result) {
+      if (reserved) {
+        absl::MutexLock lock(&names_mu_);
+        in_flight_.erase(key);
+      }
       table->Complete(handle, static_cast<int>(i), status, std::move(result));
     };
   }

@@ -18,6 +18,9 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
+#include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -76,8 +79,12 @@ class Runtime {
   DeviceOps* device_ops() { return device_ops_.get(); }
 
   // Queues `entries` as one handle (a group when several). Entries get
-  // request.rank and done set here.
-  int64_t Submit(std::vector<std::unique_ptr<TensorEntry>> entries);
+  // request.rank and done set here. A name (within its process set) that is
+  // still in flight on this rank -- submitted and not yet completed -- is
+  // refused with InvalidArgument before anything is queued, and the
+  // operation already under that name goes on unaffected (as in Horovod).
+  absl::StatusOr<int64_t> Submit(
+      std::vector<std::unique_ptr<TensorEntry>> entries);
   // Asks every rank to stop, waits for this rank's background thread.
   void Shutdown();
   // Rank 0's negotiation counters, final once Shutdown has returned (zero on
@@ -107,6 +114,11 @@ class Runtime {
   std::unique_ptr<DeviceOps> device_ops_;
   std::unique_ptr<Executor> executor_;
   PendingTable pending_;  // background thread only
+
+  // (process set, name) of every entry submitted and not yet completed.
+  // Its own mutex: entries complete (and leave it) with mu_ held too.
+  absl::Mutex names_mu_;
+  std::set<std::pair<int, std::string>> in_flight_ ABSL_GUARDED_BY(names_mu_);
 
   absl::Mutex mu_;
   std::vector<std::unique_ptr<TensorEntry>> queue_ ABSL_GUARDED_BY(mu_);

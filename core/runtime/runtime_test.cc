@@ -5,6 +5,7 @@
 // a process.
 #include "core/runtime/runtime.h"
 
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -66,7 +67,7 @@ class Job {
   // Submits `entries` on `rank` and waits for the handle's status.
   absl::Status Run(int rank,
                    std::vector<std::unique_ptr<TensorEntry>> entries) {
-    const int64_t handle = runtime(rank).Submit(std::move(entries));
+    const int64_t handle = runtime(rank).Submit(std::move(entries)).value();
     if (handles(rank).Wait(handle, absl::Seconds(30)) !=
         HandleTable::kDone) {
       return absl::DeadlineExceededError("handle did not complete");
@@ -212,13 +213,54 @@ TEST_P(RuntimeTest, JoinedRanksContributeZerosAndJoinReturnsTheLastRank) {
       EXPECT_TRUE(job.Run(rank, One(Allreduce("only_rank0", data))).ok());
       EXPECT_EQ(data[6], 1.0f);  // every other rank had joined: zeros
     }
-    const int64_t handle = job.runtime(rank).Submit(One(Join()));
+    const int64_t handle = job.runtime(rank).Submit(One(Join())).value();
     ASSERT_EQ(job.handles(rank).Wait(handle, absl::Seconds(30)),
               HandleTable::kDone);
     OpResult result;
     ASSERT_TRUE(job.handles(rank).PeekResult(handle, 0, &result));
     // Rank 0's allreduce completed only once every other rank had joined.
     EXPECT_EQ(result.value, 0);
+  });
+}
+
+// A second submission under a name still in flight is refused by Submit
+// itself; the first goes on and completes normally on every rank, and the
+// name is free again once it has.
+TEST_P(RuntimeTest, NameStillInFlightIsRefusedAtSubmitAndTheFirstCompletes) {
+  Job job(size(), transport());
+  ASSERT_EQ(job.size(), size());
+  // The op completes once the last rank submits it, so the last rank
+  // submits only after every other rank has been refused (it cannot be
+  // refused itself without racing that completion).
+  std::atomic<int> refused{0};
+  job.RunOnEveryRank([&](int rank) {
+    std::vector<float> data(5, rank + 1.0f), again(5, 1.0f);
+    const bool last = rank == size() - 1;
+    while (last && refused.load() < size() - 1) std::this_thread::yield();
+    auto first = job.runtime(rank).Submit(One(Allreduce("dup", data)));
+    ASSERT_TRUE(first.ok()) << first.status();
+    if (!last) {
+      auto second = job.runtime(rank).Submit(One(Allreduce("dup", again)));
+      EXPECT_EQ(second.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(second.status().message()),
+                  HasSubstr("'dup'"));
+      ++refused;
+    }
+    ASSERT_EQ(job.handles(rank).Wait(*first, absl::Seconds(30)),
+              HandleTable::kDone);
+    EXPECT_TRUE(job.handles(rank).GetStatus(*first).ok());
+    job.handles(rank).Release(*first);
+    EXPECT_EQ(data[4], SumOfRanks(size()));
+    EXPECT_EQ(again[0], 1.0f);  // never queued
+    // Two entries of one submission may not share a name either.
+    std::vector<float> a(2), b(2);
+    std::vector<std::unique_ptr<TensorEntry>> pair;
+    pair.push_back(Allreduce("twin", a));
+    pair.push_back(Allreduce("twin", b));
+    EXPECT_EQ(job.runtime(rank).Submit(std::move(pair)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    // Completed: the name may be used again.
+    EXPECT_TRUE(job.Run(rank, One(Allreduce("dup", data))).ok());
   });
 }
 

@@ -104,10 +104,6 @@ class Adapter:
         """True for integer (not bool, not floating-point) tensors."""
         raise NotImplementedError
 
-    def divide_(self, tensor, divisor):
-        """In place: floor division for integers, true division otherwise."""
-        raise NotImplementedError
-
 
 def capsule_pointer(capsule):
     """Address of the DLManagedTensor in a "dltensor" capsule, which is also
@@ -327,47 +323,40 @@ def _finish_inplace(adapter, tensor, prepared):
 
 # ------------------------------------------------------------ collectives --
 
-def _integer_average(adapter, op, prepared_list, process_set):
-    """Horovod averages integer tensors as a Sum followed by a floor
-    division by the set's size; the core's Average is for floating point
-    only. Returns (op to submit, divisor or None)."""
+def _integer_average(adapter, op, prepared_list, process_set, postscale):
+    """Horovod averages integer tensors as a Sum with the postscale factor
+    divided by the set's size: the product is taken in float64 and
+    truncated toward zero (so -7 averaged over 2 ranks is -3). The core's
+    Average is for floating point only. Returns (op, postscale) to submit."""
     if op != _lib.OP_AVERAGE or not any(adapter.is_integer(p)
                                         for p in prepared_list):
-        return op, None
+        return op, postscale
     if process_set is None:
         process_set = _ps.global_process_set
     _ps.resolve(process_set)
-    return _lib.OP_SUM, process_set.size()
-
-
-def _divided(adapter, tensor, divisor):
-    if divisor is not None:
-        adapter.divide_(tensor, divisor)
-    return tensor
+    return _lib.OP_SUM, float(postscale) / process_set.size()
 
 
 def allreduce_async(adapter, tensor, inplace, name, op, prescale, postscale,
                     process_set):
     inp = adapter.prepare(tensor)
-    divisor = None
-    if op == _lib.OP_AVERAGE:
-        op, divisor = _integer_average(adapter, op, [inp], process_set)
+    op, postscale = _integer_average(adapter, op, [inp], process_set,
+                                     postscale)
     opts = _options_ref("allreduce", name, process_set, op, prescale,
                         postscale, 0, inp.dtype, inp.stream)
     if inplace:
         handle = _lib.lib().hvd_allreduce_async(inp.ptr, None, opts)
-        if divisor is None and not inp.copied:
+        if not inp.copied:
             return _submit(handle, (inp, opts), lambda _: tensor)
 
         def finish(_):
-            _divided(adapter, inp.src, divisor)
             return _finish_inplace(adapter, tensor, inp)
         return _submit(handle, (inp, opts), finish)
     out = adapter.empty_like(inp)
     handle = _lib.lib().hvd_allreduce_async(inp.ptr, out.ptr, opts)
 
     def finish(_):
-        return adapter.restore(_divided(adapter, out.src, divisor), inp)
+        return adapter.restore(out.src, inp)
     return _submit(handle, (inp, out, opts), finish)
 
 
@@ -377,7 +366,8 @@ def grouped_allreduce_async(adapter, tensors, inplace, name, op, prescale,
     inps = [adapter.prepare(t) for t in tensors]
     outs = None if inplace else [adapter.empty_like(p) for p in inps]
     dtype = _common_dtype(inps, "grouped_allreduce")
-    op, divisor = _integer_average(adapter, op, inps, process_set)
+    op, postscale = _integer_average(adapter, op, inps, process_set,
+                                     postscale)
     opts = _options_ref("grouped_allreduce", name, process_set, op,
                         prescale, postscale, 0, dtype,
                         inps[0].stream if inps else None)
@@ -388,14 +378,11 @@ def grouped_allreduce_async(adapter, tensors, inplace, name, op, prescale,
         len(inps), in_arr, out_arr, opts)
     if inplace:
         def finish(_):
-            for p in inps:
-                _divided(adapter, p.src, divisor)
             return [_finish_inplace(adapter, t, p)
                     for t, p in zip(tensors, inps)]
     else:
         def finish(_):
-            return [adapter.restore(_divided(adapter, o.src, divisor), p)
-                    for o, p in zip(outs, inps)]
+            return [adapter.restore(o.src, p) for o, p in zip(outs, inps)]
     return _submit(handle, (inps, outs, in_arr, out_arr, keep), finish)
 
 
@@ -470,15 +457,15 @@ def alltoall_async(adapter, tensor, splits, name, process_set, wrap_splits):
 def reducescatter_async(adapter, tensor, name, op, prescale, postscale,
                         process_set):
     inp = adapter.prepare(tensor)
-    op, divisor = _integer_average(adapter, op, [inp], process_set)
+    op, postscale = _integer_average(adapter, op, [inp], process_set,
+                                     postscale)
     keep = opts = _options_ref("reducescatter", name, process_set, op,
                                prescale, postscale, dtype=inp.dtype,
                                stream=inp.stream)
     handle = _lib.lib().hvd_reducescatter_async(inp.ptr, opts)
 
     def finish(h):
-        return _divided(adapter, _take_outputs(adapter, h, [inp])[0],
-                        divisor)
+        return _take_outputs(adapter, h, [inp])[0]
     return _submit(handle, (inp, keep), finish)
 
 
@@ -486,7 +473,8 @@ def grouped_reducescatter_async(adapter, tensors, name, op, prescale,
                                 postscale, process_set):
     inps = [adapter.prepare(t) for t in tensors]
     dtype = _common_dtype(inps, "grouped_reducescatter")
-    op, divisor = _integer_average(adapter, op, inps, process_set)
+    op, postscale = _integer_average(adapter, op, inps, process_set,
+                                     postscale)
     keep = opts = _options_ref("grouped_reducescatter", name, process_set,
                                op, prescale, postscale, dtype=dtype,
                                stream=inps[0].stream if inps else None)
@@ -495,8 +483,7 @@ def grouped_reducescatter_async(adapter, tensors, name, op, prescale,
         len(inps), in_arr, opts)
 
     def finish(h):
-        return [_divided(adapter, t, divisor)
-                for t in _take_outputs(adapter, h, inps)]
+        return _take_outputs(adapter, h, inps)
     return _submit(handle, (inps, in_arr, keep), finish)
 
 

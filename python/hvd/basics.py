@@ -125,7 +125,9 @@ def gloo_built():
 
 
 def nccl_built():
-    return bool(_lib.lib().hvd_nccl_built())
+    """NCCL's version code (e.g. 21803) if built with NCCL, else 0: an
+    int, as Horovod's."""
+    return int(_lib.lib().hvd_nccl_built())
 
 
 def cuda_built():

@@ -65,7 +65,7 @@ for epoch in range(4):
         for data, target in loader:
             correct += int((model(data).argmax(1) == target).sum())
     accuracy = metric_average(correct / len(sampler), "avg_accuracy")
-    # Integer metrics (Horovod averages them with floor division).
+    # Integer metrics (Horovod averages them in float64, truncated).
     total_correct = metric_average(correct, "avg_correct")
     if hvd.rank() == 0:
         print("epoch %d: accuracy %.3f (avg correct per rank %d)"

@@ -28,7 +28,7 @@ def test_allreduce_every_dtype_and_op(dtype, op):
                 hvd.Max: stack.max(0), hvd.Product: stack.prod(0),
                 hvd.Average: stack.mean(0)}[op]
     if op == hvd.Average and np.dtype(dtype).kind in "iu":
-        expected = np.floor(stack.sum(0) / SIZE)
+        expected = np.trunc(stack.sum(0) / SIZE)
     tensor = value(RANK).astype(dtype)
     result = hvd.allreduce(tensor, op=op)
     assert result.dtype == np.dtype(dtype)

@@ -69,12 +69,19 @@ def test_init_makes_a_job_of_size_one():
 
 
 def test_build_facts_are_booleans():
-    for fn in (hvd.mpi_built, hvd.gloo_built, hvd.nccl_built, hvd.cuda_built,
+    for fn in (hvd.mpi_built, hvd.gloo_built, hvd.cuda_built,
                hvd.mpi_enabled, hvd.gloo_enabled, hvd.ddl_built,
                hvd.ccl_built, hvd.rocm_built, hvd.mpi_threads_supported):
         assert fn() in (True, False)
     assert not hvd.mpi_built() and not hvd.gloo_built()
     assert hvd.version()
+
+
+def test_nccl_built_is_the_version_code_or_zero():
+    # Horovod's nccl_built() is NCCL_VERSION_CODE (an int), 0 without NCCL.
+    code = hvd.nccl_built()
+    assert type(code) is int
+    assert (code >= 20000) if hvd.cuda_built() else (code == 0)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16,

@@ -48,7 +48,7 @@ def reference(op, dtype, shape=(17, 3)):
     elif op == hvd.Average:
         out = stack.sum(0) / SIZE
         if not dtype.is_floating_point:
-            out = torch.floor(out)  # Horovod: integer Average floor-divides
+            out = torch.trunc(out)  # Horovod: integer Average truncates
     elif op == hvd.Min:
         out = stack.min(0).values
     elif op == hvd.Max:
@@ -353,6 +353,21 @@ def test_alltoall_every_dtype(dtype):
     assert received.tolist() == [RANK + 1] * SIZE
 
 
+def test_integer_average_truncates_toward_zero_like_horovod():
+    # Horovod averages integers as a Sum scaled by 1/size in float64, then
+    # truncated: only rank 0 holds -1, so the mean is -1/SIZE -> 0 (floor
+    # division would give -1); 2*SIZE+1 on rank 0 averages to 2.
+    values = [-1, 2 * SIZE + 1, 7]
+    for dtype in (torch.int32, torch.int64):
+        t = torch.tensor(values if RANK == 0 else [0, 0, 7], dtype=dtype)
+        assert hvd.allreduce(t, op=hvd.Average).tolist() == [0, 2, 7]
+        both = hvd.grouped_allreduce([t, t.clone()], op=hvd.Average)
+        assert [b.tolist() for b in both] == [[0, 2, 7]] * 2
+        rows = torch.tensor(values[:1] if RANK == 0 else [0],
+                            dtype=dtype).repeat(SIZE, 1)
+        assert hvd.reducescatter(rows, op=hvd.Average).tolist() == [[0]]
+
+
 # -------------------------------------------------------- reducescatter --
 
 @pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
@@ -366,7 +381,7 @@ def test_reducescatter_uneven_rows(op, dtype):
     if op == hvd.Average:
         full = reference_sum / SIZE
         if not dtype.is_floating_point:
-            full = torch.floor(full)
+            full = torch.trunc(full)
     counts = [rows // SIZE + (1 if r < rows % SIZE else 0)
               for r in range(SIZE)]
     start = sum(counts[:RANK])
@@ -519,6 +534,29 @@ def test_mismatched_broadcast_roots_raise_on_every_rank():
         hvd.broadcast(torch.ones(3), root_rank=RANK, name="mismatch.root")
 
 
+def test_second_op_under_a_name_in_flight_is_refused_by_the_call():
+    # The refusal is the call's own ValueError, on this rank only; the op
+    # already under that name is not disturbed and completes once every
+    # rank has submitted it, after which the name is free again.
+    x = torch.full((4,), float(RANK + 1))
+    total = [SIZE * (SIZE + 1) / 2] * 4
+    handles = []
+    for turn in range(SIZE):
+        if RANK == turn:
+            handles.append(hvd.allreduce_async(x, name="in_flight",
+                                               op=hvd.Sum))
+            handles.append(hvd.allgather_async(x, name="in_flight"))
+            with pytest.raises(ValueError, match="still in flight"):
+                hvd.allreduce_async(x, name="in_flight", op=hvd.Sum)
+            with pytest.raises(ValueError, match="still in flight"):
+                hvd.allgather_async(x, name="in_flight")
+        hvd.barrier()
+    reduced, gathered = [hvd.synchronize(h) for h in handles]
+    assert reduced.tolist() == total
+    assert gathered.shape == (4 * SIZE,)
+    assert hvd.allreduce(x, name="in_flight", op=hvd.Sum).tolist() == total
+
+
 def test_adasum_raises_a_clear_not_supported_error():
     with pytest.raises(hvd.HvdNotSupportedError, match="Adasum"):
         hvd.allreduce(torch.ones(3), op=hvd.Adasum)
@@ -595,15 +633,26 @@ def test_alltoall_gradient_returns_along_the_received_splits():
 
 
 def test_reducescatter_gradient_is_the_allgather_of_the_gradient():
+    # Horovod's definition: the allgathered gradient times the set's size
+    # for Sum, unscaled for Average, times the factors; grouped alike.
     x = torch.ones(SIZE, 2, requires_grad=True)
     y = hvd.reducescatter(x, op=hvd.Sum)
     (y * (RANK + 1)).sum().backward()
-    expected = torch.cat([torch.full((1, 2), float(r + 1))
+    expected = torch.cat([torch.full((1, 2), float(SIZE * (r + 1)))
                           for r in range(SIZE)])
     assert torch.equal(x.grad, expected)
     x.grad = None
     hvd.reducescatter(x, op=hvd.Average).sum().backward()
-    assert torch.allclose(x.grad, torch.full((SIZE, 2), 1.0 / SIZE))
+    assert torch.equal(x.grad, torch.ones(SIZE, 2))
+    x.grad = None
+    hvd.reducescatter(x, op=hvd.Average, prescale_factor=0.5,
+                      postscale_factor=3.0).sum().backward()
+    assert torch.equal(x.grad, torch.full((SIZE, 2), 1.5))
+    xs = [torch.ones(SIZE, 2, requires_grad=True) for _ in range(2)]
+    for out in hvd.grouped_reducescatter(xs, op=hvd.Sum):
+        out.sum().backward()
+    for t in xs:
+        assert torch.equal(t.grad, torch.full((SIZE, 2), float(SIZE)))
 
 
 def test_grouped_collectives_are_differentiable():
@@ -614,4 +663,6 @@ def test_grouped_collectives_are_differentiable():
     sa, = hvd.grouped_reducescatter([b], op=hvd.Sum)
     (ra.sum() + rb.sum() + ga.sum() + sa.sum()).backward()
     assert torch.allclose(a.grad, torch.full((2,), SIZE + 1.0))
-    assert torch.allclose(b.grad, torch.full((SIZE,), SIZE + 1.0))
+    # allreduce's SIZE plus reducescatter's (Horovod: SIZE times the
+    # allgathered gradient of ones for Sum).
+    assert torch.allclose(b.grad, torch.full((SIZE,), 2.0 * SIZE))

@@ -240,6 +240,37 @@ def test_sparse_gradients_are_averaged(sparse_as_dense):
     assert torch.allclose(emb.weight.detach(), expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("sparse_as_dense", [True, False])
+def test_sparse_gradients_stay_sparse_for_the_wrapped_optimizer(
+        sparse_as_dense):
+    # SparseAdam takes sparse gradients only: reduced dense or not, the
+    # gradient it sees after synchronize() is sparse, as in Horovod.
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 3, sparse=True)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SparseAdam(list(emb.parameters()), lr=0.1),
+        named_parameters=emb.named_parameters(),
+        sparse_as_dense=sparse_as_dense)
+    emb(torch.tensor([RANK, 9])).sum().backward()
+    opt.synchronize()
+    assert emb.weight.grad.is_sparse
+    dense = emb.weight.grad.to_dense()
+    assert torch.allclose(dense[9], torch.ones(3))
+    with opt.skip_synchronize():
+        opt.step()
+
+
+def test_step_after_synchronize_warns_in_horovods_words():
+    model = torch.nn.Linear(2, 1)
+    opt = hvd.DistributedOptimizer(sgd(model.parameters()),
+                                   named_parameters=model.named_parameters())
+    model(torch.ones(1, 2)).sum().backward()
+    opt.synchronize()
+    with pytest.warns(UserWarning, match="optimizer.step\\(\\) called "
+                      "without optimizer.skip_synchronize\\(\\)"):
+        opt.step()
+
+
 def test_named_parameters_must_be_unique_and_complete():
     model = make_model()
     named = list(model.named_parameters())
@@ -307,6 +338,26 @@ def test_broadcast_optimizer_state_of_a_distributed_optimizer():
                          for p in model.parameters()])
     gathered = hvd.allgather(buffers.reshape(1, -1))
     assert all(torch.equal(g, gathered[0]) for g in gathered)
+
+
+def test_broadcast_optimizer_state_of_a_fresh_optimizer_leaves_zero_grads():
+    # Horovod's contract: after the call every parameter that requires a
+    # gradient has one (zeros), a frozen one has none, and the parameters
+    # themselves are not changed (hvd takes no step, even with weight decay).
+    model = make_model(0)
+    frozen = model[0].bias
+    frozen.requires_grad_(False)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
+                        weight_decay=0.1),
+        named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert frozen.grad is None
+    for p, old in zip(model.parameters(), before):
+        assert torch.equal(p, old)
+        if p is not frozen:
+            assert p.grad is not None and not p.grad.any()
 
 
 # ---------------------------------------------------------------- join ---

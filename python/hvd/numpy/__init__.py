@@ -123,12 +123,6 @@ class _NumpyAdapter(_engine.Adapter):
     def is_integer(self, prepared):
         return prepared.src.dtype.kind in "iu"
 
-    def divide_(self, tensor, divisor):
-        if tensor.dtype.kind in "iu":
-            np.floor_divide(tensor, divisor, out=tensor)
-        else:
-            np.true_divide(tensor, divisor, out=tensor)
-
 
 def _c_strides(shape):
     """Element strides of a C-contiguous array of `shape`."""

@@ -67,6 +67,14 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None,
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
     params = [p for g in optimizer.param_groups for p in g["params"]]
+    if not optimizer.state:
+        # A fresh optimizer: Horovod initialises its state with a step on
+        # zero gradients, after which every parameter that requires a
+        # gradient has one. hvd takes no step (see docs/python.md) but leaves
+        # the gradients as Horovod does: zeros where there were none.
+        for p in params:
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p.data)
     message = None
     if rank() == root_rank:
         message = (_state_layout(optimizer, params),

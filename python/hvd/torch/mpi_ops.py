@@ -80,14 +80,6 @@ class _TorchAdapter(_engine.Adapter):
         dtype = prepared.src.dtype
         return not dtype.is_floating_point and dtype != torch.bool
 
-    def divide_(self, tensor, divisor):
-        with torch.no_grad():
-            if tensor.dtype.is_floating_point:
-                tensor.div_(divisor)
-            else:
-                tensor.copy_(torch.div(tensor, divisor,
-                                       rounding_mode="floor"))
-
 
 _to_dlpack = _dlpack.to_dlpack
 _capsule_pointer = _engine.capsule_pointer
@@ -483,15 +475,21 @@ def reducescatter_async(tensor, name=None, op=Average,
 
 
 def _scatter_grad(grad, op, process_set, prescale, postscale):
-    scale = prescale * postscale
-    if op == Average:
-        scale /= process_set.size()
+    """Horovod's gradient of a reducescatter, applied to the allgathered
+    gradient: times the set's size for Sum (1 for Average), times the
+    factors. (Like allreduce's, it is the gradient summed over the ranks'
+    losses, with Average's 1/size carried by the forward only.)"""
+    scale = 1.0
+    if op == Sum:
+        scale = float(process_set.size())
+    scale *= prescale
+    scale *= postscale
     return grad * scale if scale != 1.0 else grad
 
 
 class HvdReducescatter(torch.autograd.Function):
     """Reducescatter; the gradient is the allgather of the gradient, scaled
-    as the forward scaled (1/size for Average, and the factors)."""
+    as Horovod scales it (_scatter_grad)."""
 
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor,

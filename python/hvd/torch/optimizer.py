@@ -33,6 +33,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._op = op
         self._gradient_predivide_factor = gradient_predivide_factor
         self._sparse_as_dense = sparse_as_dense
+        self._made_dense = set()  # params whose sparse grad went dense
         self._process_set = process_set
         self.backward_passes_per_step = backward_passes_per_step
 
@@ -154,7 +155,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # rank must take part in every gradient's reduction.
             p.grad = torch.zeros_like(p)
         elif p.grad.is_sparse:
+            # sparse_as_dense: reduced dense, made sparse again at
+            # synchronize() (the wrapped optimizer may take sparse only).
             p.grad = p.grad.to_dense()
+            self._made_dense.add(p)
         return p.grad
 
     def _allreduce_grad_async(self, p):
@@ -221,11 +225,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for key, (handle, contexts) in self._handles.items():
                 if contexts is None:
                     key.grad = handle()
+            for p in self._made_dense:
+                p.grad = p.grad.to_sparse()
         finally:
             for p in self._requires_update:
                 self._allreduce_delay[p] = self.backward_passes_per_step
             self._handles.clear()
             self._group_ready.clear()
+            self._made_dense.clear()
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -242,9 +249,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn(
-                    "optimizer.step() called after optimizer.synchronize() "
-                    "without optimizer.skip_synchronize(): gradients are "
-                    "reduced again. Wrap step() in skip_synchronize().")
+                    "optimizer.step() called without "
+                    "optimizer.skip_synchronize() after "
+                    "optimizer.synchronize(): the gradients are reduced a "
+                    "second time. Wrap step() in skip_synchronize().")
             self.synchronize()
         self._synchronized = False
         return super(self.__class__, self).step(closure)
