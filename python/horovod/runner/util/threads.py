@@ -62,15 +62,15 @@ def execute_function_multithreaded(fn, args_list, block_until_all_done=True,
     all and returns {i: result}, raising RuntimeError if some call did not
     complete (it raised); otherwise returns None at once (the threads are
     daemons)."""
-    todo = queue.Queue()
+    pending = queue.Queue()
     for index, args in enumerate(args_list):
-        todo.put((index, list(args)))
+        pending.put((index, list(args)))
     results = queue.Queue()
 
     def worker():
         while True:
             try:
-                index, args = todo.get(block=False)
+                index, args = pending.get(block=False)
             except queue.Empty:
                 return
             results.put((index, fn(*args)))
