@@ -126,12 +126,11 @@ void Coordinator::AddRequest(const Request& request, bool from_bit,
   timeline_->NegotiateRankReady(request.name(), request.rank());
 }
 
-void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
-                                 absl::Time now,
-                                 std::vector<Response>& ready) {
-  // Only slots some rank set a bit for, or that wait from an earlier cycle,
-  // can change anything: visiting just those (ascending, as a scan of every
-  // slot would) keeps a cycle's cost independent of the cache capacity.
+// Only slots some rank set a bit for, or that wait from an earlier cycle,
+// can change anything: visiting just those (ascending, as a scan of every
+// slot would) keeps a cycle's cost independent of the cache capacity.
+std::vector<int> Coordinator::SlotsToVisit(
+    const std::vector<RequestList>& lists) const {
   std::vector<int> slots;
   for (const RequestList& list : lists) {
     const std::string& bits = list.cache_bits();
@@ -149,6 +148,13 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
   for (const auto& [slot, with] : partial_bits_) slots.push_back(slot);
   std::sort(slots.begin(), slots.end());
   slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+  return slots;
+}
+
+void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
+                                 absl::Time now,
+                                 std::vector<Response>& ready) {
+  const std::vector<int> slots = SlotsToVisit(lists);
   for (int slot : slots) {
     std::vector<int> with;
     for (size_t r = 0; r < lists.size(); ++r) {

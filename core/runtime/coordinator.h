@@ -83,6 +83,9 @@ class Coordinator {
   void AddRequest(const Request& request, bool from_bit, absl::Time now);
   void ApplyCacheBits(const std::vector<RequestList>& lists, absl::Time now,
                       std::vector<Response>& ready);
+  // The cache slots a cycle must visit, ascending: those some rank set a bit
+  // for, and those still waiting from an earlier cycle.
+  std::vector<int> SlotsToVisit(const std::vector<RequestList>& lists) const;
   std::vector<int> MissingRanks(const Pending& pending,
                                 const std::vector<int>& members) const;
   std::vector<int> JoinedMembers(const std::vector<int>& members) const;

@@ -111,33 +111,43 @@ void Executor::UpdateCache(const Response& response) {
   }
 }
 
+void Executor::CompleteJoin(const Response& response,
+                            PendingTable& pending) {
+  auto it = pending.find({0, kJoinName});
+  if (it == pending.end()) return;
+  for (auto& entry : it->second) {
+    OpResult result;
+    result.value = response.last_joined();
+    Complete(*entry, absl::OkStatus(), std::move(result));
+  }
+  pending.erase(it);
+}
+
+// An error response fails its entries, and also duplicates still queued
+// under the same names.
+void Executor::FailResponse(const Response& response, Entries& entries,
+                            PendingTable& pending) {
+  UpdateCache(response);
+  const absl::Status error = absl::InvalidArgumentError(response.error());
+  FailEntries(entries, error);
+  for (const auto& name : response.names()) {
+    auto it = pending.find({response.process_set(), name});
+    if (it == pending.end()) continue;
+    for (auto& entry : it->second) Complete(*entry, error);
+    pending.erase(it);
+  }
+}
+
 absl::Status Executor::Execute(const Response& response,
                                PendingTable& pending) {
   for (const auto& name : response.names()) timeline_->ActivityEnd(name);
   if (response.type() == JOIN) {
-    auto it = pending.find({0, kJoinName});
-    if (it != pending.end()) {
-      for (auto& entry : it->second) {
-        OpResult result;
-        result.value = response.last_joined();
-        Complete(*entry, absl::OkStatus(), std::move(result));
-      }
-      pending.erase(it);
-    }
+    CompleteJoin(response, pending);
     return absl::OkStatus();
   }
   Entries entries = Take(response, pending);
-  // An error also fails duplicates still queued under the same name.
   if (!response.error().empty()) {
-    UpdateCache(response);
-    const absl::Status error = absl::InvalidArgumentError(response.error());
-    FailEntries(entries, error);
-    for (const auto& name : response.names()) {
-      auto it = pending.find({response.process_set(), name});
-      if (it == pending.end()) continue;
-      for (auto& entry : it->second) Complete(*entry, error);
-      pending.erase(it);
-    }
+    FailResponse(response, entries, pending);
     return absl::OkStatus();
   }
   if (response.type() == ADD_PROCESS_SET) {

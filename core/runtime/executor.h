@@ -63,6 +63,9 @@ class Executor {
  private:
   using Entries = std::vector<std::unique_ptr<TensorEntry>>;
   Entries Take(const Response& response, PendingTable& pending);
+  void CompleteJoin(const Response& response, PendingTable& pending);
+  void FailResponse(const Response& response, Entries& entries,
+                    PendingTable& pending);
   void UpdateCache(const Response& response);
   // An allreduce response's buffers: `pieces` (pointer, element count) in
   // collective order; `small` indexes the entries that go through the fusion
