@@ -7,7 +7,9 @@
 // for this tool.
 #include "launcher/options.h"
 
+#include <limits>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -37,10 +39,16 @@ absl::Status BadValue(absl::string_view flag, absl::string_view value,
                    want));
 }
 
-Setter Int(std::optional<int> Options::*field, const char* flag, int min) {
+// An integer from `min` to `max`.
+Setter Int(std::optional<int> Options::*field, const char* flag, int min,
+           int max = std::numeric_limits<int>::max()) {
   return [=](Options& o, const std::string& v) -> absl::Status {
     int n;
-    if (!absl::SimpleAtoi(v, &n) || n < min) {
+    if (!absl::SimpleAtoi(v, &n) || n < min || n > max) {
+      if (max != std::numeric_limits<int>::max()) {
+        return BadValue(flag, v, absl::StrCat("an integer from ", min, " to ",
+                                              max));
+      }
       return BadValue(flag, v,
                       min > 0 ? "a positive integer" : "a non-negative integer");
     }
@@ -91,7 +99,8 @@ const std::vector<Flag>& Flags() {
        Int(&Options::num_proc, "-np", 1)},
       {{"-H", "--hosts"}, true, String(&Options::hosts)},
       {{"--hostfile"}, true, String(&Options::hostfile)},
-      {{"-p", "--ssh-port"}, true, Int(&Options::ssh_port, "--ssh-port", 1)},
+      {{"-p", "--ssh-port"}, true,
+       Int(&Options::ssh_port, "--ssh-port", 1, 65535)},
       {{"-i", "--ssh-identity-file"}, true,
        String(&Options::ssh_identity_file)},
       {{"--ssh-config-file"}, true, String(&Options::ssh_config_file)},

@@ -1,5 +1,6 @@
 #include "launcher/options.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -25,6 +26,17 @@ TEST(ParseCommandLine, HorovodSpellings) {
   EXPECT_EQ(o->start_timeout, absl::Seconds(5));
   EXPECT_TRUE(o->verbose);
   EXPECT_THAT(o->command, ElementsAre("python", "t.py"));
+}
+
+TEST(ParseCommandLine, SshPortOutsideOneTo65535IsRefused) {
+  for (const char* port : {"0", "65536", "99999", "-1"}) {
+    auto o = Parse({"-p", port, "-H", "localhost:2", "true"});
+    EXPECT_EQ(o.status().message(),
+              absl::StrCat("invalid value '", port,
+                           "' for --ssh-port: expected an integer from 1 to "
+                           "65535"));
+  }
+  EXPECT_EQ(Parse({"-p", "65535", "true"})->ssh_port, 65535);
 }
 
 TEST(ParseCommandLine, LongFormsWithEquals) {
