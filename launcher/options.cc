@@ -7,7 +7,6 @@
 // for this tool.
 #include "launcher/options.h"
 
-#include <limits>
 #include <functional>
 #include <limits>
 #include <map>
