@@ -98,98 +98,110 @@ hvd_options Opts(const char* name, int op = HVD_OP_SUM) {
   return o;
 }
 
+// Allreduce, average with a postscale.
+void CheckAllreduceAverage(int rank, int size) {
+  std::vector<float> host(1000, static_cast<float>(rank + 1));
+  GpuTensor t({1000}, kF32, host.data());
+  hvd_options o = Opts("ar.avg", HVD_OP_AVERAGE);
+  o.postscale_factor = 2.0;
+  const std::string e = Wait(hvd_allreduce_async(&t.dl, nullptr, &o));
+  if (!e.empty()) Fail("allreduce: " + e);
+  const float want = 2.0f * (size + 1) / 2.0f;
+  for (float v : Download<float>(t.data, 1000)) {
+    if (std::fabs(v - want) > 1e-5f) {
+      Fail("allreduce value " + std::to_string(v));
+      break;
+    }
+  }
+}
+
+// Grouped allreduce, out of place, int32.
+void CheckGroupedAllreduce(int rank, int size) {
+  std::vector<int32_t> host = {rank, 1, 2 * rank};
+  GpuTensor a({3}, kI32, host.data()), b({1}, kI32, host.data());
+  GpuTensor oa({3}, kI32), ob({1}, kI32);
+  DLTensor* ins[] = {&a.dl, &b.dl};
+  DLTensor* outs[] = {&oa.dl, &ob.dl};
+  hvd_options o = Opts("grouped");
+  const std::string e = Wait(hvd_grouped_allreduce_async(2, ins, outs, &o));
+  if (!e.empty()) Fail("grouped allreduce: " + e);
+  const int32_t sum = size * (size - 1) / 2;
+  const auto got = Download<int32_t>(oa.data, 3);
+  if (got != std::vector<int32_t>{sum, size, 2 * sum}) {
+    Fail("grouped allreduce values");
+  }
+}
+
+// Allgather of differing first dimensions.
+void CheckAllgather(int rank, int size) {
+  std::vector<float> host(rank + 1, static_cast<float>(rank));
+  GpuTensor t({rank + 1}, kF32, host.data());
+  hvd_options o = Opts("gather");
+  const hvd_handle h = hvd_allgather_async(&t.dl, &o);
+  const std::string e = Wait(h);
+  if (!e.empty()) Fail("allgather: " + e);
+  std::vector<float> want;
+  for (int r = 0; r < size; ++r) want.insert(want.end(), r + 1, r);
+  if (e.empty() && TakeGpuOutput<float>(h, "allgather") != want) {
+    Fail("allgather values");
+  }
+  hvd_release(h);
+}
+
+// Broadcast from the last rank.
+void CheckBroadcast(int rank, int size) {
+  std::vector<int32_t> host = {rank, rank};
+  GpuTensor t({2}, kI32, host.data());
+  hvd_options o = Opts("bcast");
+  o.root_rank = size - 1;
+  const std::string e = Wait(hvd_broadcast_async(&t.dl, nullptr, &o));
+  if (!e.empty()) Fail("broadcast: " + e);
+  if (Download<int32_t>(t.data, 2) !=
+      std::vector<int32_t>{size - 1, size - 1}) {
+    Fail("broadcast values");
+  }
+}
+
+// Alltoall: one row to each rank, valued 100 * sender + receiver.
+void CheckAlltoall(int rank, int size) {
+  std::vector<int32_t> host;
+  for (int j = 0; j < size; ++j) host.push_back(100 * rank + j);
+  GpuTensor t({size}, kI32, host.data());
+  hvd_options o = Opts("a2a");
+  const hvd_handle h = hvd_alltoall_async(&t.dl, &o);
+  const std::string e = Wait(h);
+  if (!e.empty()) Fail("alltoall: " + e);
+  std::vector<int32_t> want;
+  for (int j = 0; j < size; ++j) want.push_back(100 * j + rank);
+  if (e.empty() && TakeGpuOutput<int32_t>(h, "alltoall") != want) {
+    Fail("alltoall values");
+  }
+  hvd_release(h);
+}
+
+// Reducescatter of one row per rank.
+void CheckReducescatter(int rank, int size) {
+  std::vector<float> host(size * 4, static_cast<float>(rank));
+  GpuTensor t({size, 4}, kF32, host.data());
+  hvd_options o = Opts("rs");
+  const hvd_handle h = hvd_reducescatter_async(&t.dl, &o);
+  const std::string e = Wait(h);
+  if (!e.empty()) Fail("reducescatter: " + e);
+  const float sum = size * (size - 1) / 2.0f;
+  if (e.empty() &&
+      TakeGpuOutput<float>(h, "reducescatter") != std::vector<float>(4, sum)) {
+    Fail("reducescatter values");
+  }
+  hvd_release(h);
+}
+
 void Collectives(int rank, int size) {
-  // Allreduce, average with a postscale.
-  {
-    std::vector<float> host(1000, static_cast<float>(rank + 1));
-    GpuTensor t({1000}, kF32, host.data());
-    hvd_options o = Opts("ar.avg", HVD_OP_AVERAGE);
-    o.postscale_factor = 2.0;
-    const std::string e = Wait(hvd_allreduce_async(&t.dl, nullptr, &o));
-    if (!e.empty()) Fail("allreduce: " + e);
-    const float want = 2.0f * (size + 1) / 2.0f;
-    for (float v : Download<float>(t.data, 1000)) {
-      if (std::fabs(v - want) > 1e-5f) {
-        Fail("allreduce value " + std::to_string(v));
-        break;
-      }
-    }
-  }
-  // Grouped allreduce, out of place, int32.
-  {
-    std::vector<int32_t> host = {rank, 1, 2 * rank};
-    GpuTensor a({3}, kI32, host.data()), b({1}, kI32, host.data());
-    GpuTensor oa({3}, kI32), ob({1}, kI32);
-    DLTensor* ins[] = {&a.dl, &b.dl};
-    DLTensor* outs[] = {&oa.dl, &ob.dl};
-    hvd_options o = Opts("grouped");
-    const std::string e = Wait(hvd_grouped_allreduce_async(2, ins, outs, &o));
-    if (!e.empty()) Fail("grouped allreduce: " + e);
-    const int32_t sum = size * (size - 1) / 2;
-    const auto got = Download<int32_t>(oa.data, 3);
-    if (got != std::vector<int32_t>{sum, size, 2 * sum}) {
-      Fail("grouped allreduce values");
-    }
-  }
-  // Allgather of differing first dimensions.
-  {
-    std::vector<float> host(rank + 1, static_cast<float>(rank));
-    GpuTensor t({rank + 1}, kF32, host.data());
-    hvd_options o = Opts("gather");
-    const hvd_handle h = hvd_allgather_async(&t.dl, &o);
-    const std::string e = Wait(h);
-    if (!e.empty()) Fail("allgather: " + e);
-    std::vector<float> want;
-    for (int r = 0; r < size; ++r) want.insert(want.end(), r + 1, r);
-    if (e.empty() && TakeGpuOutput<float>(h, "allgather") != want) {
-      Fail("allgather values");
-    }
-    hvd_release(h);
-  }
-  // Broadcast from the last rank.
-  {
-    std::vector<int32_t> host = {rank, rank};
-    GpuTensor t({2}, kI32, host.data());
-    hvd_options o = Opts("bcast");
-    o.root_rank = size - 1;
-    const std::string e = Wait(hvd_broadcast_async(&t.dl, nullptr, &o));
-    if (!e.empty()) Fail("broadcast: " + e);
-    if (Download<int32_t>(t.data, 2) !=
-        std::vector<int32_t>{size - 1, size - 1}) {
-      Fail("broadcast values");
-    }
-  }
-  // Alltoall: one row to each rank, valued 100 * sender + receiver.
-  {
-    std::vector<int32_t> host;
-    for (int j = 0; j < size; ++j) host.push_back(100 * rank + j);
-    GpuTensor t({size}, kI32, host.data());
-    hvd_options o = Opts("a2a");
-    const hvd_handle h = hvd_alltoall_async(&t.dl, &o);
-    const std::string e = Wait(h);
-    if (!e.empty()) Fail("alltoall: " + e);
-    std::vector<int32_t> want;
-    for (int j = 0; j < size; ++j) want.push_back(100 * j + rank);
-    if (e.empty() && TakeGpuOutput<int32_t>(h, "alltoall") != want) {
-      Fail("alltoall values");
-    }
-    hvd_release(h);
-  }
-  // Reducescatter of one row per rank.
-  {
-    std::vector<float> host(size * 4, static_cast<float>(rank));
-    GpuTensor t({size, 4}, kF32, host.data());
-    hvd_options o = Opts("rs");
-    const hvd_handle h = hvd_reducescatter_async(&t.dl, &o);
-    const std::string e = Wait(h);
-    if (!e.empty()) Fail("reducescatter: " + e);
-    const float sum = size * (size - 1) / 2.0f;
-    if (e.empty() && TakeGpuOutput<float>(h, "reducescatter") !=
-                         std::vector<float>(4, sum)) {
-      Fail("reducescatter values");
-    }
-    hvd_release(h);
-  }
+  CheckAllreduceAverage(rank, size);
+  CheckGroupedAllreduce(rank, size);
+  CheckAllgather(rank, size);
+  CheckBroadcast(rank, size);
+  CheckAlltoall(rank, size);
+  CheckReducescatter(rank, size);
 }
 
 void Die(int rank) {

@@ -143,8 +143,7 @@ void GpuOps::Abort(const absl::Status& reason) {
   if (used_.load(std::memory_order_relaxed)) {
     HVD_LOG(WARNING) << "GPU backend stops: " << reason.message();
   } else {
-    HVD_LOG(DEBUG) << "GPU backend (no GPU op ran) stops: "
-                   << reason.message();
+    HVD_LOG(DEBUG) << "GPU backend (no GPU op ran) stops: " << reason.message();
   }
   for (const auto& comm : comms) comm->Abort(reason);
   finalizer_.Abort(reason);
@@ -199,59 +198,13 @@ void GpuOps::Loop() {
 
 void GpuOps::Run(Task& task) {
   if (task.remove_set) {
-    auto it = sets_.find(task.set_id);
-    if (it == sets_.end()) return;
-    const SetState& state = *it->second;
-    const std::vector<Comm*> gone = {state.comms.main.get(), state.staged.get(),
-                                     state.comms.local.get(),
-                                     state.comms.cross.get()};
-    {
-      absl::MutexLock lock(&mu_);
-      paths_.erase(task.set_id);
-      comms_.erase(std::remove_if(comms_.begin(), comms_.end(),
-                                  [&](const std::shared_ptr<Comm>& c) {
-                                    return std::count(gone.begin(), gone.end(),
-                                                      c.get()) > 0;
-                                  }),
-                   comms_.end());
-    }
-    sets_.erase(it);
+    RemoveSet(task.set_id);
     return;
   }
   Finalizer::Item item;
   item.what = Describe(env_.config.rank, task.response);
   item.deadline = absl::Now() + env_.config.timeout;
-  absl::Status status = Fatal();
-  Device* device = nullptr;
-  SetState* set = nullptr;
-  if (status.ok()) {
-    auto found = DeviceFor(task);
-    status = found.status();
-    if (found.ok()) device = *found;
-  }
-  if (status.ok()) {
-    auto state = StateFor(task, device);
-    status = state.status();
-    if (state.ok()) set = *state;
-  }
-  for (const auto& entry : task.entries) {
-    if (!status.ok()) break;
-    if (entry && entry->ready) status = device->WaitFor(*entry->ready);
-  }
-  if (status.ok()) {
-    auto result = RunGpuOp(
-        GpuOp{task.response, task.group, task.entries, *device, set->comms});
-    status = result.status();
-    if (result.ok()) {
-      item.results = std::move(result->results);
-      item.comms = std::move(result->used);
-    }
-  }
-  if (status.ok()) {
-    auto event = device->Record();
-    status = event.status();
-    if (event.ok()) item.event = std::move(*event);
-  }
+  absl::Status status = Launch(task, item);
   if (!status.ok()) {
     // Peers may already wait in a collective this member will never join:
     // stop everything, with this error.
@@ -264,6 +217,49 @@ void GpuOps::Run(Task& task) {
   }
   item.entries = std::move(task.entries);
   finalizer_.Add(std::move(item));
+}
+
+void GpuOps::RemoveSet(int set_id) {
+  auto it = sets_.find(set_id);
+  if (it == sets_.end()) return;
+  const SetState& state = *it->second;
+  const std::vector<Comm*> gone = {state.comms.main.get(), state.staged.get(),
+                                   state.comms.local.get(),
+                                   state.comms.cross.get()};
+  {
+    absl::MutexLock lock(&mu_);
+    paths_.erase(set_id);
+    comms_.erase(std::remove_if(comms_.begin(), comms_.end(),
+                                [&](const std::shared_ptr<Comm>& c) {
+                                  return std::count(gone.begin(), gone.end(),
+                                                    c.get()) > 0;
+                                }),
+                 comms_.end());
+  }
+  sets_.erase(it);
+}
+
+absl::Status GpuOps::Launch(Task& task, Finalizer::Item& item) {
+  if (absl::Status fatal = Fatal(); !fatal.ok()) return fatal;
+  absl::StatusOr<Device*> device = DeviceFor(task);
+  if (!device.ok()) return device.status();
+  absl::StatusOr<SetState*> set = StateFor(task, *device);
+  if (!set.ok()) return set.status();
+  for (const auto& entry : task.entries) {
+    if (!entry || !entry->ready) continue;
+    if (absl::Status waited = (*device)->WaitFor(*entry->ready); !waited.ok()) {
+      return waited;
+    }
+  }
+  absl::StatusOr<GpuOpResult> result = RunGpuOp(
+      GpuOp{task.response, task.group, task.entries, **device, (*set)->comms});
+  if (!result.ok()) return result.status();
+  item.results = std::move(result->results);
+  item.comms = std::move(result->used);
+  absl::StatusOr<std::unique_ptr<Event>> event = (*device)->Record();
+  if (!event.ok()) return event.status();
+  item.event = std::move(*event);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Device*> GpuOps::DeviceFor(const Task& task) {

@@ -89,7 +89,12 @@ class GpuOps : public runtime::DeviceOps {
   };
 
   void Loop();
+  // Runs one task; a failure aborts every communicator (peers may already
+  // wait in a collective this member will never join).
   void Run(Task& task);
+  void RemoveSet(int set_id);
+  // Waits for the inputs, queues the operation and records its event.
+  absl::Status Launch(Task& task, Finalizer::Item& item);
   absl::StatusOr<Device*> DeviceFor(const Task& task);
   absl::StatusOr<SetState*> StateFor(const Task& task, Device* device);
   absl::StatusOr<std::shared_ptr<Comm>> MakeNccl(Device* device,

@@ -4,25 +4,11 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/common/type_values.h"
 #include "core/gpu/kernels.h"
 
 namespace hvd::gpu::kernels {
 namespace {
-
-// hvd::DataType values (core/common/types.h; part of the ABI).
-enum : int32_t {
-  kUint8 = 0,
-  kInt8 = 1,
-  kUint16 = 2,
-  kInt16 = 3,
-  kInt32 = 4,
-  kInt64 = 5,
-  kFloat16 = 6,
-  kBFloat16 = 7,
-  kFloat32 = 8,
-  kFloat64 = 9,
-  kBool = 10,
-};
 
 constexpr int kThreads = 256;
 
@@ -131,42 +117,42 @@ cudaError_t LaunchScale(void* data, size_t count, int32_t dtype, double factor,
   // one an earlier call left there (its caller already had it returned).
   cudaGetLastError();
   const int blocks = Blocks(count);
-  switch (dtype) {
-    case kUint8:
+  switch (static_cast<DataType>(dtype)) {
+    case DataType::kUint8:
       LaunchInteger<uint8_t>(data, count, factor, stream);
       break;
-    case kInt8:
+    case DataType::kInt8:
       LaunchInteger<int8_t>(data, count, factor, stream);
       break;
-    case kUint16:
+    case DataType::kUint16:
       LaunchInteger<uint16_t>(data, count, factor, stream);
       break;
-    case kInt16:
+    case DataType::kInt16:
       LaunchInteger<int16_t>(data, count, factor, stream);
       break;
-    case kInt32:
+    case DataType::kInt32:
       LaunchInteger<int32_t>(data, count, factor, stream);
       break;
-    case kInt64:
+    case DataType::kInt64:
       LaunchInteger<int64_t>(data, count, factor, stream);
       break;
-    case kFloat16:
+    case DataType::kFloat16:
       ScaleHalf<<<blocks, kThreads, 0, stream>>>(
           static_cast<__half*>(data), count, static_cast<float>(factor));
       break;
-    case kBFloat16:
+    case DataType::kBFloat16:
       ScaleBf16<<<blocks, kThreads, 0, stream>>>(
           static_cast<__nv_bfloat16*>(data), count, static_cast<float>(factor));
       break;
-    case kFloat32:
+    case DataType::kFloat32:
       ScaleFloat<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(data),
                                                   count, factor);
       break;
-    case kFloat64:
+    case DataType::kFloat64:
       ScaleFloat<<<blocks, kThreads, 0, stream>>>(static_cast<double*>(data),
                                                   count, factor);
       break;
-    case kBool:
+    case DataType::kBool:
       ScaleBool<<<blocks, kThreads, 0, stream>>>(static_cast<uint8_t*>(data),
                                                  count, factor != 0.0 ? 1 : 0);
       break;

@@ -12,8 +12,8 @@ namespace hvd::runtime {
 namespace {
 
 std::string ShapeText(const Request& r, int from_dim) {
-  std::vector<int64_t> dims(r.shape().begin() + std::min(from_dim, r.shape_size()),
-                            r.shape().end());
+  std::vector<int64_t> dims(
+      r.shape().begin() + std::min(from_dim, r.shape_size()), r.shape().end());
   return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
 }
 
@@ -27,9 +27,9 @@ std::string Mismatch(const std::map<int, Request>& requests,
   for (const auto& [rank, r] : requests) differs |= field(r) != first;
   if (!differs) return "";
   const Request& any = requests.begin()->second;
-  std::string text = absl::StrCat("Mismatched ", what, " for ",
-                                  OpTypeName(any.type()), " of tensor '",
-                                  any.name(), "': ");
+  std::string text =
+      absl::StrCat("Mismatched ", what, " for ", OpTypeName(any.type()),
+                   " of tensor '", any.name(), "': ");
   std::vector<std::string> parts;
   for (const auto& [rank, r] : requests) {
     parts.push_back(absl::StrCat("rank ", rank, " has ", field(r)));
@@ -60,43 +60,47 @@ bool AllAgree(const std::map<int, Request>& requests,
   return true;
 }
 
-std::string FirstMismatch(const std::map<int, Request>& requests) {
-  const OpType type = requests.begin()->second.type();
-  const bool first_dim_may_differ = type == ALLGATHER || type == ALLTOALL;
-  if (AllAgree(requests, first_dim_may_differ)) return "";
-  const bool reduces = type == ALLREDUCE || type == REDUCESCATTER;
-  std::vector<std::pair<const char*, std::function<std::string(const Request&)>>>
-      checks = {
-          {"operations",
-           [](const Request& r) { return std::string(OpTypeName(r.type())); }},
-          {"data types",
-           [](const Request& r) {
-             return std::string(
-                 DataTypeName(static_cast<DataType>(r.dtype())));
-           }},
-          {"devices",
-           [](const Request& r) {
-             return std::string(
-                 DeviceTypeName(static_cast<DeviceType>(r.device())));
-           }},
-          {first_dim_may_differ ? "shapes (beyond the first dimension)"
-                                : "shapes",
-           [first_dim_may_differ](const Request& r) {
-             return ShapeText(r, first_dim_may_differ ? 1 : 0);
-           }},
-      };
+// A field every rank's request must agree on: its name in the error and how
+// to print it.
+using FieldCheck =
+    std::pair<const char*, std::function<std::string(const Request&)>>;
+
+std::vector<FieldCheck> CommonChecks(bool first_dim_may_differ) {
+  std::vector<FieldCheck> checks = {
+      {"operations",
+       [](const Request& r) { return std::string(OpTypeName(r.type())); }},
+      {"data types",
+       [](const Request& r) {
+         return std::string(DataTypeName(static_cast<DataType>(r.dtype())));
+       }},
+      {"devices",
+       [](const Request& r) {
+         return std::string(
+             DeviceTypeName(static_cast<DeviceType>(r.device())));
+       }},
+      {first_dim_may_differ ? "shapes (beyond the first dimension)" : "shapes",
+       [first_dim_may_differ](const Request& r) {
+         return ShapeText(r, first_dim_may_differ ? 1 : 0);
+       }},
+  };
   if (first_dim_may_differ) {
     checks.push_back({"number of dimensions", [](const Request& r) {
                         return absl::StrCat(r.shape_size());
                       }});
   }
-  if (reduces) {
+  return checks;
+}
+
+// The fields only some operations carry.
+void AddOperationChecks(OpType type, std::vector<FieldCheck>& checks) {
+  if (type == ALLREDUCE || type == REDUCESCATTER) {
     checks.push_back({"reduction ops", [](const Request& r) {
                         return std::string(
                             ReduceOpName(static_cast<ReduceOp>(r.op())));
                       }});
-    checks.push_back({"prescale factors",
-                      [](const Request& r) { return absl::StrCat(r.prescale()); }});
+    checks.push_back({"prescale factors", [](const Request& r) {
+                        return absl::StrCat(r.prescale());
+                      }});
     checks.push_back({"postscale factors", [](const Request& r) {
                         return absl::StrCat(r.postscale());
                       }});
@@ -112,10 +116,17 @@ std::string FirstMismatch(const std::map<int, Request>& requests) {
                       }});
   }
   if (type == REMOVE_PROCESS_SET) {
-    checks.push_back({"process set ids", [](const Request& r) {
-                        return absl::StrCat(r.root());
-                      }});
+    checks.push_back({"process set ids",
+                      [](const Request& r) { return absl::StrCat(r.root()); }});
   }
+}
+
+std::string FirstMismatch(const std::map<int, Request>& requests) {
+  const OpType type = requests.begin()->second.type();
+  const bool first_dim_may_differ = type == ALLGATHER || type == ALLTOALL;
+  if (AllAgree(requests, first_dim_may_differ)) return "";
+  std::vector<FieldCheck> checks = CommonChecks(first_dim_may_differ);
+  AddOperationChecks(type, checks);
   for (const auto& [what, field] : checks) {
     std::string error = Mismatch(requests, what, field);
     if (!error.empty()) return error;
@@ -165,16 +176,26 @@ void FillSizes(const std::map<int, Request>& requests,
 
 const char* OpTypeName(OpType type) {
   switch (type) {
-    case ALLREDUCE: return "allreduce";
-    case ALLGATHER: return "allgather";
-    case BROADCAST: return "broadcast";
-    case ALLTOALL: return "alltoall";
-    case REDUCESCATTER: return "reducescatter";
-    case BARRIER: return "barrier";
-    case JOIN: return "join";
-    case ADD_PROCESS_SET: return "add_process_set";
-    case REMOVE_PROCESS_SET: return "remove_process_set";
-    default: return "unknown-op";
+    case ALLREDUCE:
+      return "allreduce";
+    case ALLGATHER:
+      return "allgather";
+    case BROADCAST:
+      return "broadcast";
+    case ALLTOALL:
+      return "alltoall";
+    case REDUCESCATTER:
+      return "reducescatter";
+    case BARRIER:
+      return "barrier";
+    case JOIN:
+      return "join";
+    case ADD_PROCESS_SET:
+      return "add_process_set";
+    case REMOVE_PROCESS_SET:
+      return "remove_process_set";
+    default:
+      return "unknown-op";
   }
 }
 
@@ -198,10 +219,10 @@ Response BuildResponse(const std::map<int, Request>& requests,
     return response;
   }
   if (first.type() != ALLREDUCE && !joined.empty()) {
-    response.set_error(absl::StrCat(
-        OpTypeName(first.type()), " of tensor '", first.name(),
-        "' cannot run after rank(s) ", absl::StrJoin(joined, ", "),
-        " joined: only allreduce continues with joined ranks"));
+    response.set_error(
+        absl::StrCat(OpTypeName(first.type()), " of tensor '", first.name(),
+                     "' cannot run after rank(s) ", absl::StrJoin(joined, ", "),
+                     " joined: only allreduce continues with joined ranks"));
     return response;
   }
   response.set_dtype(first.dtype());

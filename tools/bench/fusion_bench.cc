@@ -78,39 +78,91 @@ bool Allreduce(std::vector<Tensor>& tensors, const std::vector<size_t>& order,
   return ok;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct BenchFlags {
   std::string shapes_path = "tools/bench/resnet50_shapes.txt";
-  int steps = 15, warmup = 3;
+  int steps = 15;
+  int warmup = 3;
   std::string op_name = "avg";
+};
+
+bool ParseFlags(int argc, char** argv, BenchFlags* f) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--shapes") shapes_path = argv[i + 1];
-    else if (a == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (a == "--warmup") warmup = std::atoi(argv[i + 1]);
-    else if (a == "--op") op_name = argv[i + 1];
-    else {
+    if (a == "--shapes") {
+      f->shapes_path = argv[i + 1];
+    } else if (a == "--steps") {
+      f->steps = std::atoi(argv[i + 1]);
+    } else if (a == "--warmup") {
+      f->warmup = std::atoi(argv[i + 1]);
+    } else if (a == "--op") {
+      f->op_name = argv[i + 1];
+    } else {
       std::fprintf(stderr, "fusion_bench: unknown flag %s\n", a.c_str());
-      return 2;
+      return false;
     }
   }
-  const int op = op_name == "sum" ? HVD_OP_SUM : HVD_OP_AVERAGE;
-  std::ifstream in(shapes_path);
+  return true;
+}
+
+// One gradient per line of `path` (its dimensions; # comments), all ones;
+// false if the file cannot be read.
+bool ReadShapes(const std::string& path, std::vector<Tensor>* grads) {
+  std::ifstream in(path);
   if (!in) {
-    std::fprintf(stderr, "fusion_bench: cannot read %s\n", shapes_path.c_str());
-    return 2;
+    std::fprintf(stderr, "fusion_bench: cannot read %s\n", path.c_str());
+    return false;
   }
-  std::vector<Tensor> grads;
-  size_t total = 0;
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] == '#') continue;
     std::istringstream ss(line);
     std::vector<int64_t> dims;
     for (int64_t d; ss >> d;) dims.push_back(d);
-    grads.emplace_back(dims, "grad." + std::to_string(grads.size()));
-    total += grads.back().data.size();
+    grads->emplace_back(dims, "grad." + std::to_string(grads->size()));
   }
+  return true;
+}
+
+double Ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// Every rank contributes rank+1: after a sum each element is size(size+1)/2.
+// Returns the wrong elements on this rank, or -1 when the allreduce failed.
+long CheckSum(std::vector<Tensor>& grads, const std::vector<size_t>& order,
+              int rank, int size) {
+  for (Tensor& g : grads) std::fill(g.data.begin(), g.data.end(), rank + 1.0f);
+  if (!Allreduce(grads, order, HVD_OP_SUM)) return -1;
+  const float want = size * (size + 1) / 2.0f;
+  long wrong = 0;
+  for (const Tensor& g : grads) {
+    for (float v : g.data) wrong += v != want;
+  }
+  return wrong;
+}
+
+void PrintResult(const std::vector<double>& step_ms,
+                 const std::vector<double>& flat_ms, long wrong) {
+  const double s = Median(step_ms), f = Median(flat_ms);
+  std::printf("step  median %.2f ms  min %.2f ms\n", s,
+              *std::min_element(step_ms.begin(), step_ms.end()));
+  std::printf("flat  median %.2f ms  min %.2f ms\n", f,
+              *std::min_element(flat_ms.begin(), flat_ms.end()));
+  std::printf("ratio step/flat %.3f  (wrong elements on rank 0: %ld)\n", s / f,
+              wrong);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchFlags flags;
+  std::vector<Tensor> grads;
+  if (!ParseFlags(argc, argv, &flags) ||
+      !ReadShapes(flags.shapes_path, &grads)) {
+    return 2;
+  }
+  const int op = flags.op_name == "sum" ? HVD_OP_SUM : HVD_OP_AVERAGE;
+  size_t total = 0;
+  for (const Tensor& g : grads) total += g.data.size();
   if (hvd_init() != HVD_OK) {
     std::fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
     return 1;
@@ -123,44 +175,27 @@ int main(int argc, char** argv) {
   const std::vector<size_t> one = {0};
   const char* fusion = std::getenv("HVD_FUSION_THRESHOLD");
   if (rank == 0) {
-    std::printf("# fusion_bench: %d ranks, %zu tensors, %zu float32 (%.1f MB), "
-                "op %s, HVD_FUSION_THRESHOLD=%s, %d steps\n",
-                size, grads.size(), total, total * 4 / 1e6, op_name.c_str(),
-                fusion ? fusion : "(default)", steps);
+    std::printf(
+        "# fusion_bench: %d ranks, %zu tensors, %zu float32 (%.1f MB), "
+        "op %s, HVD_FUSION_THRESHOLD=%s, %d steps\n",
+        size, grads.size(), total, total * 4 / 1e6, flags.op_name.c_str(),
+        fusion ? fusion : "(default)", flags.steps);
   }
   std::vector<double> step_ms, flat_ms;
   bool ok = true;
-  for (int i = 0; i < warmup + steps && ok; ++i) {
+  for (int i = 0; i < flags.warmup + flags.steps && ok; ++i) {
     auto t0 = Clock::now();
     ok = Allreduce(grads, backward, op);
     auto t1 = Clock::now();
     ok = ok && Allreduce(flat, one, op);
     auto t2 = Clock::now();
-    if (i >= warmup) {
-      step_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-      flat_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+    if (i >= flags.warmup) {
+      step_ms.push_back(Ms(t1 - t0));
+      flat_ms.push_back(Ms(t2 - t1));
     }
   }
-  // Check: every rank contributes rank+1; after a sum each element is
-  // size(size+1)/2.
-  long wrong = 0;
-  if (ok) {
-    for (Tensor& g : grads) std::fill(g.data.begin(), g.data.end(), rank + 1.0f);
-    ok = Allreduce(grads, backward, HVD_OP_SUM);
-    const float want = size * (size + 1) / 2.0f;
-    for (const Tensor& g : grads) {
-      for (float v : g.data) wrong += v != want;
-    }
-  }
-  if (ok && rank == 0) {
-    const double s = Median(step_ms), f = Median(flat_ms);
-    std::printf("step  median %.2f ms  min %.2f ms\n", s,
-                *std::min_element(step_ms.begin(), step_ms.end()));
-    std::printf("flat  median %.2f ms  min %.2f ms\n", f,
-                *std::min_element(flat_ms.begin(), flat_ms.end()));
-    std::printf("ratio step/flat %.3f  (wrong elements on rank 0: %ld)\n",
-                s / f, wrong);
-  }
+  const long wrong = ok ? CheckSum(grads, backward, rank, size) : -1;
+  if (wrong >= 0 && rank == 0) PrintResult(step_ms, flat_ms, wrong);
   hvd_shutdown();
-  return ok && wrong == 0 ? 0 : 1;
+  return wrong == 0 ? 0 : 1;
 }

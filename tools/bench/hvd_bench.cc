@@ -36,9 +36,14 @@
 #include <vector>
 
 #include "core/c_api.h"
+#include "tools/bench/element_type.h"
 
 namespace {
 
+using hvd::bench::FindType;
+using hvd::bench::Get;
+using hvd::bench::Put;
+using hvd::bench::Type;
 using Clock = std::chrono::steady_clock;
 
 struct Flags {
@@ -61,10 +66,23 @@ bool ParseSize(const char* text, size_t* out) {
   if (end == text || v < 0) return false;
   double scale = 1;
   switch (*end) {
-    case 'K': case 'k': scale = 1024.0; ++end; break;
-    case 'M': case 'm': scale = 1024.0 * 1024; ++end; break;
-    case 'G': case 'g': scale = 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
+    case 'K':
+    case 'k':
+      scale = 1024.0;
+      ++end;
+      break;
+    case 'M':
+    case 'm':
+      scale = 1024.0 * 1024;
+      ++end;
+      break;
+    case 'G':
+    case 'g':
+      scale = 1024.0 * 1024 * 1024;
+      ++end;
+      break;
+    default:
+      break;
   }
   if (*end != '\0') return false;
   *out = static_cast<size_t>(v * scale);
@@ -117,105 +135,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
   return f->factor > 1 && f->iters > 0 && f->warmup >= 0 && f->begin > 0;
 }
 
-// ---- element types -----------------------------------------------------------
-
-struct Type {
-  const char* name;
-  uint8_t code;  // DLDataTypeCode
-  uint8_t bits;
-};
-
-bool FindType(const std::string& name, Type* t) {
-  static const Type kTypes[] = {
-      {"float32", kDLFloat, 32}, {"float64", kDLFloat, 64},
-      {"float16", kDLFloat, 16}, {"bfloat16", kDLBfloat, 16},
-      {"int32", kDLInt, 32},     {"int64", kDLInt, 64},
-      {"uint8", kDLUInt, 8},
-  };
-  for (const Type& k : kTypes) {
-    if (name == k.name) {
-      *t = k;
-      return true;
-    }
-  }
-  return false;
-}
-
-uint16_t FloatToHalf(float f) {  // small integers only: exact
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000;
-  const int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
-  const uint32_t mant = x & 0x7fffff;
-  if ((x & 0x7fffffff) == 0) return static_cast<uint16_t>(sign);
-  return static_cast<uint16_t>(sign | (exp << 10) | (mant >> 13));
-}
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f;
-  const uint32_t mant = h & 0x3ff;
-  uint32_t x;
-  if (exp == 0 && mant == 0) {
-    x = sign;
-  } else if (exp == 0) {  // subnormal
-    float f = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -f : f;
-  } else if (exp == 31) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else {
-    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
-void Put(const Type& t, void* base, size_t i, double v) {
-  char* p = static_cast<char*>(base);
-  if (t.code == kDLFloat && t.bits == 32) {
-    reinterpret_cast<float*>(p)[i] = static_cast<float>(v);
-  } else if (t.code == kDLFloat && t.bits == 64) {
-    reinterpret_cast<double*>(p)[i] = v;
-  } else if (t.code == kDLFloat && t.bits == 16) {
-    reinterpret_cast<uint16_t*>(p)[i] = FloatToHalf(static_cast<float>(v));
-  } else if (t.code == kDLBfloat) {
-    const float f = static_cast<float>(v);
-    uint32_t x;
-    std::memcpy(&x, &f, 4);
-    reinterpret_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(x >> 16);
-  } else if (t.code == kDLInt && t.bits == 32) {
-    reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
-  } else if (t.code == kDLInt && t.bits == 64) {
-    reinterpret_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
-  } else {
-    reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
-  }
-}
-
-double Get(const Type& t, const void* base, size_t i) {
-  const char* p = static_cast<const char*>(base);
-  if (t.code == kDLFloat && t.bits == 32) {
-    return reinterpret_cast<const float*>(p)[i];
-  } else if (t.code == kDLFloat && t.bits == 64) {
-    return reinterpret_cast<const double*>(p)[i];
-  } else if (t.code == kDLFloat && t.bits == 16) {
-    return HalfToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
-  } else if (t.code == kDLBfloat) {
-    const uint32_t x =
-        static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(p)[i]) << 16;
-    float f;
-    std::memcpy(&f, &x, 4);
-    return f;
-  } else if (t.code == kDLInt && t.bits == 32) {
-    return reinterpret_cast<const int32_t*>(p)[i];
-  } else if (t.code == kDLInt && t.bits == 64) {
-    return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
-  }
-  return reinterpret_cast<const uint8_t*>(p)[i];
-}
-
-// ---- tensors -----------------------------------------------------------------
+// ---- tensors
+// -----------------------------------------------------------------
 
 struct Tensor {
   std::vector<char> bytes;
@@ -310,10 +231,10 @@ class Case {
 
   void Prepare(bool check) {
     const size_t n = static_cast<size_t>(me_.size);
-    const size_t in_count = (op_ == "allreduce" || op_ == "broadcast" ||
-                             op_ == "allgather")
-                                ? count_
-                                : count_ * n;
+    const size_t in_count =
+        (op_ == "allreduce" || op_ == "broadcast" || op_ == "allgather")
+            ? count_
+            : count_ * n;
     in_ = std::make_unique<Tensor>(type_, in_count);
     if (!check) return;
     for (size_t i = 0; i < in_count; ++i) {
@@ -352,8 +273,8 @@ class Case {
       h = hvd_reducescatter_async(&in_->t, &options);
     }
     if (hvd_wait(h, 600) != HVD_OK) {
-      std::fprintf(stderr, "rank %d: %s of %zu elements failed: %s\n",
-                   me_.rank, op_.c_str(), count_, hvd_handle_error(h));
+      std::fprintf(stderr, "rank %d: %s of %zu elements failed: %s\n", me_.rank,
+                   op_.c_str(), count_, hvd_handle_error(h));
       hvd_release(h);
       return false;
     }
@@ -371,7 +292,8 @@ class Case {
     const int n = me_.size;
     if (op_ == "allreduce") {
       for (size_t i = 0; i < count_; ++i) {
-        bad += !Close(Get(type_, in_->bytes.data(), i), Reduced(flags_.op, n, i));
+        bad +=
+            !Close(Get(type_, in_->bytes.data(), i), Reduced(flags_.op, n, i));
       }
     } else if (op_ == "broadcast") {
       for (size_t i = 0; i < count_; ++i) {
@@ -386,7 +308,8 @@ class Case {
     } else if (op_ == "alltoall") {
       for (int r = 0; r < n; ++r) {
         for (size_t i = 0; i < count_; ++i) {
-          bad += !Close(Get(type_, output, r * count_ + i), Tag(r, me_.rank, i));
+          bad +=
+              !Close(Get(type_, output, r * count_ + i), Tag(r, me_.rank, i));
         }
       }
     } else {  // reducescatter: our block of the reduction
@@ -427,6 +350,120 @@ long SumOverRanks(long v) {
   return static_cast<long>(x);
 }
 
+// Rank 0's table on stdout and, with --csv, the same rows in a CSV file.
+class Report {
+ public:
+  Report(const Flags& flags, const Type& type, const Rank& me)
+      : flags_(flags), type_(type), me_(me) {}
+  ~Report() {
+    if (csv_ != nullptr) std::fclose(csv_);
+  }
+
+  // Prints the header; false if the CSV file cannot be opened.
+  bool Start() {
+    if (me_.rank != 0) return true;
+    std::printf(
+        "# hvd_bench: %d ranks, dtype %s, op %s, %d iterations "
+        "(budget %zu bytes), %d warm-up\n",
+        me_.size, type_.name, flags_.op.c_str(), flags_.iters, flags_.budget,
+        flags_.warmup);
+    std::printf("# %-13s %12s %12s %11s %11s %10s %10s %7s\n", "op", "size",
+                "count", "median_us", "min_us", "algbw_GB/s", "busbw_GB/s",
+                "#wrong");
+    if (flags_.csv.empty()) return true;
+    csv_ = std::fopen(flags_.csv.c_str(), "w");
+    if (csv_ == nullptr) {
+      std::perror(flags_.csv.c_str());
+      return false;
+    }
+    std::fprintf(csv_,
+                 "system,op,bytes,count,dtype,redop,ranks,iters,"
+                 "median_us,min_us,algbw_gbs,busbw_gbs,wrong\n");
+    return true;
+  }
+
+  // One row: `us` holds the sorted times of the timed iterations.
+  void Row(const std::string& op, const Case& c, const std::vector<double>& us,
+           long wrong) {
+    const double median = us.size() % 2 == 1
+                              ? us[us.size() / 2]
+                              : (us[us.size() / 2 - 1] + us[us.size() / 2]) / 2;
+    const double algbw = c.bytes() / median / 1e3;  // bytes/us -> GB/s
+    const double busbw = algbw * c.bus_factor();
+    if (me_.rank != 0) return;
+    std::printf("  %-13s %12zu %12zu %11.1f %11.1f %10.3f %10.3f %7ld\n",
+                op.c_str(), c.bytes(), c.count(), median, us.front(), algbw,
+                busbw, wrong);
+    std::fflush(stdout);
+    if (csv_ == nullptr) return;
+    std::fprintf(csv_, "hvd,%s,%zu,%zu,%s,%s,%d,%zu,%.2f,%.2f,%.4f,%.4f,%ld\n",
+                 op.c_str(), c.bytes(), c.count(), type_.name,
+                 flags_.op.c_str(), me_.size, us.size(), median, us.front(),
+                 algbw, busbw, wrong);
+    std::fflush(csv_);
+  }
+
+ private:
+  const Flags& flags_;
+  const Type type_;
+  const Rank me_;
+  FILE* csv_ = nullptr;
+};
+
+// Warm-up, timed iterations (their times, sorted, in `us`) and the checked
+// call; counts wrong elements into `wrong`. False when a call failed.
+bool Measure(Case& c, const Flags& flags, std::vector<double>* us,
+             long* wrong) {
+  const int iters = static_cast<int>(std::max<size_t>(
+      3, std::min<size_t>(flags.iters, flags.budget / c.bytes())));
+  c.Prepare(false);
+  bool ok = true;
+  for (int i = 0; i < flags.warmup && ok; ++i) ok = c.Run(false, wrong);
+  for (int i = 0; i < iters && ok; ++i) {
+    const auto t0 = Clock::now();
+    ok = c.Run(false, wrong);
+    us->push_back(
+        std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  if (ok && flags.check) {
+    c.Prepare(true);
+    ok = c.Run(true, wrong);
+  }
+  std::sort(us->begin(), us->end());
+  return ok;
+}
+
+// Every size of every op; false when a call failed or a result was wrong.
+bool Sweep(const Flags& flags, const Type& type, const Rank& me,
+           Report& report) {
+  bool all_ok = true;
+  for (const std::string& op : flags.ops) {
+    for (double s = static_cast<double>(flags.begin);
+         s <= static_cast<double>(flags.end) * 1.0000001; s *= flags.factor) {
+      Case c(op, type, flags, me, static_cast<size_t>(s));
+      if (c.count() == 0) continue;
+      std::vector<double> us;
+      long wrong = 0;
+      if (!Measure(c, flags, &us, &wrong)) return false;
+      const long total_wrong = flags.check ? SumOverRanks(wrong) : 0;
+      if (total_wrong != 0) all_ok = false;
+      report.Row(op, c, us, total_wrong);
+    }
+  }
+  return all_ok;
+}
+
+bool KnownOps(const std::vector<std::string>& ops) {
+  for (const std::string& op : ops) {
+    if (op != "allreduce" && op != "allgather" && op != "broadcast" &&
+        op != "alltoall" && op != "reducescatter") {
+      std::fprintf(stderr, "hvd_bench: unknown op %s\n", op.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -440,90 +477,17 @@ int main(int argc, char** argv) {
                  "[--budget BYTES] [--csv PATH]\n");
     return 2;
   }
-  for (const std::string& op : flags.ops) {
-    if (op != "allreduce" && op != "allgather" && op != "broadcast" &&
-        op != "alltoall" && op != "reducescatter") {
-      std::fprintf(stderr, "hvd_bench: unknown op %s\n", op.c_str());
-      return 2;
-    }
-  }
+  if (!KnownOps(flags.ops)) return 2;
   if (hvd_init() != HVD_OK) {
     std::fprintf(stderr, "hvd_bench: hvd_init failed: %s\n", hvd_last_error());
     return 1;
   }
   const Rank me{hvd_rank(), hvd_size()};
-  FILE* csv = nullptr;
-  if (me.rank == 0) {
-    std::printf("# hvd_bench: %d ranks, dtype %s, op %s, %d iterations "
-                "(budget %zu bytes), %d warm-up\n",
-                me.size, type.name, flags.op.c_str(), flags.iters,
-                flags.budget, flags.warmup);
-    std::printf("# %-13s %12s %12s %11s %11s %10s %10s %7s\n", "op", "size",
-                "count", "median_us", "min_us", "algbw_GB/s", "busbw_GB/s",
-                "#wrong");
-    if (!flags.csv.empty()) {
-      csv = std::fopen(flags.csv.c_str(), "w");
-      if (csv == nullptr) {
-        std::perror(flags.csv.c_str());
-        return 1;
-      }
-      std::fprintf(csv, "system,op,bytes,count,dtype,redop,ranks,iters,"
-                        "median_us,min_us,algbw_gbs,busbw_gbs,wrong\n");
-    }
+  bool ok = false;
+  {
+    Report report(flags, type, me);
+    ok = report.Start() && Sweep(flags, type, me, report);
   }
-  bool all_ok = true;
-  for (const std::string& op : flags.ops) {
-    for (double s = static_cast<double>(flags.begin);
-         s <= static_cast<double>(flags.end) * 1.0000001; s *= flags.factor) {
-      Case c(op, type, flags, me, static_cast<size_t>(s));
-      if (c.count() == 0) continue;
-      const int iters = static_cast<int>(std::max<size_t>(
-          3, std::min<size_t>(flags.iters, flags.budget / c.bytes())));
-      c.Prepare(false);
-      long wrong = 0;
-      bool ok = true;
-      for (int i = 0; i < flags.warmup && ok; ++i) ok = c.Run(false, &wrong);
-      std::vector<double> us;
-      for (int i = 0; i < iters && ok; ++i) {
-        const auto t0 = Clock::now();
-        ok = c.Run(false, &wrong);
-        us.push_back(std::chrono::duration<double, std::micro>(Clock::now() -
-                                                               t0)
-                         .count());
-      }
-      if (ok && flags.check) {
-        c.Prepare(true);
-        ok = c.Run(true, &wrong);
-      }
-      if (!ok) {
-        all_ok = false;
-        break;
-      }
-      const long total_wrong = flags.check ? SumOverRanks(wrong) : 0;
-      if (total_wrong != 0) all_ok = false;
-      std::sort(us.begin(), us.end());
-      const double median = us.size() % 2 == 1
-                                ? us[us.size() / 2]
-                                : (us[us.size() / 2 - 1] + us[us.size() / 2]) / 2;
-      const double algbw = c.bytes() / median / 1e3;  // bytes/us -> GB/s
-      const double busbw = algbw * c.bus_factor();
-      if (me.rank == 0) {
-        std::printf("  %-13s %12zu %12zu %11.1f %11.1f %10.3f %10.3f %7ld\n",
-                    op.c_str(), c.bytes(), c.count(), median, us.front(),
-                    algbw, busbw, total_wrong);
-        std::fflush(stdout);
-        if (csv != nullptr) {
-          std::fprintf(csv, "hvd,%s,%zu,%zu,%s,%s,%d,%d,%.2f,%.2f,%.4f,%.4f,"
-                            "%ld\n",
-                       op.c_str(), c.bytes(), c.count(), type.name,
-                       flags.op.c_str(), me.size, iters, median, us.front(),
-                       algbw, busbw, total_wrong);
-          std::fflush(csv);
-        }
-      }
-    }
-  }
-  if (csv != nullptr) std::fclose(csv);
   hvd_shutdown();
-  return all_ok ? 0 : 1;
+  return ok ? 0 : 1;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/cpu_relax.h"
 #include "core/common/logging.h"
 #include "core/transport/shm/futex.h"
 

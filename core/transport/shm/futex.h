@@ -17,14 +17,6 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
 // Wakes every thread sleeping on `word`, in any process.
 void FutexWakeAll(std::atomic<uint32_t>* word);
 
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 }  // namespace hvd::transport::shm_internal
 
 #endif  // HVD_CORE_TRANSPORT_SHM_FUTEX_H_

@@ -4,19 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/cpu_relax.h"
 
 namespace hvd::transport::tcp_internal {
-namespace {
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-}  // namespace
 
 TcpRequest::TcpRequest(std::shared_ptr<Core> core, std::shared_ptr<Op> op,
                        Pair* pair)
