@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "host/bootstrap.h"
@@ -49,6 +50,40 @@ class HvdrunTest : public ::testing::Test {
                     std::vector<std::string> extra_env = {}) {
     return RunCommand(Hvdrun(std::move(args)), Env(std::move(extra_env)),
                       absl::Seconds(30), tmp_);
+  }
+
+  // Waits (up to 10 s) until `n` processes carry this test's mark.
+  void WaitForMarkedProcesses(size_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (LiveProcessesWithEnv(mark_).size() < n && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  // The address and token `hvdrun --rendezvous-only --rendezvous-file F`
+  // wrote to F, once both are there (empty after 10 s without them).
+  struct RendezvousFile {
+    std::string addr;
+    std::string token;
+  };
+  static RendezvousFile WaitForRendezvousFile(const std::string& file) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    RendezvousFile found;
+    while (absl::Now() < deadline) {
+      std::ifstream in(file);
+      for (std::string line; std::getline(in, line);) {
+        absl::string_view rest = line;
+        if (absl::ConsumePrefix(&rest, "HVD_RENDEZVOUS_ADDR=")) {
+          found.addr = std::string(rest);
+        }
+        if (absl::ConsumePrefix(&rest, "HVD_JOB_TOKEN=")) {
+          found.token = std::string(rest);
+        }
+      }
+      if (!found.addr.empty() && !found.token.empty()) return found;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return {};
   }
 
   void ExpectNothingLeft() {
@@ -159,11 +194,8 @@ TEST_F(HvdrunTest, EnvironmentForwardingRulesAndTunables) {
 TEST_F(HvdrunTest, SigtermToHvdrunEndsEveryWorker) {
   BackgroundCommand c(Hvdrun({"-np", "2", "sh", "-c", "echo up; exec sleep 60"}),
                       Env(), tmp_);
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
   // Both workers up: hvdrun, agent, reaper and two sleeps carry the mark.
-  while (LiveProcessesWithEnv(mark_).size() < 5 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  WaitForMarkedProcesses(5);
   kill(c.pid(), SIGTERM);
   CommandResult r = c.Wait(absl::Seconds(20));
   EXPECT_EQ(r.status.ShellCode(), 128 + SIGTERM);
@@ -174,10 +206,7 @@ TEST_F(HvdrunTest, SigtermToHvdrunEndsEveryWorker) {
 TEST_F(HvdrunTest, Sigkill9OfHvdrunLeavesNothingBehind) {
   BackgroundCommand c(Hvdrun({"-np", "2", "sh", "-c", "exec sleep 60"}), Env(),
                       tmp_);
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (LiveProcessesWithEnv(mark_).size() < 5 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  WaitForMarkedProcesses(5);
   kill(c.pid(), SIGKILL);
   c.Wait(absl::Seconds(10));
   ExpectNothingLeft();
@@ -244,18 +273,7 @@ TEST_F(HvdrunTest, OrchestratorModeWithTwoAgentsStartedByHand) {
       {Runfile("launcher/hvdrun"), "--rendezvous-only", "--np", "3",
        "--rendezvous-file", file},
       Env(), tmp_);
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  std::string addr, token;
-  while (absl::Now() < deadline) {
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (absl::StartsWith(line, "HVD_RENDEZVOUS_ADDR=")) addr = line.substr(20);
-      if (absl::StartsWith(line, "HVD_JOB_TOKEN=")) token = line.substr(14);
-    }
-    if (!token.empty()) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  const auto [addr, token] = WaitForRendezvousFile(file);
   ASSERT_FALSE(token.empty());
   std::string script =
       "echo $HVD_HOSTNAME rank=$HVD_RANK/$HVD_SIZE local=$HVD_LOCAL_RANK/"
@@ -296,16 +314,7 @@ TEST_F(HvdrunTest, OrchestratorModeFailureEndsEveryAgentWithTheCode) {
        "--rendezvous-file", file, "--kill-grace-seconds", "1", "sh", "-c",
        "if [ $HVD_RANK = 1 ]; then exit 9; fi; exec sleep 60"},
       Env(), tmp_);
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  std::string addr;
-  while (addr.empty() && absl::Now() < deadline) {
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (absl::StartsWith(line, "HVD_RENDEZVOUS_ADDR=")) addr = line.substr(20);
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  const std::string addr = WaitForRendezvousFile(file).addr;
   ASSERT_FALSE(addr.empty());
   std::vector<std::string> agent = {Runfile("agent/hvd-agent"), "--rendezvous",
                                     addr, "--slots", "1", "--token-file", file};
@@ -319,7 +328,6 @@ TEST_F(HvdrunTest, OrchestratorModeFailureEndsEveryAgentWithTheCode) {
   ExpectNothingLeft();
 }
 
-
 TEST_F(HvdrunTest, OrchestratorModeRefusesAnAgentAfterTheStart) {
   std::string file = tmp_ + "/rdv3";
   unlink(file.c_str());
@@ -327,23 +335,13 @@ TEST_F(HvdrunTest, OrchestratorModeRefusesAnAgentAfterTheStart) {
                             "-np", "1", "--rendezvous-file", file, "sleep",
                             "30"},
                            Env(), tmp_);
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  std::string addr;
-  while (addr.empty() && absl::Now() < deadline) {
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (absl::StartsWith(line, "HVD_JOB_TOKEN=")) break;
-      if (absl::StartsWith(line, "HVD_RENDEZVOUS_ADDR=")) addr = line.substr(20);
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  const std::string addr = WaitForRendezvousFile(file).addr;
   ASSERT_FALSE(addr.empty());
   std::vector<std::string> agent = {Runfile("agent/hvd-agent"), "--rendezvous",
                                     addr, "--slots", "1", "--token-file", file};
   BackgroundCommand first(agent, Env(), tmp_);
   // Its worker (sleep) running means the job has started.
-  deadline = absl::Now() + absl::Seconds(10);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (absl::Now() < deadline) {
     bool worker = false;
     for (pid_t p : LiveProcessesWithEnv("HVD_RANK=0")) {

@@ -62,23 +62,33 @@ class AllreduceTest : public ::testing::TestWithParam<AllreduceCase> {
   size_t count() const { return std::get<1>(GetParam()); }
   AllreduceAlgorithm algorithm() const { return std::get<2>(GetParam()); }
   MeshTransport transport() const { return std::get<3>(GetParam()); }
+
+  // The parameters' algorithm over `mesh`, in chunks that make even the
+  // small counts span several.
+  CollectiveOptions Options(const TestMesh& mesh) const {
+    CollectiveOptions options;
+    options.algorithm = algorithm();
+    options.hosts = mesh.hosts();
+    options.chunk_bytes = count() >= kLargeCount ? 16 << 10 : 200;
+    options.timeout = absl::Seconds(30);
+    return options;
+  }
+
+  std::vector<int> AllRanks() const {
+    std::vector<int> ranks(world());
+    for (int r = 0; r < world(); ++r) ranks[r] = r;
+    return ranks;
+  }
 };
 
 TEST_P(AllreduceTest, EveryDtypeAndOpMatchesExactReference) {
   const int world = this->world();
   const size_t count = this->count();
-  const AllreduceAlgorithm algorithm = this->algorithm();
-  const MeshTransport transport = this->transport();
-  TestMesh* mesh = TestMesh::Shared(world, transport);
+  TestMesh* mesh = TestMesh::Shared(world, transport());
   ASSERT_NE(mesh, nullptr);
-  CollectiveOptions options;
-  options.algorithm = algorithm;
-  options.hosts = mesh->hosts();
-  options.chunk_bytes = count >= kLargeCount ? 16 << 10 : 200;
-  options.timeout = absl::Seconds(30);
+  CollectiveOptions options = Options(*mesh);
 
-  std::vector<int> all_ranks(world);
-  for (int r = 0; r < world; ++r) all_ranks[r] = r;
+  const std::vector<int> all_ranks = AllRanks();
   std::vector<Job> jobs;
   for (DataType dtype : kAllDataTypes) {
     for (ReduceOp op : kAllOps) {
@@ -114,18 +124,11 @@ TEST_P(AllreduceTest, EveryDtypeAndOpMatchesExactReference) {
 TEST_P(AllreduceTest, PostscaleIsAppliedOnceToEveryElement) {
   const int world = this->world();
   const size_t count = this->count();
-  const AllreduceAlgorithm algorithm = this->algorithm();
-  const MeshTransport transport = this->transport();
-  TestMesh* mesh = TestMesh::Shared(world, transport);
+  TestMesh* mesh = TestMesh::Shared(world, transport());
   ASSERT_NE(mesh, nullptr);
-  CollectiveOptions options;
-  options.algorithm = algorithm;
-  options.hosts = mesh->hosts();
-  options.chunk_bytes = count >= kLargeCount ? 16 << 10 : 200;
-  options.timeout = absl::Seconds(30);
+  CollectiveOptions options = Options(*mesh);
   options.postscale = 1.0 / world;  // Average
-  std::vector<int> all_ranks(world);
-  for (int r = 0; r < world; ++r) all_ranks[r] = r;
+  const std::vector<int> all_ranks = AllRanks();
   for (DataType dtype :
        {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16}) {
     std::vector<char> want = Expected(dtype, ReduceOp::kSum, all_ranks, count);
@@ -147,15 +150,9 @@ TEST_P(AllreduceTest, PostscaleIsAppliedOnceToEveryElement) {
 TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
   const int world = this->world();
   const size_t count = this->count();
-  const AllreduceAlgorithm algorithm = this->algorithm();
-  const MeshTransport transport = this->transport();
-  TestMesh* mesh = TestMesh::Shared(world, transport);
+  TestMesh* mesh = TestMesh::Shared(world, transport());
   ASSERT_NE(mesh, nullptr);
-  CollectiveOptions options;
-  options.algorithm = algorithm;
-  options.hosts = mesh->hosts();
-  options.chunk_bytes = count >= kLargeCount ? 16 << 10 : 200;
-  options.timeout = absl::Seconds(30);
+  CollectiveOptions options = Options(*mesh);
   options.postscale = 0.5;
   // Uneven pieces, some empty, some smaller than a chunk, one spanning many.
   std::vector<size_t> split;
@@ -164,8 +161,7 @@ TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
     split.push_back(n);
     left -= n;
   }
-  std::vector<int> all_ranks(world);
-  for (int r = 0; r < world; ++r) all_ranks[r] = r;
+  const std::vector<int> all_ranks = AllRanks();
   const DataType dtype = DataType::kFloat32;
   std::vector<char> want = Expected(dtype, ReduceOp::kSum, all_ranks, count);
   Scale(want.data(), count, dtype, options.postscale);
