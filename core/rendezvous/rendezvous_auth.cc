@@ -7,6 +7,8 @@
 #include <grpcpp/support/method_handler.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "core/common/logging.h"
 #include "proto/job_token.h"
 
@@ -31,6 +33,51 @@ template struct MethodTableAccess<&grpc::Service::methods_>;
 
 constexpr char kRejection[] = "missing or wrong job token";
 
+}  // namespace
+
+// The rejection warnings: the first at once, then at most one per interval.
+class RejectionLog {
+ public:
+  explicit RejectionLog(absl::Duration interval) : interval_(interval) {}
+  ~RejectionLog() { Flush(); }
+
+  void Rejected(absl::string_view method, absl::string_view peer) {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    latest_ = absl::StrCat(method, " from ", peer);
+    ++unreported_;
+    if (now < next_report_) return;
+    next_report_ = now + interval_;
+    ReportLocked();
+  }
+
+  void Flush() {
+    absl::MutexLock lock(&mu_);
+    if (unreported_ > 0) ReportLocked();
+  }
+
+ private:
+  void ReportLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (unreported_ == 1) {
+      HVD_LOG(WARNING) << "rendezvous: rejected " << latest_ << ": "
+                       << kRejection;
+    } else {
+      HVD_LOG(WARNING) << "rendezvous: rejected " << unreported_
+                       << " calls with a " << kRejection << " (latest: "
+                       << latest_ << ")";
+    }
+    unreported_ = 0;
+  }
+
+  const absl::Duration interval_;
+  absl::Mutex mu_;
+  absl::Time next_report_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int64_t unreported_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string latest_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
 bool Authenticated(const grpc::ServerContextBase& context,
                    absl::string_view token) {
   const auto& metadata = context.client_metadata();
@@ -50,8 +97,11 @@ bool Authenticated(const grpc::ServerContextBase& context,
 class TokenCheckingHandler : public grpc::internal::MethodHandler {
  public:
   TokenCheckingHandler(std::unique_ptr<grpc::internal::RpcServiceMethod> inner,
-                       std::shared_ptr<const std::string> token)
-      : inner_(std::move(inner)), token_(std::move(token)) {}
+                       std::shared_ptr<const std::string> token,
+                       std::shared_ptr<RejectionLog> log)
+      : inner_(std::move(inner)),
+        token_(std::move(token)),
+        log_(std::move(log)) {}
 
   std::unique_ptr<grpc::internal::RpcServiceMethod> ReleaseInner() {
     return std::move(inner_);
@@ -65,9 +115,7 @@ class TokenCheckingHandler : public grpc::internal::MethodHandler {
   void RunHandler(const HandlerParameter& param) override {
     auto* payload = static_cast<grpc_byte_buffer*>(param.request);
     if (!Authenticated(*param.server_context, *token_)) {
-      HVD_LOG(WARNING) << "rendezvous: rejected " << inner_->name()
-                       << " from " << param.server_context->peer() << ": "
-                       << kRejection;
+      log_->Rejected(inner_->name(), param.server_context->peer());
       grpc::Status ignored;
       rejecter_.Deserialize(param.call->call(), payload, &ignored, nullptr);
       rejecter_.RunHandler(param);
@@ -88,6 +136,7 @@ class TokenCheckingHandler : public grpc::internal::MethodHandler {
  private:
   std::unique_ptr<grpc::internal::RpcServiceMethod> inner_;
   std::shared_ptr<const std::string> token_;
+  std::shared_ptr<RejectionLog> log_;
   grpc::internal::ErrorMethodHandler<grpc::StatusCode::UNAUTHENTICATED>
       rejecter_{kRejection};
 };
@@ -99,8 +148,9 @@ struct TokenGuard::Guarded {
   std::vector<size_t> indices;  // of the wrapped entries in its method table
 };
 
-TokenGuard::TokenGuard(std::string token)
-    : token_(std::make_shared<const std::string>(std::move(token))) {}
+TokenGuard::TokenGuard(std::string token, absl::Duration log_interval)
+    : token_(std::make_shared<const std::string>(std::move(token))),
+      log_(std::make_shared<RejectionLog>(log_interval)) {}
 
 TokenGuard::~TokenGuard() {
   for (Guarded& g : guarded_) {
@@ -129,7 +179,8 @@ absl::Status TokenGuard::Guard(grpc::Service* service) {
     if (methods[i] == nullptr) continue;
     const char* name = methods[i]->name();
     const auto type = methods[i]->method_type();
-    auto* wrapper = new TokenCheckingHandler(std::move(methods[i]), token_);
+    auto* wrapper =
+        new TokenCheckingHandler(std::move(methods[i]), token_, log_);
     methods[i] =
         std::make_unique<grpc::internal::RpcServiceMethod>(name, type, wrapper);
     guarded.indices.push_back(i);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace grpc {
 class Service;
@@ -33,13 +34,20 @@ class Service;
 namespace hvd {
 namespace rendezvous_internal {
 
+class RejectionLog;
+
 // Guards services with a job token for as long as it lives; restores their
 // original handlers when destroyed. Guard services before registering them
 // with a grpc::Server and destroy this only after that server is destroyed.
-// Not thread-safe (used during server start and teardown only).
+// Not thread-safe (used during server start and teardown only); the wrapped
+// handlers are.
+//
+// Rejections are logged as WARNINGs naming the method and the peer (never
+// the token): the first at once, later ones summed up in at most one line
+// per `log_interval`, and those not yet reported when the guard goes.
 class TokenGuard {
  public:
-  explicit TokenGuard(std::string token);
+  TokenGuard(std::string token, absl::Duration log_interval);
   ~TokenGuard();
   TokenGuard(const TokenGuard&) = delete;
   TokenGuard& operator=(const TokenGuard&) = delete;
@@ -53,6 +61,7 @@ class TokenGuard {
  private:
   struct Guarded;
   std::shared_ptr<const std::string> token_;
+  std::shared_ptr<RejectionLog> log_;
   std::vector<Guarded> guarded_;
 };
 

@@ -4,109 +4,52 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
-#include <set>
 #include <utility>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "core/common/logging.h"
-#include "core/rendezvous/rendezvous_auth.h"
+#include "core/rendezvous/rendezvous_server_impl.h"
 #include "proto/job_token.h"
-#include "proto/rendezvous.grpc.pb.h"
 
 namespace hvd {
-namespace {
-
-namespace pb = ::hvd::rendezvous;
-
-// One blocking call holds a gRPC thread; bound it whatever the client asks.
-constexpr absl::Duration kMaxWait = absl::Seconds(60);
-// How often a blocked call checks whether its client went away.
-constexpr absl::Duration kCancelPoll = absl::Seconds(1);
-// How long Shutdown lets in-flight calls finish before cancelling them.
-constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
-constexpr char kBarrierArrivedKey[] = "hvd-barrier-arrived";
+namespace rendezvous_internal {
 
 grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
                       std::string(status.message()));
 }
 
-std::string Quote(absl::string_view bytes) {
-  return absl::StrCat("'", absl::CHexEscape(bytes), "'");
+grpc::Status Refused(grpc::StatusCode code, absl::string_view what) {
+  return grpc::Status(code, std::string(what));
 }
+
+std::string Quote(absl::string_view bytes) {
+  constexpr size_t kShown = 64;
+  if (bytes.size() <= kShown) {
+    return absl::StrCat("'", absl::CHexEscape(bytes), "'");
+  }
+  return absl::StrCat("'", absl::CHexEscape(bytes.substr(0, kShown)), "...' (",
+                      bytes.size(), " bytes)");
+}
+
+}  // namespace rendezvous_internal
+
+namespace {
+
+using rendezvous_internal::ToGrpc;
+namespace pb = ::hvd::rendezvous;
+
+// How often a blocked call checks whether its client went away.
+constexpr absl::Duration kCancelPoll = absl::Seconds(1);
+// How long Shutdown lets in-flight calls finish before cancelling them.
+constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
 
 std::string Describe(const WorkerInfo& w) {
   return absl::StrCat(w.hostname, " pid ", w.pid, " (", w.peer, ")");
 }
 
 }  // namespace
-
-class RendezvousServer::Impl final : public pb::Rendezvous::Service {
- public:
-  explicit Impl(RendezvousServerOptions options)
-      : options_(std::move(options)) {}
-
-  absl::Status Start() ABSL_LOCKS_EXCLUDED(lifecycle_mu_);
-  void Shutdown() ABSL_LOCKS_EXCLUDED(lifecycle_mu_, mu_);
-  int port() const ABSL_LOCKS_EXCLUDED(lifecycle_mu_);
-  std::vector<WorkerInfo> Workers() const ABSL_LOCKS_EXCLUDED(mu_);
-  std::vector<int> WaitForRanks(int size, absl::Duration timeout) const
-      ABSL_LOCKS_EXCLUDED(mu_);
-  int BlockedCalls() const ABSL_LOCKS_EXCLUDED(mu_);
-  bool WaitForBlockedCalls(int count, absl::Duration timeout) const
-      ABSL_LOCKS_EXCLUDED(mu_);
-
-  grpc::Status Register(grpc::ServerContext* context,
-                        const pb::RegisterRequest* request,
-                        pb::RegisterResponse* response) override;
-  grpc::Status Set(grpc::ServerContext* context, const pb::SetRequest* request,
-                   pb::SetResponse* response) override;
-  grpc::Status Get(grpc::ServerContext* context, const pb::GetRequest* request,
-                   pb::GetResponse* response) override;
-  grpc::Status Barrier(grpc::ServerContext* context,
-                       const pb::BarrierRequest* request,
-                       pb::BarrierResponse* response) override;
-
- private:
-  struct BarrierState {
-    int count = 0;
-    int anonymous = 0;                  // arrivals without a participant id
-    std::set<std::string> participants;
-    int arrived() const { return anonymous + static_cast<int>(participants.size()); }
-  };
-
-  // Returns true for a new registration, false for an idempotent repeat;
-  // fills in the assigned rank.
-  absl::StatusOr<bool> RegisterLocked(WorkerInfo* info)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // Waits until done() holds (OK), `wait` passes (DeadlineExceeded), the
-  // server shuts down (Unavailable) or the client cancels (Cancelled).
-  absl::Status WaitLocked(grpc::ServerContext* context, absl::Duration wait,
-                          const std::function<bool()>& done)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  const RendezvousServerOptions options_;
-
-  // Serializes Start and Shutdown; never held while handling a call.
-  mutable absl::Mutex lifecycle_mu_;
-  std::unique_ptr<rendezvous_internal::TokenGuard> guard_
-      ABSL_GUARDED_BY(lifecycle_mu_);
-  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(lifecycle_mu_);
-  bool started_ ABSL_GUARDED_BY(lifecycle_mu_) = false;
-  int port_ ABSL_GUARDED_BY(lifecycle_mu_) = 0;
-
-  mutable absl::Mutex mu_;
-  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  int blocked_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
-  std::map<int, WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
-};
 
 absl::Status RendezvousServer::Impl::Start() {
   absl::MutexLock lock(&lifecycle_mu_);
@@ -121,7 +64,8 @@ absl::Status RendezvousServer::Impl::Start() {
     return absl::InvalidArgumentError(absl::StrCat(
         "rendezvous server: job size ", options_.size, " is negative"));
   }
-  auto guard = std::make_unique<rendezvous_internal::TokenGuard>(options_.token);
+  auto guard = std::make_unique<rendezvous_internal::TokenGuard>(
+      options_.token, options_.rejection_log_interval);
   std::vector<grpc::Service*> services = {this};
   services.insert(services.end(), options_.extra_services.begin(),
                   options_.extra_services.end());
@@ -304,83 +248,6 @@ grpc::Status RendezvousServer::Impl::Register(
   response->set_rank(info.rank);
   response->set_size(options_.size);
   return grpc::Status::OK;
-}
-
-grpc::Status RendezvousServer::Impl::Set(grpc::ServerContext* /*context*/,
-                                         const pb::SetRequest* request,
-                                         pb::SetResponse* /*response*/) {
-  absl::MutexLock lock(&mu_);
-  values_[request->key()] = request->value();  // waiters re-check on unlock
-  return grpc::Status::OK;
-}
-
-grpc::Status RendezvousServer::Impl::Get(grpc::ServerContext* context,
-                                         const pb::GetRequest* request,
-                                         pb::GetResponse* response) {
-  const std::string& key = request->key();
-  const absl::Duration wait =
-      std::clamp(absl::Milliseconds(request->timeout_ms()), absl::ZeroDuration(),
-                 kMaxWait);
-  absl::MutexLock lock(&mu_);
-  auto present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return values_.count(key) > 0;
-  };
-  absl::Status status = WaitLocked(context, wait, present);
-  if (status.ok()) {
-    response->set_value(values_[key]);
-    return grpc::Status::OK;
-  }
-  if (absl::IsDeadlineExceeded(status)) {
-    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                        absl::StrCat("key ", Quote(key), " not set within ",
-                                     absl::FormatDuration(wait)));
-  }
-  return ToGrpc(status);
-}
-
-grpc::Status RendezvousServer::Impl::Barrier(grpc::ServerContext* context,
-                                             const pb::BarrierRequest* request,
-                                             pb::BarrierResponse* response) {
-  const std::string name = Quote(request->name());
-  if (request->count() <= 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("count ", request->count(),
-                                     " must be positive"));
-  }
-  const absl::Duration wait =
-      std::clamp(absl::Milliseconds(request->timeout_ms()), absl::ZeroDuration(),
-                 kMaxWait);
-  absl::MutexLock lock(&mu_);
-  BarrierState& barrier = barriers_[request->name()];  // map nodes are stable
-  if (barrier.count == 0) barrier.count = request->count();
-  if (barrier.count != request->count()) {
-    return grpc::Status(
-        grpc::StatusCode::FAILED_PRECONDITION,
-        absl::StrCat("this caller expects ",
-                     request->count(), " participants, an earlier one ",
-                     barrier.count));
-  }
-  if (request->participant().empty()) {
-    ++barrier.anonymous;
-  } else {
-    barrier.participants.insert(request->participant());
-  }
-  auto complete = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return barrier.arrived() >= barrier.count;
-  };
-  absl::Status status = WaitLocked(context, wait, complete);
-  response->set_arrived(barrier.arrived());
-  if (status.ok()) return grpc::Status::OK;
-  if (absl::IsDeadlineExceeded(status)) {
-    context->AddTrailingMetadata(kBarrierArrivedKey,
-                                 absl::StrCat(barrier.arrived()));
-    return grpc::Status(
-        grpc::StatusCode::DEADLINE_EXCEEDED,
-        absl::StrCat("barrier ", name, ": ", barrier.arrived(), " of ",
-                     barrier.count, " arrived within ",
-                     absl::FormatDuration(wait)));
-  }
-  return ToGrpc(status);
 }
 
 RendezvousServer::RendezvousServer(RendezvousServerOptions options)

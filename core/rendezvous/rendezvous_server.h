@@ -8,6 +8,13 @@
 // UNAUTHENTICATED "missing or wrong job token" before any handler runs, and a
 // WARNING log line naming the peer's address (never the token).
 //
+// Rejected calls are logged once in full, then summed up at most once per
+// `rejection_log_interval`, so that a flood of them cannot flood the log.
+//
+// What a caller with the token can make the server hold is bounded
+// (RendezvousLimits): a call past a bound fails with RESOURCE_EXHAUSTED or
+// INVALID_ARGUMENT naming the bound and its value, and changes nothing.
+//
 // Threading: every method is thread-safe. Blocking Get and Barrier calls hold
 // one gRPC thread each, for at most min(their timeout, 60 s); Shutdown wakes
 // them (they fail with UNAVAILABLE), and a call whose client went away stops
@@ -39,6 +46,18 @@ struct WorkerInfo {
   std::string peer;                    // gRPC peer, e.g. "ipv4:10.0.0.7:51234"
 };
 
+// Bounds on the store and on waiting calls. The defaults leave room for the
+// bootstrap of jobs of many thousands of ranks (keys are short names, values
+// addresses and ids of at most kilobytes).
+struct RendezvousLimits {
+  size_t max_key_bytes = 4096;  // of a key or a barrier name
+  // Keys plus values of everything stored (a replaced value counts once).
+  size_t max_store_bytes = size_t{128} << 20;
+  // Get and Barrier calls waiting at once (each holds a gRPC thread); 0:
+  // 64 + 2 x the job size, or 256 when the size is unknown.
+  int max_blocked_calls = 0;
+};
+
 struct RendezvousServerOptions {
   std::string address = "0.0.0.0:0";  // host:port to listen on; port 0 = ephemeral
   std::string token;                   // job token every RPC must carry (required)
@@ -50,6 +69,10 @@ struct RendezvousServerOptions {
   // Job size told to registering workers, and the bound on ranks; 0: unknown
   // (ranks unbounded, workers are told 0).
   int size = 0;
+  RendezvousLimits limits;
+  // At most one log line per interval sums up the calls rejected for a
+  // missing or wrong token (the first is logged at once).
+  absl::Duration rejection_log_interval = absl::Seconds(10);
   // Called after each new registration (not for an idempotent repeat), on a
   // gRPC thread with no lock held. Must not call Shutdown.
   std::function<void(const WorkerInfo&)> on_register;
