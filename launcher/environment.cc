@@ -1,11 +1,16 @@
 #include "launcher/environment.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/common/config_names.h"
 #include "host/worker_environment.h"
 
@@ -79,6 +84,70 @@ std::map<std::string, std::string> ForwardedEnvironment(
     }
   }
   return out;
+}
+
+namespace {
+
+// The value of NAME in "NAME=VALUE" entries (the last one); nullopt if none.
+std::optional<std::string> Lookup(const std::vector<std::string>& entries,
+                                  absl::string_view name) {
+  std::optional<std::string> found;
+  for (const std::string& kv : entries) {
+    if (kv.size() > name.size() && kv[name.size()] == '=' &&
+        absl::StartsWith(kv, name)) {
+      found = kv.substr(name.size() + 1);
+    }
+  }
+  return found;
+}
+
+// The interfaces HVD_IFACE/HOROVOD_IFACE name for hvdrun, and where from.
+std::optional<std::pair<std::string, std::string>> InterfaceVariable(
+    const std::vector<std::string>& env, const Options& o) {
+  const bool in_worker =
+      Lookup(env, absl::StrCat(names::kPrefix, names::kRank)).has_value();
+  for (const char* prefix : {names::kPrefix, names::kHorovodPrefix}) {
+    const std::string name = absl::StrCat(prefix, names::kIface);
+    if (auto v = Lookup(o.env, name)) return std::make_pair(name, *v);
+    const bool forwarded =
+        std::find(o.env.begin(), o.env.end(), name) != o.env.end();
+    if (forwarded || !in_worker) {
+      if (auto v = Lookup(env, name); v && !v->empty()) {
+        return std::make_pair(name, *v);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::Status ApplyIdentityVariables(const std::vector<std::string>& env,
+                                    Options* o) {
+  for (const std::string& x : o->env) {
+    const std::string name = x.substr(0, x.find('='));
+    if (host::IsIdentityVariable(name) &&
+        !absl::EndsWith(name, absl::StrCat("_", names::kIface))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "-x ", name, ": hvdrun sets ", name,
+          " for each worker itself; it cannot be forwarded"));
+    }
+  }
+  auto iface = InterfaceVariable(env, *o);
+  if (!iface) return absl::OkStatus();
+  const auto& [name, value] = *iface;
+  std::vector<std::string> named;
+  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+    named.emplace_back(absl::StripAsciiWhitespace(part));
+  }
+  if (!o->network_interfaces.empty() && o->network_interfaces != named) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, "=", value, " and --network-interfaces ",
+        absl::StrJoin(o->network_interfaces, ","),
+        " disagree: give the data-plane interfaces once"));
+  }
+  o->network_interfaces = std::move(named);
+  return absl::OkStatus();
 }
 
 std::map<std::string, std::string> TunableEnvironment(const Options& o) {

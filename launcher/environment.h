@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "launcher/options.h"
 
@@ -29,6 +30,15 @@ std::string ExcludedVariablesDescription();
 // if excluded (ignored when unset, as mpirun does), "NAME=VALUE" sets it.
 std::map<std::string, std::string> ForwardedEnvironment(
     const std::vector<std::string>& env, const std::vector<std::string>& x);
+
+// hvd's identity variables given to hvdrun itself. hvdrun sets each
+// worker's, so -x of one is a usage error (InvalidArgument), with one
+// exception: HVD_IFACE (or HOROVOD_IFACE), given with -x or in `env` outside
+// an hvd worker (no HVD_RANK there), names the data-plane interfaces as
+// --network-interfaces does, and is copied there; InvalidArgument when the
+// two disagree.
+absl::Status ApplyIdentityVariables(const std::vector<std::string>& env,
+                                    Options* options);
 
 // HVD_* (and HOROVOD_*) variables for the tunable flags that were given.
 std::map<std::string, std::string> TunableEnvironment(const Options& options);

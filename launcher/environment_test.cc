@@ -8,6 +8,9 @@ namespace launcher {
 namespace {
 
 using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Not;
 
 TEST(ForwardedEnvironment, DropsHostAndSessionVariables) {
@@ -49,6 +52,55 @@ TEST(TunableEnvironment, FlagsBecomeBothSpellings) {
   EXPECT_EQ(env["HOROVOD_HIERARCHICAL_ALLREDUCE"], "1");
   EXPECT_EQ(env["HOROVOD_LOG_LEVEL"], "debug");
   EXPECT_EQ(env.count("HVD_CACHE_CAPACITY"), 0u);
+}
+
+TEST(ApplyIdentityVariables, DashXOfAnIdentityVariableIsAUsageError) {
+  for (const char* x : {"HVD_RANK=3", "HOROVOD_SIZE=2", "HVD_JOB_TOKEN"}) {
+    Options o;
+    o.env = {x};
+    absl::Status s = ApplyIdentityVariables({}, &o);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << x;
+    EXPECT_THAT(s.message(), HasSubstr("for each worker itself")) << x;
+  }
+}
+
+TEST(ApplyIdentityVariables, IfaceFromTheShellNamesTheInterfaces) {
+  Options o;
+  ASSERT_TRUE(ApplyIdentityVariables({"HVD_IFACE=eth1, ib0"}, &o).ok());
+  EXPECT_THAT(o.network_interfaces, ElementsAre("eth1", "ib0"));
+  Options horovod;
+  ASSERT_TRUE(ApplyIdentityVariables({"HOROVOD_IFACE=eth2"}, &horovod).ok());
+  EXPECT_THAT(horovod.network_interfaces, ElementsAre("eth2"));
+}
+
+TEST(ApplyIdentityVariables, DashXIfaceWinsOverTheShell) {
+  Options o;
+  o.env = {"HVD_IFACE=eth3"};
+  ASSERT_TRUE(ApplyIdentityVariables({"HVD_IFACE=eth1"}, &o).ok());
+  EXPECT_THAT(o.network_interfaces, ElementsAre("eth3"));
+}
+
+TEST(ApplyIdentityVariables, InsideAWorkerTheInheritedIfaceIsIgnored) {
+  Options o;
+  ASSERT_TRUE(
+      ApplyIdentityVariables({"HVD_RANK=0", "HVD_IFACE=10.0.0.1"}, &o).ok());
+  EXPECT_THAT(o.network_interfaces, IsEmpty());
+  // Unless forwarded by name.
+  o.env = {"HVD_IFACE"};
+  ASSERT_TRUE(
+      ApplyIdentityVariables({"HVD_RANK=0", "HVD_IFACE=10.0.0.1"}, &o).ok());
+  EXPECT_THAT(o.network_interfaces, ElementsAre("10.0.0.1"));
+}
+
+TEST(ApplyIdentityVariables, IfaceAndTheFlagMustAgree) {
+  Options o;
+  o.network_interfaces = {"eth0"};
+  EXPECT_TRUE(ApplyIdentityVariables({"HVD_IFACE=eth0"}, &o).ok());
+  absl::Status s = ApplyIdentityVariables({"HVD_IFACE=eth1"}, &o);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_EQ(s.message(),
+            "HVD_IFACE=eth1 and --network-interfaces eth0 disagree: give the "
+            "data-plane interfaces once");
 }
 
 }  // namespace

@@ -418,7 +418,7 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
 int HvdrunMain(const std::vector<std::string>& args) {
   absl::StatusOr<Options> parsed = ParseCommandLine(args);
   if (!parsed.ok()) return BadInput(parsed.status().message());
-  const Options& o = *parsed;
+  Options& o = *parsed;
   if (o.help) {
     std::fputs(HelpText().c_str(), stdout);
     return 0;
@@ -428,6 +428,10 @@ int HvdrunMain(const std::vector<std::string>& args) {
     return 0;
   }
   if (absl::Status s = ValidateOptions(o); !s.ok()) {
+    return BadInput(s.message());
+  }
+  if (absl::Status s = ApplyIdentityVariables(host::CurrentEnvironment(), &o);
+      !s.ok()) {
     return BadInput(s.message());
   }
   SetLogLevel(o.verbose ? LogLevel::kInfo : LogLevel::kWarning);

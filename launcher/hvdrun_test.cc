@@ -116,6 +116,15 @@ TEST_F(HvdrunTest, EveryRankGetsItsIdentityAndOutputIsPrefixed) {
   ExpectNothingLeft();
 }
 
+TEST_F(HvdrunTest, AnIfaceVariableThatNamesNoInterfaceFailsTheJob) {
+  CommandResult r = Run({"-np", "2", "touch", tmp_ + "/iface_started"},
+                        {"HVD_IFACE=nosuchif"});
+  EXPECT_EQ(r.status.ShellCode(), 1);
+  EXPECT_THAT(r.err, HasSubstr("has none of the interfaces nosuchif"));
+  EXPECT_NE(access((tmp_ + "/iface_started").c_str(), F_OK), 0);
+  ExpectNothingLeft();
+}
+
 TEST_F(HvdrunTest, HostListWithLocalhostFillsSlotsInOrder) {
   CommandResult r = Run({"-np", "2", "-H", "localhost:4", "sh", "-c",
                          "echo $HVD_RANK:$HVD_LOCAL_SIZE"});
