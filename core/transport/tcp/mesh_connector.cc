@@ -21,6 +21,10 @@ using boost::system::error_code;
 
 constexpr absl::Duration kInitialBackoff = absl::Milliseconds(10);
 constexpr absl::Duration kMaxBackoff = absl::Milliseconds(500);
+// Refused connections and accept errors: the first few are logged in full,
+// then every kLogEvery-th with the count.
+constexpr int64_t kLoggedInFull = 3;
+constexpr int64_t kLogEvery = 1000;
 
 std::chrono::nanoseconds ToChrono(absl::Duration d) {
   return absl::ToChronoNanoseconds(std::max(d, absl::ZeroDuration()));
@@ -57,11 +61,13 @@ struct MeshConnector::Dialer {
 };
 
 struct MeshConnector::Incoming {
-  explicit Incoming(tcp::socket s)
-      : socket(std::move(s)), address(RemoteAddress(socket)) {}
+  Incoming(asio::io_context& io, tcp::socket s)
+      : socket(std::move(s)), address(RemoteAddress(socket)), timer(io) {}
 
   tcp::socket socket;
   const std::string address;
+  asio::steady_timer timer;  // the handshake's deadline
+  bool dropped = false;
   unsigned char fixed[kHelloFixedBytes] = {};
   HelloHeader header;
   std::string token;
@@ -122,7 +128,21 @@ void MeshConnector::CancelAll() {
     d->timer.cancel();
     if (d->socket && !d->done) d->socket->close(ignored);
   }
-  for (auto& in : incoming_) in->socket.close(ignored);
+  for (auto& in : std::vector<std::shared_ptr<Incoming>>(incoming_)) Drop(in);
+}
+
+void MeshConnector::Drop(const std::shared_ptr<Incoming>& in) {
+  if (in->dropped) return;
+  in->dropped = true;
+  error_code ignored;
+  in->timer.cancel();
+  in->socket.close(ignored);
+  incoming_.erase(std::remove(incoming_.begin(), incoming_.end(), in),
+                  incoming_.end());
+}
+
+bool MeshConnector::ShouldLog(int64_t count) {
+  return count <= kLoggedInFull || count % kLogEvery == 0;
 }
 
 // ---- accepting ------------------------------------------------------------
@@ -132,8 +152,11 @@ void MeshConnector::StartAccept() {
     if (finished_ || ec == asio::error::operation_aborted) return;
     if (ec) {
       // Typically EMFILE: back off briefly instead of spinning.
-      HVD_LOG(WARNING) << "rank " << config_.rank << ": accept on "
-                       << listen_address_ << " failed: " << ec.message();
+      if (ShouldLog(++accept_errors_)) {
+        HVD_LOG(WARNING) << "rank " << config_.rank << ": accept on "
+                         << listen_address_ << " failed: " << ec.message()
+                         << " (" << accept_errors_ << " so far)";
+      }
       auto timer = std::make_shared<asio::steady_timer>(
           io_, std::chrono::milliseconds(10));
       timer->async_wait([this, timer](const error_code& e) {
@@ -141,14 +164,40 @@ void MeshConnector::StartAccept() {
       });
       return;
     }
-    auto in = std::make_shared<Incoming>(std::move(socket));
-    incoming_.push_back(in);
-    asio::async_read(in->socket, asio::buffer(in->fixed),
-                     [this, in](const error_code& e, size_t) {
-                       if (!finished_ && !e) ReadHelloToken(in);
-                     });
+    Welcome(std::move(socket));
     StartAccept();
   });
+}
+
+void MeshConnector::Welcome(tcp::socket socket) {
+  // Connections that have not shown the token are bounded: the oldest makes
+  // room (a peer's hello follows its connect within milliseconds).
+  if (incoming_.size() >= config_.max_pending_handshakes) {
+    Drop(incoming_.front());
+  }
+  auto in = std::make_shared<Incoming>(io_, std::move(socket));
+  incoming_.push_back(in);
+  in->timer.expires_after(ToChrono(config_.handshake_timeout));
+  in->timer.async_wait([this, in](const error_code& e) {
+    if (e || finished_ || in->dropped) return;
+    if (ShouldLog(++refused_)) {
+      HVD_LOG(WARNING) << "rank " << config_.rank << ": closed a TCP "
+                       << "connection from " << in->address
+                       << " that did not complete its hello within "
+                       << absl::FormatDuration(config_.handshake_timeout)
+                       << " (" << refused_ << " refused so far)";
+    }
+    Drop(in);
+  });
+  asio::async_read(in->socket, asio::buffer(in->fixed),
+                   [this, in](const error_code& e, size_t) {
+                     if (finished_) return;
+                     if (e) {
+                       Drop(in);
+                     } else {
+                       ReadHelloToken(in);
+                     }
+                   });
 }
 
 void MeshConnector::ReadHelloToken(std::shared_ptr<Incoming> in) {
@@ -162,7 +211,12 @@ void MeshConnector::ReadHelloToken(std::shared_ptr<Incoming> in) {
   in->token.resize(header->token_bytes);
   asio::async_read(in->socket, asio::buffer(in->token),
                    [this, in](const error_code& e, size_t) {
-                     if (!finished_ && !e) CheckHello(in);
+                     if (finished_) return;
+                     if (e) {
+                       Drop(in);
+                     } else {
+                       CheckHello(in);
+                     }
                    });
 }
 
@@ -187,7 +241,12 @@ void MeshConnector::CheckHello(std::shared_ptr<Incoming> in) {
   in->reply = static_cast<uint8_t>(HelloReply::kAccepted);
   asio::async_write(in->socket, asio::buffer(&in->reply, 1),
                     [this, in](const error_code& e, size_t) {
-                      if (!finished_ && !e) AwaitConfirm(in);
+                      if (finished_) return;
+                      if (e) {
+                        Drop(in);
+                      } else {
+                        AwaitConfirm(in);
+                      }
                     });
 }
 
@@ -196,7 +255,16 @@ void MeshConnector::AwaitConfirm(std::shared_ptr<Incoming> in) {
   // connection and will retry: only a confirmed connection counts.
   asio::async_read(in->socket, asio::buffer(&in->reply, 1),
                    [this, in](const error_code& e, size_t) {
-                     if (finished_ || e || in->reply != kHelloConfirm) return;
+                     if (finished_ || in->dropped) return;
+                     if (e || in->reply != kHelloConfirm) {
+                       Drop(in);
+                       return;
+                     }
+                     in->dropped = true;  // handed over, not closed
+                     in->timer.cancel();
+                     incoming_.erase(std::remove(incoming_.begin(),
+                                                 incoming_.end(), in),
+                                     incoming_.end());
                      Connected(static_cast<int>(in->header.rank),
                                std::move(in->socket), in->address);
                    });
@@ -204,15 +272,15 @@ void MeshConnector::AwaitConfirm(std::shared_ptr<Incoming> in) {
 
 void MeshConnector::Refuse(std::shared_ptr<Incoming> in, uint8_t reply,
                            absl::string_view why) {
-  HVD_LOG(WARNING) << "rank " << config_.rank
-                   << ": refused a TCP connection from " << in->address
-                   << " (claiming rank " << in->header.rank << "): " << why;
+  if (ShouldLog(++refused_)) {
+    HVD_LOG(WARNING) << "rank " << config_.rank
+                     << ": refused a TCP connection from " << in->address
+                     << " (claiming rank " << in->header.rank << "): " << why
+                     << " (" << refused_ << " refused so far)";
+  }
   in->reply = reply;
   asio::async_write(in->socket, asio::buffer(&in->reply, 1),
-                    [in](const error_code&, size_t) {
-                      error_code ignored;
-                      in->socket.close(ignored);
-                    });
+                    [this, in](const error_code&, size_t) { Drop(in); });
 }
 
 // ---- dialing --------------------------------------------------------------

@@ -8,7 +8,12 @@
 // deadline. A peer refusing the token or this rank is a permanent failure.
 // Accepting: each incoming connection's Hello is checked (constant-time token
 // compare, expected rank and job size); refusals are logged with the peer's
-// address, never the token, and the acceptor keeps listening.
+// address, never the token, and the acceptor keeps listening. A connection
+// is closed as soon as it fails, hangs up or is refused, and when its
+// handshake takes longer than `handshake_timeout`; at most
+// `max_pending_handshakes` wait for theirs (the oldest makes room), so a
+// flood of connections cannot use up this process's files. Refusals are
+// logged in full a few times, then every thousandth with the count.
 #ifndef HVD_CORE_TRANSPORT_TCP_MESH_CONNECTOR_H_
 #define HVD_CORE_TRANSPORT_TCP_MESH_CONNECTOR_H_
 
@@ -44,6 +49,10 @@ class MeshConnector {
     // short enough to move on from an unroutable candidate.
     absl::Duration attempt_timeout = absl::Seconds(2);
     int socket_buffer_bytes = 0;  // SetBufferSizes; 0: the kernel's
+    // Bound on an accepted connection's hello, reply and confirmation.
+    absl::Duration handshake_timeout = absl::Seconds(4);
+    // Accepted connections still in their handshake, at most.
+    size_t max_pending_handshakes = 64;
   };
 
   // `io` and `acceptor` (already listening) must outlive this object; `io`
@@ -67,6 +76,11 @@ class MeshConnector {
   struct Incoming;
 
   void StartAccept();
+  // Starts the handshake of an accepted connection, within the bounds.
+  void Welcome(boost::asio::ip::tcp::socket socket);
+  // Closes an accepted connection and forgets it; idempotent.
+  void Drop(const std::shared_ptr<Incoming>& in);
+  static bool ShouldLog(int64_t count);
   void ReadHelloToken(std::shared_ptr<Incoming> in);
   void CheckHello(std::shared_ptr<Incoming> in);
   void AwaitConfirm(std::shared_ptr<Incoming> in);
@@ -94,6 +108,8 @@ class MeshConnector {
   std::vector<std::shared_ptr<Incoming>> incoming_;
   std::vector<std::optional<Connection>> connections_;
   int connected_ = 0;
+  int64_t refused_ = 0;        // connections refused or timed out
+  int64_t accept_errors_ = 0;
   bool finished_ = false;
   absl::Status result_;
 };

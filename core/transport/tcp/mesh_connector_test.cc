@@ -108,5 +108,74 @@ TEST(MeshConnectorTest, RankOutsideTheAcceptedRangeIsRefused) {
   EXPECT_EQ(c0.status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+// Reads until the other side closes; true if it did within `timeout`.
+bool ClosedWithin(tcp::socket& socket, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  socket.non_blocking(true);
+  char byte;
+  while (absl::Now() < deadline) {
+    boost::system::error_code ec;
+    socket.read_some(asio::buffer(&byte, 1), ec);
+    if (ec == asio::error::eof || ec == asio::error::connection_reset) {
+      return true;
+    }
+    if (ec && ec != asio::error::would_block) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return false;
+}
+
+TEST(MeshConnectorTest, ASilentConnectionIsClosedAtTheHandshakeTimeout) {
+  Rank r0, r1;
+  absl::StatusOr<std::vector<std::optional<Connection>>> c0;
+  std::thread t0([&] {
+    MeshConnector::Config config = r0.Config(0, 2);
+    config.handshake_timeout = absl::Milliseconds(200);
+    MeshConnector connector(r0.io, r0.acceptor, config);
+    c0 = connector.Run({});
+  });
+  asio::io_context io;
+  tcp::socket silent(io), half(io);
+  silent.connect(r0.endpoint());
+  half.connect(r0.endpoint());
+  asio::write(half, asio::buffer(std::string(kHelloFixedBytes / 2, 'h')));
+  EXPECT_TRUE(ClosedWithin(silent, absl::Seconds(5)));
+  EXPECT_TRUE(ClosedWithin(half, absl::Seconds(5)));
+  MeshConnector connector(r1.io, r1.acceptor, r1.Config(1, 2));
+  auto c1 = connector.Run({{r0.endpoint()}});
+  t0.join();
+  EXPECT_TRUE(c0.ok()) << c0.status();
+  EXPECT_TRUE(c1.ok()) << c1.status();
+}
+
+TEST(MeshConnectorTest, AFloodOfConnectionsKeepsOnlyTheNewestPending) {
+  Rank r0, r1;
+  absl::StatusOr<std::vector<std::optional<Connection>>> c0;
+  std::thread t0([&] {
+    MeshConnector::Config config = r0.Config(0, 2);
+    config.handshake_timeout = absl::Seconds(60);  // only the bound acts
+    config.max_pending_handshakes = 4;
+    MeshConnector connector(r0.io, r0.acceptor, config);
+    c0 = connector.Run({});
+  });
+  asio::io_context io;
+  std::vector<tcp::socket> held;
+  for (int i = 0; i < 40; ++i) {
+    held.emplace_back(io);
+    held.back().connect(r0.endpoint());
+    tcp::socket gone(io);  // connect and hang up at once
+    gone.connect(r0.endpoint());
+  }
+  // All but the newest four held connections are closed by rank 0.
+  for (int i = 0; i < 36; ++i) {
+    EXPECT_TRUE(ClosedWithin(held[i], absl::Seconds(5))) << "connection " << i;
+  }
+  MeshConnector connector(r1.io, r1.acceptor, r1.Config(1, 2));
+  auto c1 = connector.Run({{r0.endpoint()}});
+  t0.join();
+  EXPECT_TRUE(c0.ok()) << c0.status();
+  EXPECT_TRUE(c1.ok()) << c1.status();
+}
+
 }  // namespace
 }  // namespace hvd::transport::tcp_internal
