@@ -1,6 +1,11 @@
 // The rendezvous server's bounds: what a caller with the token can make it
 // hold (key size, store bytes, waiting calls, barrier counts), and how much
 // log a caller without it can cause.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,6 +123,39 @@ TEST_F(RendezvousLimitsTest, RejectionsAreLoggedOnceThenSummedUp) {
               HasSubstr("rendezvous: rejected 49 calls with a missing or "
                         "wrong job token (latest: "
                         "/hvd.rendezvous.Rendezvous/Set from ipv4:127.0.0.1:"));
+}
+
+TEST_F(RendezvousLimitsTest, AnIdleConnectionIsClosedAndClientsReconnect) {
+  RendezvousServerOptions options;
+  options.idle_connection_timeout = absl::Milliseconds(300);
+  StartServer(options);
+  // A raw connection that sends the HTTP/2 preface and an empty SETTINGS
+  // frame, then nothing.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server_->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string preface =
+      std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
+      std::string("\0\0\0\x04\0\0\0\0\0", 9);
+  ASSERT_EQ(write(fd, preface.data(), preface.size()),
+            static_cast<ssize_t>(preface.size()));
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const absl::Time start = absl::Now();
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) {
+  }
+  EXPECT_EQ(n, 0) << "the server did not close the idle connection";
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  close(fd);
+  // The test's own channel went idle too; its next call reconnects.
+  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_TRUE(Set("k", "v").ok());
 }
 
 }  // namespace

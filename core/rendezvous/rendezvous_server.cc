@@ -77,6 +77,11 @@ absl::Status RendezvousServer::Impl::Start() {
   // gRPC sets SO_REUSEPORT by default, which would let a second server share
   // an explicitly chosen port and steal half the connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A connection with no call in flight is closed after this long (clients
+  // reconnect when they next call); one that only sent a preface, too.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(
+                                 options_.idle_connection_timeout)));
   builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(),
                            &port_);
   for (grpc::Service* service : services) builder.RegisterService(service);
@@ -190,14 +195,14 @@ absl::Status RendezvousServer::Impl::WaitLocked(
 absl::StatusOr<bool> RendezvousServer::Impl::RegisterLocked(WorkerInfo* info) {
   const int size = options_.size;
   if (info->rank < -1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", info->rank, " requested by ", Describe(*info),
-        " is invalid (-1 asks the server to assign one)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", info->rank, " requested by ", Describe(*info),
+                     " is invalid (-1 asks the server to assign one)"));
   }
   if (size > 0 && info->rank >= size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", info->rank, " requested by ", Describe(*info),
-        " is out of range for a job of size ", size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", info->rank, " requested by ", Describe(*info),
+                     " is out of range for a job of size ", size));
   }
   for (const auto& [rank, known] : workers_) {
     if (known.hostname == info->hostname && known.pid == info->pid &&
@@ -210,15 +215,15 @@ absl::StatusOr<bool> RendezvousServer::Impl::RegisterLocked(WorkerInfo* info) {
     int free = 0;
     while (workers_.count(free) > 0) ++free;
     if (size > 0 && free >= size) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("all ", size, " ranks of the job are taken; none left for ",
-                       Describe(*info)));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "all ", size, " ranks of the job are taken; none left for ",
+          Describe(*info)));
     }
     info->rank = free;
   } else if (auto it = workers_.find(info->rank); it != workers_.end()) {
     return absl::AlreadyExistsError(absl::StrCat(
-        "rank ", info->rank, " is already registered by ",
-        Describe(it->second), "; ", Describe(*info), " claims it too"));
+        "rank ", info->rank, " is already registered by ", Describe(it->second),
+        "; ", Describe(*info), " claims it too"));
   }
   workers_[info->rank] = *info;
   return true;
@@ -241,8 +246,8 @@ grpc::Status RendezvousServer::Impl::Register(
   }
   if (!added.ok()) return ToGrpc(added.status());
   if (*added) {
-    HVD_LOG(DEBUG) << "rendezvous: rank " << info.rank << " registered: "
-                   << Describe(info);
+    HVD_LOG(DEBUG) << "rendezvous: rank " << info.rank
+                   << " registered: " << Describe(info);
     if (options_.on_register) options_.on_register(info);
   }
   response->set_rank(info.rank);

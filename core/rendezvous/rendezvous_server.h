@@ -73,6 +73,10 @@ struct RendezvousServerOptions {
   // At most one log line per interval sums up the calls rejected for a
   // missing or wrong token (the first is logged at once).
   absl::Duration rejection_log_interval = absl::Seconds(10);
+  // A connection with no call in flight is closed after this long, so that
+  // one opened and left idle (or that only sent the HTTP/2 preface) does
+  // not hold the server's resources; clients reconnect on their next call.
+  absl::Duration idle_connection_timeout = absl::Minutes(1);
   // Called after each new registration (not for an idempotent repeat), on a
   // gRPC thread with no lock held. Must not call Shutdown.
   std::function<void(const WorkerInfo&)> on_register;
