@@ -360,17 +360,22 @@ int Agent::Run() {
     return 1;
   }
   std::string nonce = host::NewJobToken().value_or("x").substr(0, 16);
-  auto probe = host::ProbeListener::Start(nonce);
-  if (!probe.ok()) {
-    HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": " << probe.status();
-    return 1;
+  absl::StatusOr<std::unique_ptr<host::ProbeListener>> probe;
+  if (options_.probe_listener) {
+    probe = host::ProbeListener::Start(nonce);
+    if (!probe.ok()) {
+      HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": " << probe.status();
+      return 1;
+    }
   }
   {
     absl::MutexLock lock(&mu_);
     last_heard_ = os_->Now();
   }
   reader_ = std::thread([this] { ReadLoop(); });
-  Send(MakeHello((*probe)->port(), nonce));  // a failure ends the stream
+  const int probe_port =
+      options_.probe_listener ? (*probe)->port() : 0;  // 0: not listening
+  Send(MakeHello(probe_port, nonce));  // a failure ends the stream
   return Serve();
 }
 

@@ -41,6 +41,9 @@ struct AgentOptions {
   // gone: hvdrun keeps the agent's stdin open for the whole job, over ssh
   // too, so even an agent that never reached the rendezvous notices.
   int launcher_fd = -1;
+  // Whether to open the reachability listener hvdrun probes (on every
+  // address); without it the agent tells hvdrun port 0.
+  bool probe_listener = true;
 };
 
 // Run() on the main thread; Signal() from any thread.

@@ -184,6 +184,7 @@ int OptionsFromLauncher(Args* args, hvd::agent::AgentOptions* options) {
   options->hostname = b->host_name;
   options->connect_timeout = b->connect_timeout;
   options->launcher_fd = 0;  // its end means hvdrun (or its ssh) is gone
+  options->probe_listener = b->probe;
   args->verbose = args->verbose || b->verbose;
   return -1;
 }

@@ -21,7 +21,8 @@ std::string SerializeBootstrap(const Bootstrap& b) {
   return absl::StrCat(kMagic, "\n", "token ", b.token, "\n", "host_index ",
                       b.host_index, "\n", "host_name ", b.host_name, "\n",
                       "rendezvous ", absl::StrJoin(b.rendezvous, ","), "\n",
-                      "verbose ", b.verbose ? 1 : 0, "\n",
+                      "verbose ", b.verbose ? 1 : 0, "\n", "probe ",
+                      b.probe ? 1 : 0, "\n",
                       "connect_timeout_ms ",
                       absl::ToInt64Milliseconds(b.connect_timeout), "\n",
                       "end\n");
@@ -55,6 +56,8 @@ absl::StatusOr<Bootstrap> ParseBootstrap(const std::string& text) {
       b.rendezvous = absl::StrSplit(value, ',', absl::SkipEmpty());
     } else if (key == "verbose") {
       b.verbose = value == "1";
+    } else if (key == "probe") {
+      b.probe = value != "0";
     } else if (key == "connect_timeout_ms") {
       int64_t ms;
       if (!absl::SimpleAtoi(value, &ms) || ms <= 0) {

@@ -24,6 +24,10 @@ struct Bootstrap {
   // How long the agent keeps trying to reach the rendezvous (hvdrun's
   // --start-timeout).
   absl::Duration connect_timeout = absl::Seconds(30);
+  // Whether the agent opens its reachability listener (for choosing data-
+  // plane addresses by probing); a one-host job, or one with named
+  // interfaces, does not probe, and its agent listens on nothing.
+  bool probe = true;
 };
 
 // Text lines "key value", ending with "end".

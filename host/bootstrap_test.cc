@@ -20,6 +20,7 @@ TEST(Bootstrap, RoundTripsThroughAPipe) {
   b.rendezvous = {"10.0.0.1:5000", "192.168.1.1:5000"};
   b.verbose = true;
   b.connect_timeout = absl::Milliseconds(2500);
+  b.probe = false;
   int p[2];
   ASSERT_EQ(pipe(p), 0);
   std::string text = SerializeBootstrap(b);
@@ -35,6 +36,11 @@ TEST(Bootstrap, RoundTripsThroughAPipe) {
   EXPECT_THAT(got->rendezvous, ElementsAre("10.0.0.1:5000", "192.168.1.1:5000"));
   EXPECT_TRUE(got->verbose);
   EXPECT_EQ(got->connect_timeout, absl::Milliseconds(2500));
+  EXPECT_FALSE(got->probe);
+  b.probe = true;
+  auto probing = ParseBootstrap(SerializeBootstrap(b));
+  ASSERT_TRUE(probing.ok()) << probing.status();
+  EXPECT_TRUE(probing->probe);
 }
 
 TEST(Bootstrap, NothingArrivesTimesOut) {

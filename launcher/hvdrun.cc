@@ -355,6 +355,8 @@ host::Bootstrap AgentBootstrap(const Options& o, const LaunchPlan& plan,
   b.host_name = plan.assignment[i].name;
   b.verbose = o.verbose;
   b.connect_timeout = o.start_timeout;
+  // Addresses are probed only between several hosts without named ones.
+  b.probe = plan.assignment.size() > 1 && o.network_interfaces.empty();
   if (plan.local[i]) {
     b.rendezvous = {absl::StrCat("127.0.0.1:", port)};
   } else {

@@ -125,6 +125,20 @@ TEST_F(HvdrunTest, AnIfaceVariableThatNamesNoInterfaceFailsTheJob) {
   ExpectNothingLeft();
 }
 
+TEST_F(HvdrunTest, AOneHostJobsAgentListensOnNoPort) {
+  // The worker's parent is the agent: list the TCP sockets it listens on
+  // (state 0A in /proc/net/tcp) among its open files.
+  CommandResult r = Run(
+      {"-np", "1", "sh", "-c",
+       "for f in /proc/$PPID/fd/*; do readlink $f; done | "
+       "sed -n 's/^socket:\\[\\([0-9]*\\)\\]$/\\1/p' > inodes; "
+       "echo agent=$PPID; "
+       "awk 'NR>1 && $4==\"0A\" {print $10}' /proc/net/tcp /proc/net/tcp6 | "
+       "grep -c -x -F -f inodes || true"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[0]<stdout>:0\n")) << r.out;
+}
+
 TEST_F(HvdrunTest, HostListWithLocalhostFillsSlotsInOrder) {
   CommandResult r = Run({"-np", "2", "-H", "localhost:4", "sh", "-c",
                          "echo $HVD_RANK:$HVD_LOCAL_SIZE"});
