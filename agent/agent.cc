@@ -238,6 +238,22 @@ WorkerCallbacks Agent::WorkerReports() {
   return cb;
 }
 
+void Agent::ReportStoppedWorkers() {
+  for (const auto& w : workers_) {
+    const bool stopped = !w->exited() && os_->IsStopped(w->pid());
+    if (stopped == (stopped_.count(w->rank()) > 0)) continue;
+    if (stopped) {
+      stopped_.insert(w->rank());
+    } else {
+      stopped_.erase(w->rank());
+    }
+    AgentMessage m;
+    m.mutable_stopped()->set_rank(w->rank());
+    m.mutable_stopped()->set_stopped(stopped);
+    Send(m);
+  }
+}
+
 void Agent::TerminateWorkers(int sig) {
   for (auto& w : workers_) w->Signal(sig);
 }
@@ -411,6 +427,7 @@ int Agent::Serve() {
       AgentMessage m;
       m.mutable_heartbeat();
       Send(m);
+      ReportStoppedWorkers();
       next_heartbeat = now + heartbeat_interval_;
     }
   }

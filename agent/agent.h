@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,8 @@ class Agent {
   // ended first.
   std::optional<int> EndIfLauncherGone(bool ended, bool fd_closed, int sig,
                                        absl::Time last_heard);
+  // Tells hvdrun of each worker found stopped, or running again.
+  void ReportStoppedWorkers();
   void TerminateWorkers(int sig);
   // SIGTERM, the grace period, SIGKILL; waits until every group is gone,
   // then joins the workers' threads.
@@ -138,6 +141,7 @@ class Agent {
   bool welcomed_ = false;
   absl::Time kill_at_ = absl::InfiniteFuture();  // SIGKILL after Terminate
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::set<int> stopped_;  // ranks last reported stopped
   std::string hostname_;
 };
 

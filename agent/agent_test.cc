@@ -269,6 +269,24 @@ TEST_F(AgentTest, TerminateEscalatesToSigkillOneKillGraceLater) {
   EXPECT_EQ(AwaitExit(), 3);
 }
 
+TEST_F(AgentTest, AStoppedWorkerIsReportedAndSoIsItsContinuing) {
+  Join(absl::Milliseconds(10), absl::Seconds(60), absl::Seconds(2));
+  const pid_t worker = LaunchWorker();
+  ASSERT_TRUE(os_.Signal(worker, SIGSTOP).ok());  // as `kill -STOP` would
+  os_.Advance(absl::Seconds(1));  // the first heartbeat is a second in
+  AgentMessage stopped;
+  ASSERT_TRUE(launcher_.Next(AgentMessage::kStopped, &stopped));
+  EXPECT_EQ(stopped.stopped().rank(), 0);
+  EXPECT_TRUE(stopped.stopped().stopped());
+  ASSERT_TRUE(os_.Signal(worker, SIGCONT).ok());
+  os_.Advance(absl::Milliseconds(10));
+  AgentMessage continued;
+  ASSERT_TRUE(launcher_.Next(AgentMessage::kStopped, &continued));
+  EXPECT_FALSE(continued.stopped().stopped());
+  SendShutdown(0);
+  EXPECT_EQ(AwaitExit(), 0);
+}
+
 TEST_F(AgentTest, SignalEndsTheWorkersAndExits128PlusIt) {
   Join(absl::Milliseconds(10), absl::Seconds(60), absl::Seconds(2));
   const pid_t worker = LaunchWorker();

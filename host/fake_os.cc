@@ -88,7 +88,10 @@ absl::Status FakeOs::Deliver(pid_t target, bool group, int sig) {
   signals_.push_back(SentSignal{now_, target, group, sig});
   if (sig == 0 || ignored_.count(sig) > 0) return absl::OkStatus();
   for (auto& [pid, p] : processes_) {
-    if ((group ? p.pgid : pid) == target && !p.ended.has_value()) {
+    if ((group ? p.pgid : pid) != target || p.ended.has_value()) continue;
+    if (sig == SIGSTOP || sig == SIGCONT) {
+      p.stopped = sig == SIGSTOP;
+    } else {
       End(&p, ExitStatus{0, sig});
     }
   }
@@ -107,6 +110,13 @@ bool FakeOs::GroupExists(pid_t pgid) {
     if (p.pgid == pgid && !p.ended.has_value()) return true;
   }
   return false;
+}
+
+bool FakeOs::IsStopped(pid_t pid) {
+  absl::MutexLock lock(&mu_);
+  auto it = processes_.find(pid);
+  return it != processes_.end() && !it->second.ended.has_value() &&
+         it->second.stopped;
 }
 
 absl::Time FakeOs::Now() {

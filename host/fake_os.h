@@ -57,12 +57,15 @@ class FakeOs : public Os {
   // Block (in real time) until the fake process ends.
   absl::StatusOr<ExitStatus> WaitChild(pid_t pid) override;
   absl::StatusOr<ExitStatus> TryWaitChild(pid_t pid) override;
-  // Recorded (signals()). Every signal but 0 and those IgnoreSignal names
-  // ends the fake processes it reaches.
+  // Recorded (signals()). SIGSTOP and SIGCONT stop and continue the fake
+  // processes they reach; every other signal but 0 and those IgnoreSignal
+  // names ends them.
   absl::Status Signal(pid_t pid, int sig) override;
   absl::Status SignalGroup(pid_t pgid, int sig) override;
   // Whether a fake process of group `pgid` is running.
   bool GroupExists(pid_t pgid) override;
+  // Whether fake process `pid` runs and was stopped by SIGSTOP.
+  bool IsStopped(pid_t pid) override;
   pid_t ProcessId() override { return kProcessId; }
   absl::Time Now() override;
   // Advances the clock by `d` and returns at once.
@@ -85,6 +88,7 @@ class FakeOs : public Os {
     pid_t pgid = 0;
     std::optional<ExitStatus> ended;
     bool reaped = false;
+    bool stopped = false;  // by SIGSTOP, until SIGCONT
     std::vector<int> child_fds;  // the child's ends of its pipes
   };
   // WaitChild (`block`) and TryWaitChild.

@@ -115,6 +115,9 @@ class Os {
   virtual absl::Status SignalGroup(pid_t pgid, int sig) = 0;
   // Whether a live process of group `pgid` exists (a zombie is not live).
   virtual bool GroupExists(pid_t pgid) = 0;
+  // Whether process `pid` is stopped: by SIGSTOP, SIGTSTP, SIGTTIN or
+  // SIGTTOU, or by a debugger. False when it runs or is gone.
+  virtual bool IsStopped(pid_t pid) = 0;
   // This process's id.
   virtual pid_t ProcessId() = 0;
 

@@ -67,6 +67,20 @@ struct ChildError {
 }
 
 // Whether a live member of group `pgid` exists.
+// State, parent and group of process `pid` from /proc/<pid>/stat; false if
+// it cannot be read (gone).
+bool ReadProcStat(const char* pid, char* state, long* pgrp) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  // pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+  size_t close_paren = line.rfind(')');
+  if (close_paren == std::string::npos) return false;
+  std::istringstream rest(line.substr(close_paren + 1));
+  long ppid;
+  return static_cast<bool>(rest >> *state >> ppid >> *pgrp);
+}
+
 bool ProcGroupExists(pid_t pgid) {
   // kill(-pgid, 0) also counts zombies, which a container's init may never
   // reap; /proc tells a live member from a dead one.
@@ -75,16 +89,9 @@ bool ProcGroupExists(pid_t pgid) {
   bool found = false;
   while (struct dirent* ent = readdir(dir)) {
     if (ent->d_name[0] < '0' || ent->d_name[0] > '9') continue;
-    std::ifstream in(absl::StrCat("/proc/", ent->d_name, "/stat"));
-    std::string line;
-    if (!std::getline(in, line)) continue;
-    // pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-    size_t close_paren = line.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    std::istringstream rest(line.substr(close_paren + 1));
     char state;
-    long ppid, pgrp;
-    if (!(rest >> state >> ppid >> pgrp)) continue;
+    long pgrp;
+    if (!ReadProcStat(ent->d_name, &state, &pgrp)) continue;
     if (pgrp == pgid && state != 'Z' && state != 'X') {
       found = true;
       break;
@@ -92,6 +99,14 @@ bool ProcGroupExists(pid_t pgid) {
   }
   closedir(dir);
   return found;
+}
+
+bool ProcStopped(pid_t pid) {
+  char state;
+  long pgrp;
+  // T: stopped by a signal; t: stopped by a tracer (a debugger).
+  return ReadProcStat(absl::StrCat(pid).c_str(), &state, &pgrp) &&
+         (state == 'T' || state == 't');
 }
 
 absl::StatusOr<ExitStatus> WaitPid(pid_t pid, int flags) {
@@ -132,6 +147,7 @@ class RealOsImpl : public Os {
     return KillStatus(killpg(pgid, sig), pgid, sig);
   }
   bool GroupExists(pid_t pgid) override { return ProcGroupExists(pgid); }
+  bool IsStopped(pid_t pid) override { return ProcStopped(pid); }
   pid_t ProcessId() override { return getpid(); }
   absl::Time Now() override { return absl::Now(); }
   void SleepFor(absl::Duration d) override { absl::SleepFor(d); }

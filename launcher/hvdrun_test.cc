@@ -139,6 +139,22 @@ TEST_F(HvdrunTest, AOneHostJobsAgentListensOnNoPort) {
   EXPECT_THAT(r.out, HasSubstr("[0]<stdout>:0\n")) << r.out;
 }
 
+TEST_F(HvdrunTest, AStoppedRankIsSaidAndNamedWhenTheJobFails) {
+  // Rank 1 stops itself; rank 0 waits until hvdrun has had time to see it,
+  // then fails, as a rank waiting on a stopped peer would at its timeout.
+  CommandResult r = Run(
+      {"--kill-grace-seconds", "1", "-np", "2", "sh", "-c",
+       "if [ $HVD_RANK = 1 ]; then kill -STOP $$; exit 0; fi; "
+       "sleep 3; exit 5"});
+  EXPECT_EQ(r.status.ShellCode(), 5);
+  EXPECT_THAT(r.err, HasSubstr("hvdrun: rank 1 (host localhost) is stopped "
+                               "(SIGSTOP, SIGTSTP or a debugger)"));
+  EXPECT_THAT(r.err, HasSubstr("hvdrun: rank 0 (host localhost) exited with "
+                               "code 5; rank 1 (host localhost) was stopped "
+                               "at the time, which may be why"));
+  ExpectNothingLeft();
+}
+
 TEST_F(HvdrunTest, HostListWithLocalhostFillsSlotsInOrder) {
   CommandResult r = Run({"-np", "2", "-H", "localhost:4", "sh", "-c",
                          "echo $HVD_RANK:$HVD_LOCAL_SIZE"});

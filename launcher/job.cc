@@ -165,8 +165,12 @@ void Job::OnMessage(AgentConn* conn, const AgentMessage& m) {
     case AgentMessage::kStarted:
       ++host.started;
       break;
+    case AgentMessage::kStopped:
+      OnStopped(host, m.stopped());
+      break;
     case AgentMessage::kExit: {
       host.exited.insert(m.exit().rank());
+      host.stopped.erase(m.exit().rank());
       std::optional<JobFailure> f = WorkerExitFailure(m.exit(), host.name);
       if (f.has_value()) Fail(f->code, f->message);
       break;
@@ -183,6 +187,30 @@ void Job::OnOutput(AgentConn* conn, const WorkerOutput& output) {
   conn->AssertHeld();
   conn->Heard(os_->Now());
   if (!s.ok()) Fail(1, absl::StrCat("hvdrun: ", s.message()));
+}
+
+void Job::OnStopped(JobHost& host, const WorkerStopped& stopped) {
+  const std::string who =
+      absl::StrCat("rank ", stopped.rank(), " (host ", host.name, ")");
+  if (stopped.stopped()) {
+    host.stopped.insert(stopped.rank());
+    Say(absl::StrCat("hvdrun: ", who, " is stopped (SIGSTOP, SIGTSTP or a "
+                     "debugger): the other ranks wait for it until it is "
+                     "continued (kill -CONT) or their timeout ends the job"));
+  } else if (host.stopped.erase(stopped.rank()) > 0) {
+    Say(absl::StrCat("hvdrun: ", who, " runs again"));
+  }
+}
+
+std::string Job::StoppedNote() const {
+  std::string note;
+  for (const JobHost& host : hosts_) {
+    for (int rank : host.stopped) {
+      absl::StrAppend(&note, "; rank ", rank, " (host ", host.name,
+                      ") was stopped at the time, which may be why");
+    }
+  }
+  return note;
 }
 
 void Job::OnProbeResult(JobHost& host, const ProbeResult& result) {

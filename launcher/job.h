@@ -93,6 +93,12 @@ class Job final : public AgentService::Service {
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnProbeResult(JobHost& host, const ProbeResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker found stopped or running again: said at once, and named in
+  // the job's failure while it stays stopped.
+  void OnStopped(JobHost& host, const WorkerStopped& stopped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "; rank R (host H) is stopped ..." for each stopped worker, or "".
+  std::string StoppedNote() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- The phases up to running (job.cc) ----
   void Step(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -92,7 +92,7 @@ void Job::Fail(int code, const std::string& message) {
   if (failed_ || phase_ >= Phase::kShutdown) return;
   failed_ = true;
   exit_code_ = code;
-  Say(message);
+  Say(message + StoppedNote());
   if (phase_ != Phase::kRunning) {
     BeginShutdown(code);
     return;

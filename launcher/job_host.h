@@ -38,6 +38,7 @@ struct JobHost {
   std::string data_plane;  // the address chosen for it
   int started = 0;         // workers reported started
   std::set<int> exited;    // ranks reported exited
+  std::set<int> stopped;   // ranks reported stopped (SIGSTOP, a debugger)
 };
 
 }  // namespace launcher
