@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -26,6 +27,7 @@
 #include "core/common/env.h"
 #include "core/common/logging.h"
 #include "host/bootstrap.h"
+#include "host/netif.h"
 #include "host/process.h"
 #include "host/version.h"
 #include "proto/job_token.h"
@@ -82,6 +84,15 @@ int ApplyFlag(const std::string& name,
     a->verbose = true;
   } else if (name == "--rendezvous") {
     if (!value(&v)) return BadInput("--rendezvous needs a value");
+    for (absl::string_view addr : absl::StrSplit(v, ',')) {
+      std::string host;
+      int port;
+      if (!hvd::host::SplitHostPort(addr, &host, &port)) {
+        return BadInput(absl::StrCat(
+            "--rendezvous '", v, "': expected HOST:PORT[,HOST:PORT...] with "
+            "ports from 1 to 65535, as hvdrun --rendezvous-only prints"));
+      }
+    }
     a->rendezvous = v;
   } else if (name == "--slots") {
     if (!value(&v) || !absl::SimpleAtoi(v, &a->slots) || a->slots <= 0) {
@@ -125,7 +136,8 @@ int Parse(int argc, char** argv, Args* a) {
         *out = *given;
         return true;
       }
-      if (i + 1 >= argc) return false;
+      // A flag is not a value: "--hostname --slots 2" lacks the name.
+      if (i + 1 >= argc || absl::StartsWith(argv[i + 1], "--")) return false;
       *out = argv[++i];
       return true;
     };

@@ -295,6 +295,47 @@ TEST_F(HvdrunTest, BadCommandLines) {
   EXPECT_THAT(none.err, HasSubstr("no command given"));
 }
 
+// hvd-agent as an orchestrator starts it: each bad command line is one line
+// on stderr and exit 2, before any connection is tried.
+TEST_F(HvdrunTest, AgentBadCommandLines) {
+  std::string marker = tmp_ + "/agent_started";
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {{"--rendezvous", "nohostport", "--slots", "1"},
+       "--rendezvous 'nohostport': expected HOST:PORT"},
+      {{"--rendezvous", "10.0.0.1:99999", "--slots", "1"},
+       "--rendezvous '10.0.0.1:99999': expected HOST:PORT"},
+      {{"--rendezvous", "10.0.0.1:5,", "--slots", "1"},
+       "--rendezvous '10.0.0.1:5,': expected HOST:PORT"},
+      {{"--rendezvous", "10.0.0.1:5", "--slots", "0"},
+       "--slots needs a positive integer"},
+      {{"--rendezvous", "10.0.0.1:5", "--slots", "1", "--hostname",
+        "--verbose"},
+       "--hostname needs a value"},
+      {{"--rendezvous", "10.0.0.1:5", "--slots", "1", "--connect-timeout",
+        "-1"},
+       "--connect-timeout needs a positive number of seconds"},
+      {{"--rendezvous", "10.0.0.1:5"}, "--rendezvous needs --slots"},
+      {{"--slots", "1"}, "give exactly one of --launcher-stdin and"},
+      {{"--bogus"}, "unknown flag '--bogus'"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {Runfile("agent/hvd-agent")};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    argv.insert(argv.end(), {"touch", marker});
+    CommandResult r = RunCommand(
+        argv, Env({"HVD_JOB_TOKEN=0123456789abcdef0123456789abcdef"}),
+        absl::Seconds(10), tmp_);
+    EXPECT_EQ(r.status.ShellCode(), 2) << c.error << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.error));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_NE(access(marker.c_str(), F_OK), 0);
+}
+
 TEST_F(HvdrunTest, HelpAndVersion) {
   CommandResult h = Run({"--help"});
   EXPECT_TRUE(h.status.ok());
