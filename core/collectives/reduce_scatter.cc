@@ -31,7 +31,10 @@ absl::Status ReduceScatterRing(transport::Context& context, const Group& group,
                                const CollectiveOptions& options) {
   const Span last = job.blocks.back();
   Scratch work(last.offset + last.bytes);
-  std::memcpy(work.data(), job.input, last.offset + last.bytes);
+  // memcpy with a null pointer is undefined even for 0 bytes.
+  if (last.offset + last.bytes > 0) {
+    std::memcpy(work.data(), job.input, last.offset + last.bytes);
+  }
   const size_t elem_size = DataTypeSize(job.dtype);
   const internal::RingPlan plan = internal::BuildRingPlan(
       internal::ReduceScatterFirstSend(job.blocks, group.index),
@@ -42,7 +45,9 @@ absl::Status ReduceScatterRing(transport::Context& context, const Group& group,
       work.data(), plan, job.dtype, job.op, options, &work);
   if (!status.ok()) return status;
   const Span own = job.blocks[group.index];
-  std::memcpy(job.output, work.data() + own.offset, own.bytes);
+  if (own.bytes > 0) {
+    std::memcpy(job.output, work.data() + own.offset, own.bytes);
+  }
   return absl::OkStatus();
 }
 
@@ -78,6 +83,7 @@ absl::Status ReduceScatterDirect(transport::Context& context,
     return status;
   }
   const size_t count = own.bytes / DataTypeSize(job.dtype);
+  if (count == 0) return absl::OkStatus();
   std::memcpy(job.output, contribution(0), own.bytes);
   for (int j = 1; j < n; ++j) {
     Reduce(job.output, contribution(j), count, job.dtype, job.op);

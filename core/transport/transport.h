@@ -31,6 +31,10 @@ class Request {
   virtual bool Done() = 0;
 };
 
+// The longest message RecvAny accepts: control messages (negotiation) are
+// kilobytes to megabytes even for large jobs.
+inline constexpr size_t kMaxRecvAnyBytes = size_t{256} << 20;
+
 // Thread-safe. Destroying a Context closes its connections; requests still
 // posted then fail with Cancelled.
 class Context {
@@ -50,9 +54,11 @@ class Context {
   // the context with Internal naming both lengths.
   virtual std::unique_ptr<Request> Recv(int peer, void* data, size_t len) = 0;
 
-  // Receives the next message from `peer`, of any length, into `*out`
-  // (resized to fit). For control messages whose size the receiver cannot
-  // know.
+  // Receives the next message from `peer`, of any length up to
+  // kMaxRecvAnyBytes, into `*out` (resized to fit). For control messages
+  // whose size the receiver cannot know. A longer one fails the request and
+  // the context: the stream is corrupt or the peer is not an hvd rank, and
+  // its length is not reserved.
   virtual std::unique_ptr<Request> RecvAny(int peer, std::string* out) = 0;
 
   // Fails every pending and future request with `reason` and wakes all

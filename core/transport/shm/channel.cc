@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/transport/shm/futex.h"
+#include "core/transport/transport.h"
 
 namespace hvd::transport::shm_internal {
 namespace {
@@ -231,6 +232,14 @@ int RecvChannel::ProgressLocked(absl::Status* failure) {
     if (!op.header_done_) {
       if (avail < kSlot) break;
       const uint64_t len = LoadLE64(ring_.data + tail_ % cap);
+      if (op.kind_ == Op::Kind::kRecvAny && len > kMaxRecvAnyBytes) {
+        *failure = absl::InternalError(absl::StrCat(
+            "rank ", self_, ": control message from rank ", peer_rank_,
+            " (shared memory) claims ", len, " bytes, more than the ",
+            kMaxRecvAnyBytes, " allowed; the segment is corrupt"));
+        queue_.Fail(*failure);
+        return result | kCompleted;
+      }
       if (op.kind_ == Op::Kind::kRecvAny) {
         op.out_->resize(len);
         op.data_ = op.out_->data();

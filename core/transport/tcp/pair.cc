@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/transport/transport.h"
 
 namespace hvd::transport::tcp_internal {
 namespace {
@@ -176,6 +177,12 @@ absl::Status Pair::CheckHeader(Op& op, size_t payload_got) {
         ") claims ", len, " bytes; the stream is corrupt"));
   }
   if (op.kind() == Op::Kind::kRecvAny) {
+    if (len > kMaxRecvAnyBytes) {
+      return absl::InternalError(absl::StrCat(
+          "rank ", rank_, ": control message header from rank ", peer_, " (",
+          address_, ") claims ", len, " bytes, more than the ",
+          kMaxRecvAnyBytes, " allowed; the stream is corrupt"));
+    }
     op.SetAnyLength(len);
     return absl::OkStatus();
   }

@@ -194,6 +194,23 @@ TEST_F(TcpContextTest, LengthMismatchFailsTheContextNamingBothLengths) {
   EXPECT_EQ(contexts[1]->Send(0, data, 1)->Wait(Deadline()), status);
 }
 
+TEST_F(TcpContextTest, AnOversizedControlMessageFailsRecvAnyUnreserved) {
+  auto contexts = Connect(2);
+  const std::vector<char> big(kMaxRecvAnyBytes + 1);
+  std::thread sender([&] {
+    contexts[0]->Send(1, big.data(), big.size())->Wait(Deadline()).IgnoreError();
+  });
+  std::string got;
+  const absl::Status status = contexts[1]->RecvAny(0, &got)->Wait(Deadline());
+  sender.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr(absl::StrCat("claims ", kMaxRecvAnyBytes + 1,
+                                     " bytes, more than the ",
+                                     kMaxRecvAnyBytes, " allowed")));
+  EXPECT_LT(got.capacity(), size_t{1} << 20);
+}
+
 TEST_F(TcpContextTest, PeerDestroyedFailsPendingRecvNamingThePeer) {
   auto contexts = Connect(2);
   const std::string address = contexts[1]->PeerAddress(0);
