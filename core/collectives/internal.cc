@@ -7,6 +7,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace hvd::collectives::internal {
 
@@ -277,7 +278,14 @@ Scratch::Scratch(size_t bytes) : data_(AllocateScratch(bytes)), bytes_(bytes) {
 Scratch::~Scratch() { FreeScratch(data_, bytes_); }
 
 void Scratch::AbandonIfPending(const std::vector<RequestPtr>& pending) {
-  if (!AllDone(pending)) data_ = nullptr;  // Leaked on purpose: see header.
+  if (AllDone(pending)) return;
+  // Kept, not freed (see the header), and reachable: a failed job's
+  // quarantine, not a leak. Failures end the job, so it stays small.
+  static auto* quarantine = new std::vector<char*>;
+  static auto* mu = new absl::Mutex;
+  absl::MutexLock lock(mu);
+  quarantine->push_back(data_);
+  data_ = nullptr;
 }
 
 }  // namespace hvd::collectives::internal

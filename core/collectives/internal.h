@@ -122,7 +122,7 @@ absl::Status Annotate(const absl::Status& status, absl::string_view collective,
 // Scratch memory that posted receives write into (and sends may read from).
 // If a collective returns early with requests still posted on it, the
 // transport could touch it after it was freed (until the runtime aborts the
-// context); AbandonIfPending() then leaks it on purpose instead. Large
+// context); AbandonIfPending() then keeps it for good instead. Large
 // scratch (>= 4 MiB) is on transparent huge pages, and the last one a thread
 // frees is kept for its next collective of that size.
 class Scratch {
@@ -133,7 +133,8 @@ class Scratch {
   Scratch& operator=(const Scratch&) = delete;
 
   char* data() { return data_; }
-  // Leaks the buffer unless every request in `pending` is done.
+  // Gives up the buffer unless every request in `pending` is done: it is
+  // then never freed (kept in a process-wide quarantine).
   void AbandonIfPending(const std::vector<RequestPtr>& pending);
 
  private:

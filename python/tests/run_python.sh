@@ -11,4 +11,11 @@ if [[ -n "${TEST_SRCDIR:-}" ]]; then
 fi
 export PYTHONPATH="${PWD}/python${PYTHONPATH:+:${PYTHONPATH}}"
 export PYTHONDONTWRITEBYTECODE=1
+# Under --config=asan libhvd.so is instrumented, and the ASan runtime must be
+# the first library of the (uninstrumented) interpreter; Python's own
+# allocations are not hvd's to check for leaks.
+if [[ -n "${HVD_TEST_ASAN_PRELOAD:-}" ]]; then
+  export LD_PRELOAD="${HVD_TEST_ASAN_PRELOAD}"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+${ASAN_OPTIONS}:}detect_leaks=0"
+fi
 exec "${HVD_TEST_PYTHON:-/usr/bin/python3}" "$@"
