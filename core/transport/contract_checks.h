@@ -1,0 +1,19 @@
+// Checks of the transport interface's contract that every transport's tests
+// run on contexts of their own kind (tcp, shm, ...), so the transports agree.
+#ifndef HVD_CORE_TRANSPORT_CONTRACT_CHECKS_H_
+#define HVD_CORE_TRANSPORT_CONTRACT_CHECKS_H_
+
+#include "absl/time/time.h"
+#include "core/transport/transport.h"
+
+namespace hvd::transport::testing {
+
+// `sender` sends `receiver` one message of kMaxRecvAnyBytes + 1 bytes: the
+// receiver's RecvAny must fail with Internal naming both lengths, without
+// reserving the message. Aborts both contexts afterwards.
+void ExpectOversizedRecvAnyFails(Context& sender, Context& receiver,
+                                 absl::Time deadline);
+
+}  // namespace hvd::transport::testing
+
+#endif  // HVD_CORE_TRANSPORT_CONTRACT_CHECKS_H_
