@@ -59,6 +59,11 @@ DLDataType ToDLDataType(DataType dtype) {
   return t;
 }
 
+// Bounds of what ViewOf accepts: more dimensions than any framework makes,
+// and a size no address space holds (2^62 bytes).
+constexpr int kMaxDims = 64;
+constexpr size_t kMaxTensorBytes = size_t{1} << 62;
+
 bool IsCompact(const DLTensor* tensor) {
   if (tensor->strides == nullptr) return true;
   for (int i = 0; i < tensor->ndim; ++i) {
@@ -114,20 +119,42 @@ absl::StatusOr<TensorView> ViewOf(const DLTensor* tensor,
           "unsupported device type ", tensor->device.device_type));
   }
   view.device_id = tensor->device.device_id;
-  if (!IsCompact(tensor)) {
-    return absl::InvalidArgumentError(
-        "tensor is not contiguous: make it contiguous first");
+  if (tensor->ndim < 0 || tensor->ndim > kMaxDims) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor has ", tensor->ndim, " dimensions; hvd takes 0 to ",
+        kMaxDims));
   }
+  if (tensor->ndim > 0 && tensor->shape == nullptr) {
+    return absl::InvalidArgumentError("tensor shape is NULL");
+  }
+  // Checked before the strides, whose check multiplies the dimensions.
   int64_t elements = 1;
   for (int i = 0; i < tensor->ndim; ++i) {
     if (tensor->shape[i] < 0) {
       return absl::InvalidArgumentError("tensor has a negative dimension");
     }
     view.shape.push_back(tensor->shape[i]);
-    elements *= tensor->shape[i];
+    if (__builtin_mul_overflow(elements, tensor->shape[i], &elements)) {
+      return absl::InvalidArgumentError("tensor shape overflows 64 bits");
+    }
   }
-  view.bytes = static_cast<size_t>(elements) * DataTypeSize(view.dtype);
-  view.data = static_cast<char*>(tensor->data) + tensor->byte_offset;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(elements),
+                             DataTypeSize(view.dtype), &view.bytes) ||
+      view.bytes > kMaxTensorBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor of ", elements, " elements is larger than hvd's limit of ",
+        kMaxTensorBytes, " bytes"));
+  }
+  if (!IsCompact(tensor)) {
+    return absl::InvalidArgumentError(
+        "tensor is not contiguous: make it contiguous first");
+  }
+  if (view.bytes > 0 && tensor->data == nullptr) {
+    return absl::InvalidArgumentError("tensor data is NULL");
+  }
+  view.data = tensor->data == nullptr
+                  ? nullptr
+                  : static_cast<char*>(tensor->data) + tensor->byte_offset;
   return view;
 }
 

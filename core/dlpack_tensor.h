@@ -23,6 +23,12 @@ struct TensorView {
 
 // Checks and reads `tensor` (dense, row-major). `dtype_override` >= 0 replaces
 // the DLPack dtype when the element sizes agree (bool through DLPack 0.6).
+// InvalidArgument for what hvd cannot take, from a caller's mistake or a
+// malformed descriptor: an unsupported dtype or device, 0-64 dimensions
+// exceeded, a NULL shape or data where there are elements, a negative
+// dimension, a size past 2^62 bytes or a shape whose product overflows, or
+// strides that are not row-major. It reads `shape` and `strides` (ndim
+// entries each) and never the data.
 absl::StatusOr<TensorView> ViewOf(const DLTensor* tensor,
                                   int32_t dtype_override);
 

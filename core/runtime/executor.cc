@@ -12,6 +12,12 @@
 namespace hvd::runtime {
 namespace {
 
+// memcpy, for any byte count: a tensor with no elements may have a null data
+// pointer, and memcpy's pointers must not be null even for 0 bytes.
+void CopyBytes(void* to, const void* from, size_t bytes) {
+  if (bytes > 0) std::memcpy(to, from, bytes);
+}
+
 void Complete(TensorEntry& entry, const absl::Status& status,
               OpResult result = {}) {
   if (entry.done) entry.done(status, std::move(result));
@@ -281,7 +287,7 @@ Executor::AllreducePieces Executor::PlanPieces(const Response& response,
     } else {
       buffer = entry->output;
       if (entry->output != entry->input) {
-        std::memcpy(buffer, entry->input, bytes);
+        CopyBytes(buffer, entry->input, bytes);
       }
     }
     plan.pieces.emplace_back(buffer, count);
@@ -301,9 +307,9 @@ void Executor::GatherSmall(const Response& response, const Entries& entries,
   for (size_t i : plan.small) {
     const size_t bytes = response.sizes(i) * elem;
     if (entries[i]) {
-      std::memcpy(at, entries[i]->input, bytes);
+      CopyBytes(at, entries[i]->input, bytes);
     } else {
-      std::memset(at, 0, bytes);
+      if (bytes > 0) std::memset(at, 0, bytes);
     }
     at += bytes;
   }
@@ -319,7 +325,7 @@ void Executor::ScatterSmall(const Response& response, Entries& entries,
   const char* from = static_cast<const char*>(plan.fusion);
   for (size_t i : plan.small) {
     const size_t bytes = response.sizes(i) * elem;
-    if (entries[i]) std::memcpy(entries[i]->output, from, bytes);
+    if (entries[i]) CopyBytes(entries[i]->output, from, bytes);
     from += bytes;
   }
   timeline_->ActivityEnd(response.names(0));
@@ -381,7 +387,7 @@ absl::Status Executor::Allgather(const Response& response, TensorEntry& entry,
   result.output = std::make_shared<HostBuffer>(rows * row_bytes);
   absl::Status status;
   if (group.size() == 1) {
-    std::memcpy(result.output->data(), entry.input, bytes[0]);
+    CopyBytes(result.output->data(), entry.input, bytes[0]);
   } else {
     status = collectives::Allgather(*context_, group, entry.input,
                                     result.output->data(), bytes, options_);
@@ -393,7 +399,7 @@ absl::Status Executor::Allgather(const Response& response, TensorEntry& entry,
 absl::Status Executor::Broadcast(const Response& response, TensorEntry& entry,
                                  const collectives::Group& group) {
   if (entry.output != entry.input) {
-    std::memcpy(entry.output, entry.input, entry.Bytes());
+    CopyBytes(entry.output, entry.input, entry.Bytes());
   }
   if (group.size() == 1) return absl::OkStatus();
   return collectives::Broadcast(*context_, group, entry.output, entry.Bytes(),
@@ -419,7 +425,7 @@ absl::Status Executor::Alltoall(const Response& response, TensorEntry& entry,
   result.output = std::make_shared<HostBuffer>(rows * row_bytes);
   absl::Status status;
   if (n == 1) {
-    std::memcpy(result.output->data(), entry.input, send[0]);
+    CopyBytes(result.output->data(), entry.input, send[0]);
   } else {
     status = collectives::Alltoall(*context_, group, entry.input, send,
                                    result.output->data(), recv, options_);
@@ -446,7 +452,7 @@ absl::Status Executor::ReduceScatter(const Response& response,
   const void* input = entry.input;
   if (response.prescale() != 1.0) {
     void* scaled = FusionBuffer(entry.Bytes());
-    std::memcpy(scaled, entry.input, entry.Bytes());
+    CopyBytes(scaled, entry.input, entry.Bytes());
     collectives::Scale(scaled, entry.NumElements(), dtype, response.prescale());
     input = scaled;
   }
@@ -457,7 +463,7 @@ absl::Status Executor::ReduceScatter(const Response& response,
   result.output = std::make_shared<HostBuffer>(out_count * DataTypeSize(dtype));
   absl::Status status;
   if (n == 1) {
-    std::memcpy(result.output->data(), input, out_count * DataTypeSize(dtype));
+    CopyBytes(result.output->data(), input, out_count * DataTypeSize(dtype));
   } else {
     status = collectives::ReduceScatter(*context_, group, input,
                                         result.output->data(), counts, dtype,

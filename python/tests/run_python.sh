@@ -12,7 +12,9 @@ fi
 export PYTHONPATH="${PWD}/python${PYTHONPATH:+:${PYTHONPATH}}"
 export PYTHONDONTWRITEBYTECODE=1
 # Under --config=asan libhvd.so is instrumented, and the ASan runtime must be
-# the first library of the (uninstrumented) interpreter; Python's own
+# the first library of the (uninstrumented) interpreter, with libstdc++ right
+# behind it: loaded later (by torch), ASan's __cxa_throw interceptor finds no
+# real __cxa_throw and aborts the first C++ exception. Python's own
 # allocations are not hvd's to check for leaks.
 if [[ -n "${HVD_TEST_ASAN_PRELOAD:-}" ]]; then
   export LD_PRELOAD="${HVD_TEST_ASAN_PRELOAD}"

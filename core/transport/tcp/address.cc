@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -115,7 +116,9 @@ absl::StatusOr<PeerRecord> DecodePeerRecord(absl::string_view text) {
   const std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("bad TCP peer record (", why, "): '", text, "'"));
+        absl::StrCat("bad TCP peer record (", why, "): '",
+                     absl::CHexEscape(text.substr(0, 200)),
+                     text.size() > 200 ? "...'" : "'"));
   };
   if (lines.size() != 3 || lines[0] != kRecordVersion) return bad("format");
   PeerRecord record;

@@ -1,0 +1,74 @@
+// Fuzzes the TCP data plane past the handshake: a real rank 0 context whose
+// peer, rank 1, is played by this harness. It completes the hello with the
+// job's token, then writes the input as rank 1's byte stream and hangs up.
+// Rank 0 receives a message of any length and one of 64 bytes: whatever the
+// bytes, it must fail or succeed cleanly (no crash, no unbounded
+// allocation, no hang past the deadline).
+#include <boost/asio/connect.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "core/rendezvous/store.h"
+#include "core/transport/tcp/address.h"
+#include "core/transport/tcp/handshake.h"
+#include "core/transport/tcp/tcp_context.h"
+
+namespace {
+
+namespace asio = boost::asio;
+namespace tcp = hvd::transport::tcp_internal;
+constexpr char kToken[] = "stream-fuzzer-token-0123456789ab";
+
+// Dials rank 0 as rank 1 and completes the hello; false if it could not.
+bool Handshake(hvd::Store& store, asio::ip::tcp::socket& socket) {
+  auto published = store.Get("tcp/0", absl::Seconds(5));
+  if (!published.ok()) return false;
+  auto record = tcp::DecodePeerRecord(*published);
+  if (!record.ok() || record->endpoints.empty()) return false;
+  boost::system::error_code ec;
+  socket.connect(tcp::DialCandidates(*record, record->hostname).front(), ec);
+  if (ec) return false;
+  asio::write(socket, asio::buffer(tcp::EncodeHello(1, 2, kToken)), ec);
+  unsigned char reply = 0xff;
+  asio::read(socket, asio::buffer(&reply, 1), ec);
+  if (ec || reply != 0) return false;
+  const unsigned char confirm = tcp::kHelloConfirm;
+  asio::write(socket, asio::buffer(&confirm, 1), ec);
+  return !ec;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::unique_ptr<hvd::Store> store = hvd::NewInMemoryStore();
+  hvd::transport::TcpOptions options;
+  options.iface = "127.0.0.1";
+  options.hostname = "fuzz";
+  options.token = kToken;
+  options.connect_timeout = absl::Seconds(5);
+  absl::StatusOr<std::unique_ptr<hvd::transport::Context>> rank0;
+  std::thread accept([&] {
+    rank0 = hvd::transport::CreateTcpContext(0, 2, store.get(), options);
+  });
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  const bool connected = Handshake(*store, socket);
+  accept.join();
+  if (!connected || !rank0.ok()) __builtin_trap();  // the harness is broken
+  boost::system::error_code ec;
+  asio::write(socket, asio::buffer(data, size), ec);
+  socket.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  std::string any;
+  (*rank0)->RecvAny(1, &any)->Wait(deadline).IgnoreError();
+  char fixed[64];
+  (*rank0)->Recv(1, fixed, sizeof(fixed))->Wait(deadline).IgnoreError();
+  return 0;
+}
