@@ -1,5 +1,7 @@
 #include "core/dlpack_tensor.h"
 
+#include <cstring>
+
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -105,7 +107,12 @@ absl::StatusOr<TensorView> ViewOf(const DLTensor* tensor,
     }
     view.dtype = static_cast<DataType>(dtype_override);
   }
-  switch (tensor->device.device_type) {
+  // Read as the int a C caller stored: a value outside DLDeviceType's
+  // enumerators must not be loaded as one.
+  int32_t device_type;
+  static_assert(sizeof(device_type) == sizeof(tensor->device.device_type));
+  std::memcpy(&device_type, &tensor->device.device_type, sizeof(device_type));
+  switch (device_type) {
     case kDLCPU:
     case kDLCUDAHost:
       view.device = DeviceType::kCpu;
@@ -116,7 +123,7 @@ absl::StatusOr<TensorView> ViewOf(const DLTensor* tensor,
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
-          "unsupported device type ", tensor->device.device_type));
+          "unsupported device type ", device_type));
   }
   view.device_id = tensor->device.device_id;
   if (tensor->ndim < 0 || tensor->ndim > kMaxDims) {

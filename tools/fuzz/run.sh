@@ -44,12 +44,12 @@ for target in "${targets[@]}"; do
     -malloc_limit_mb=512 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$artifacts/$name-" "$scratch" >"$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
-  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1)
+  cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -1)
+  ft=$(grep -ao 'ft: [0-9]*' "$log" | tail -1)
   if ((status)); then
     failed=1
     echo "fuzz: $name: FAILED after ${execs:-?} executions ($cov, $ft):"
-    grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$log" | head -8
+    grep -aE "ERROR|SUMMARY|runtime error|Test unit written" "$log" | head -8
   else
     echo "fuzz: $name: ${execs:-0} executions in ${seconds}s, $cov, $ft, no crash"
   fi
