@@ -177,6 +177,7 @@ std::map<std::string, std::string> TunableEnvironment(const Options& o) {
             absl::StrCat(*o.stall_check_shutdown_time_seconds));
   }
   if (!o.log_level.empty()) SetBothSpellings(env, names::kLogLevel, o.log_level);
+  if (!o.transport.empty()) SetBothSpellings(env, names::kTransport, o.transport);
   return env;
 }
 

@@ -44,6 +44,7 @@ TEST(TunableEnvironment, FlagsBecomeBothSpellings) {
   o.no_stall_check = true;
   o.hierarchical_allreduce = true;
   o.log_level = "debug";
+  o.transport = "rdma";
   auto env = TunableEnvironment(o);
   EXPECT_EQ(env["HVD_FUSION_THRESHOLD"], "2097152");
   EXPECT_EQ(env["HOROVOD_FUSION_THRESHOLD"], "2097152");
@@ -51,6 +52,7 @@ TEST(TunableEnvironment, FlagsBecomeBothSpellings) {
   EXPECT_EQ(env["HVD_STALL_CHECK_DISABLE"], "1");
   EXPECT_EQ(env["HOROVOD_HIERARCHICAL_ALLREDUCE"], "1");
   EXPECT_EQ(env["HOROVOD_LOG_LEVEL"], "debug");
+  EXPECT_EQ(env["HVD_TRANSPORT"], "rdma");
   EXPECT_EQ(env.count("HVD_CACHE_CAPACITY"), 0u);
 }
 

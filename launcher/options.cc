@@ -125,6 +125,15 @@ absl::Status SetLogLevel(Options& o, const std::string& v) {
                   "one of trace, debug, info, warning, error, fatal");
 }
 
+absl::Status SetTransport(Options& o, const std::string& v) {
+  const std::string lower = absl::AsciiStrToLower(v);
+  if (lower != "auto" && lower != "rdma" && lower != "tcp") {
+    return BadValue("--transport", v, "one of auto, rdma, tcp");
+  }
+  o.transport = lower;
+  return absl::OkStatus();
+}
+
 // -x NAME or -x NAME=VALUE.
 absl::Status SetEnv(Options& o, const std::string& v) {
   absl::string_view name = v;
@@ -154,6 +163,7 @@ const std::vector<Flag>& Flags() {
       {{"--output-filename"}, true, String(&Options::output_filename)},
       {{"--verbose"}, false, Bool(&Options::verbose)},
       {{"--log-level"}, true, SetLogLevel},
+      {{"--transport"}, true, SetTransport},
       {{"-x", "--env"}, true, SetEnv},
       {{"--version", "-v"}, false, Bool(&Options::version)},
       {{"-h", "--help"}, false, Bool(&Options::help)},
@@ -306,6 +316,10 @@ constexpr char kHelpBeforeExcluded[] =
     "  --kill-grace-seconds S     SIGTERM to SIGKILL delay on shutdown (5)\n"
     "  --verbose                  say what hvdrun does\n"
     "  --log-level L              HVD_LOG_LEVEL of workers (trace..fatal)\n"
+    "  --transport T              HVD_TRANSPORT of workers: auto (RDMA where"
+    " a\n"
+    "                             fabric exists), rdma or tcp (between"
+    " hosts)\n"
     "  --version, -h/--help\n"
     "\n"
     "Remote hosts (ssh, BatchMode):\n"

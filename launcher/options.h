@@ -27,6 +27,7 @@ struct Options {
   std::string output_filename;      // --output-filename DIR
   bool verbose = false;
   std::string log_level;            // --log-level
+  std::string transport;            // --transport auto|rdma|tcp
   std::vector<std::string> env;     // -x/--env NAME[=VALUE], in order
   bool version = false;
   bool help = false;

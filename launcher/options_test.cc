@@ -119,6 +119,14 @@ TEST(ParseCommandLine, BadLogLevel) {
   EXPECT_THAT(o.status().message(), HasSubstr("for --log-level"));
 }
 
+TEST(ParseCommandLine, TransportTakesAutoRdmaOrTcp) {
+  auto o = Parse({"--transport", "RDMA", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->transport, "rdma");
+  auto bad = Parse({"--transport", "ib", "p"});
+  EXPECT_THAT(bad.status().message(), HasSubstr("for --transport"));
+}
+
 TEST(ParseCommandLine, BadEnvName) {
   auto o = Parse({"-x", "1ABC=2", "p"});
   EXPECT_THAT(o.status().message(), HasSubstr("for -x: expected NAME"));

@@ -13,6 +13,7 @@ PACKAGES=(
   g++ clang-14                                # clang: thread-safety analysis
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev libboost1.74-dev libdlpack-dev libibverbs-dev rdma-core
+  libfabric-dev libfabric-bin                # RDMA transport (rdma/), fi_info
   libgtest-dev libgmock-dev googletest
   python3-torch python3-torchvision python3-numpy python3-matplotlib
   python3-pytest python3-mock python3-cloudpickle  # hvd.run; Horovod's test suite

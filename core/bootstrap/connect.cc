@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,6 +15,8 @@
 #include "core/transport/composite/composite_context.h"
 #include "core/transport/shm/shm_context.h"
 #include "core/transport/tcp/tcp_context.h"
+#include "rdma/fabric.h"
+#include "rdma/rdma_context.h"
 
 namespace hvd::bootstrap {
 namespace {
@@ -36,6 +39,60 @@ transport::TcpOptions TcpOptionsOf(const Config& config) {
   options.connect_timeout = config.start_timeout;
   options.tuning = config.tcp;
   return options;
+}
+
+rdma::RdmaOptions RdmaOptionsOf(const Config& config) {
+  rdma::RdmaOptions options;
+  options.provider = config.rdma_provider;
+  options.hostname = config.hostname;
+  options.token = config.token;
+  options.connect_timeout = config.start_timeout;
+  return options;
+}
+
+// What this rank can offer between hosts: true for RDMA. Forced RDMA with
+// no usable provider fails (on every rank: each looks for itself).
+absl::StatusOr<bool> LocalRdmaChoice(const Config& config) {
+  if (config.transport == runtime::Transport::kTcp) return false;
+  absl::StatusOr<std::string> provider =
+      rdma::ResolveProvider(config.rdma_provider);
+  if (config.transport == runtime::Transport::kRdma) {
+    if (!provider.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", config.rank, ": HVD_TRANSPORT=rdma, but ",
+                       provider.status().message()));
+    }
+    return true;
+  }
+  // auto: only a hardware fabric beats hvd's own TCP.
+  return provider.ok() && rdma::IsHardwareProvider(*provider);
+}
+
+// RDMA between hosts only if every rank can (auto mode may differ by host).
+absl::StatusOr<bool> AgreeOnRdma(const Config& config, Store& store) {
+  absl::StatusOr<bool> mine = LocalRdmaChoice(config);
+  if (!mine.ok()) return mine.status();
+  const std::string key = absl::StrCat("transport/", config.rank);
+  if (absl::Status s = store.Set(key, *mine ? "rdma" : "tcp"); !s.ok()) {
+    return Annotate(s, absl::StrCat("rank ", config.rank,
+                                    ": publishing the transport choice"));
+  }
+  bool all = *mine;
+  for (int r = 0; r < config.size && all; ++r) {
+    auto choice = store.Get(absl::StrCat("transport/", r), config.start_timeout);
+    if (!choice.ok()) {
+      return Annotate(choice.status(),
+                      absl::StrCat("rank ", config.rank, ": reading rank ", r,
+                                   "'s transport choice"));
+    }
+    all = *choice == "rdma";
+  }
+  if (!all && config.transport == runtime::Transport::kRdma) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", config.rank,
+        ": HVD_TRANSPORT=rdma, but another rank has no usable RDMA provider"));
+  }
+  return all;
 }
 
 // The rendezvous store, registered, scoped to this connect. The scoped view
@@ -118,9 +175,23 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(const Config& config) {
   auto store = ReachRendezvous(config);
   if (!store.ok()) return store.status();
   parts.store = *std::move(store);
+  auto use_rdma = AgreeOnRdma(config, *parts.store);
+  if (!use_rdma.ok()) return use_rdma.status();
   const transport::TcpOptions tcp_options = TcpOptionsOf(config);
-  auto tcp = transport::CreateTcpContext(config.rank, config.size,
-                                         parts.store.get(), tcp_options);
+  const rdma::RdmaOptions rdma_options = RdmaOptionsOf(config);
+  std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
+      int, int, Store*)>
+      make_context;
+  if (*use_rdma) {
+    make_context = [rdma_options](int rank, int size, Store* store) {
+      return rdma::CreateRdmaContext(rank, size, store, rdma_options);
+    };
+  } else {
+    make_context = [tcp_options](int rank, int size, Store* store) {
+      return transport::CreateTcpContext(rank, size, store, tcp_options);
+    };
+  }
+  auto tcp = make_context(config.rank, config.size, parts.store.get());
   if (!tcp.ok()) return tcp.status();
   auto hosts = ExchangeHosts(config, *parts.store);
   if (!hosts.ok()) return hosts.status();
@@ -129,9 +200,7 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(const Config& config) {
                                  *std::move(tcp));
   if (!context.ok()) return context.status();
   parts.context = *std::move(context);
-  parts.make_context = [tcp_options](int rank, int size, Store* store) {
-    return transport::CreateTcpContext(rank, size, store, tcp_options);
-  };
+  parts.make_context = std::move(make_context);
   return parts;
 }
 

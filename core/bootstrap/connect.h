@@ -1,6 +1,8 @@
 // Connects this process to its job: the one place where the transports are
 // chosen and built. From a Config it reaches the rendezvous server (gRPC),
-// registers, connects every peer over TCP, and routes the peers on this host
+// registers, connects every peer over TCP or RDMA (Config::transport: auto
+// takes RDMA only where every rank has a hardware fabric's provider), and
+// routes the peers on this host
 // through shared memory (unless Config::shm is off), giving the runtime its
 // parts ready-made.
 #ifndef HVD_CORE_BOOTSTRAP_CONNECT_H_

@@ -200,6 +200,16 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(MeshTransport::kTcp)),
     CaseName);
 
+// Over the RDMA transport (libfabric's tcp provider): odd and even worlds.
+INSTANTIATE_TEST_SUITE_P(
+    OverRdma, AllreduceTest,
+    ::testing::Combine(::testing::Values(2, 3, 4),
+                       ::testing::Values(size_t{0}, size_t{1001}, kLargeCount),
+                       ::testing::Values(AllreduceAlgorithm::kRing,
+                                         AllreduceAlgorithm::kDirect),
+                       ::testing::Values(MeshTransport::kRdma)),
+    CaseName);
+
 // Shared memory alone (one host) and mixed with TCP (hosts of two ranks:
 // world 3 leaves hosts uneven, so kHierarchical falls back to the ring).
 INSTANTIATE_TEST_SUITE_P(

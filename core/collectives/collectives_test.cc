@@ -250,6 +250,13 @@ INSTANTIATE_TEST_SUITE_P(
     CaseName);
 
 INSTANTIATE_TEST_SUITE_P(
+    OverRdma, CollectivesTest,
+    ::testing::Combine(::testing::Values(2, 3, 8),
+                       ::testing::Values(AllreduceAlgorithm::kRing),
+                       ::testing::Values(MeshTransport::kRdma)),
+    CaseName);
+
+INSTANTIATE_TEST_SUITE_P(
     SharedMemoryAndMixed, CollectivesTest,
     ::testing::Combine(::testing::Values(2, 3, 8),
                        ::testing::Values(AllreduceAlgorithm::kRing,

@@ -11,6 +11,7 @@
 #include "core/transport/shm/shm_context.h"
 #include "core/transport/tcp/tcp_context.h"
 #include "gtest/gtest.h"
+#include "rdma/rdma_context.h"
 
 namespace hvd::collectives {
 namespace {
@@ -44,6 +45,8 @@ std::string MeshTransportName(MeshTransport transport) {
       return "Shm";
     case MeshTransport::kMixed:
       return "Mixed";
+    case MeshTransport::kRdma:
+      return "Rdma";
   }
   return "?";
 }
@@ -84,10 +87,21 @@ absl::StatusOr<std::unique_ptr<transport::Context>> Connect(
   return transport::NewCompositeContext(std::move(children), std::move(route));
 }
 
+absl::StatusOr<std::unique_ptr<transport::Context>> ConnectRdma(
+    int rank, int size, Store* store) {
+  rdma::RdmaOptions options;
+  options.provider = "tcp";
+  options.hostname = "localhost";
+  options.token = "collectives-test";
+  return rdma::CreateRdmaContext(rank, size, store, options);
+}
+
 std::vector<int> HostsOf(int size, MeshTransport transport) {
   std::vector<int> hosts(size);
   for (int r = 0; r < size; ++r) {
-    hosts[r] = transport == MeshTransport::kTcp   ? r
+    hosts[r] = transport == MeshTransport::kTcp ||
+                       transport == MeshTransport::kRdma
+                   ? r
                : transport == MeshTransport::kShm ? 0
                                                   : r / 2;
   }
@@ -98,7 +112,30 @@ std::vector<int> HostsOf(int size, MeshTransport transport) {
 
 absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Create(
     int size, MeshTransport transport) {
-  return CreateOnHosts(HostsOf(size, transport));
+  if (transport != MeshTransport::kRdma) {
+    return CreateOnHosts(HostsOf(size, transport));
+  }
+  std::unique_ptr<TestMesh> mesh(new TestMesh);
+  mesh->store_ = NewInMemoryStore();
+  mesh->contexts_.resize(size);
+  mesh->hosts_ = HostsOf(size, transport);
+  std::vector<absl::Status> statuses(size);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto context = ConnectRdma(rank, size, mesh->store_.get());
+      if (context.ok()) {
+        mesh->contexts_[rank] = *std::move(context);
+      } else {
+        statuses[rank] = context.status();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& status : statuses) {
+    if (!status.ok()) return status;
+  }
+  return mesh;
 }
 
 absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::CreateOnHosts(

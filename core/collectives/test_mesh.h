@@ -22,6 +22,7 @@ enum class MeshTransport {
   kTcp,    // every rank its own host
   kShm,    // one host
   kMixed,  // hosts of two consecutive ranks (the last may hold one)
+  kRdma,   // every rank its own host, over libfabric RMA (tcp provider)
 };
 std::string MeshTransportName(MeshTransport transport);
 

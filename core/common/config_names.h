@@ -34,6 +34,7 @@ inline constexpr char kStallShutdownTimeSeconds[] =
     "STALL_SHUTDOWN_TIME_SECONDS";
 inline constexpr char kHierarchicalAllreduce[] = "HIERARCHICAL_ALLREDUCE";
 inline constexpr char kLogLevel[] = "LOG_LEVEL";
+inline constexpr char kTransport[] = "TRANSPORT";
 
 // Tunables read by workers only.
 inline constexpr char kIdleCycleTime[] = "IDLE_CYCLE_TIME";
@@ -57,6 +58,7 @@ inline constexpr char kShmPieceBytes[] = "SHM_PIECE_BYTES";
 inline constexpr char kShmRingBytes[] = "SHM_RING_BYTES";
 inline constexpr char kShmYield[] = "SHM_YIELD";
 inline constexpr char kGpuDataPath[] = "GPU_DATA_PATH";
+inline constexpr char kRdmaProvider[] = "RDMA_PROVIDER";
 
 // Read by hvdrun itself.
 inline constexpr char kHeartbeatTimeoutMs[] = "HEARTBEAT_TIMEOUT_MS";

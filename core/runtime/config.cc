@@ -223,6 +223,11 @@ void ReadDataPlane(Reader& r, Config& c) {
   r.Choice<P>(names::kGpuDataPath,
               {{"auto", P::kAuto}, {"nccl", P::kNccl}, {"staged", P::kStaged}},
               &c.gpu_data_path);
+  using T = Transport;
+  r.Choice<T>(names::kTransport,
+              {{"auto", T::kAuto}, {"rdma", T::kRdma}, {"tcp", T::kTcp}},
+              &c.transport);
+  r.String(names::kRdmaProvider, &c.rdma_provider);
   r.Bool(names::kHierarchicalAllreduce, &c.hierarchical_allreduce);
 }
 

@@ -25,6 +25,11 @@ namespace hvd::runtime {
 // GPU of its own, staged through host memory otherwise).
 enum class GpuDataPath { kAuto, kNccl, kStaged };
 
+// HVD_TRANSPORT: what carries CPU tensors between hosts (auto: RDMA where a
+// hardware fabric's libfabric provider exists, TCP otherwise; rdma: RDMA or
+// init fails; tcp: TCP). Within a host shared memory does, either way.
+enum class Transport { kAuto, kRdma, kTcp };
+
 struct Config {
   // Identity: set by hvdrun's agents or an orchestrator (HVD_RANK, ...).
   int rank = 0;
@@ -71,6 +76,10 @@ struct Config {
   transport::TcpTuning tcp;
   transport::ShmTuning shm_tuning;
   GpuDataPath gpu_data_path = GpuDataPath::kAuto;
+  Transport transport = Transport::kAuto;
+  // HVD_RDMA_PROVIDER: libfabric provider name (verbs, efa, tcp, ...);
+  // empty: any that passes (rdma/fabric.h).
+  std::string rdma_provider;
   bool hierarchical_allreduce = false;  // GPU: NCCL within hosts, CPU across
 };
 

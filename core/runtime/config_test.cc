@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/common/config_names.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace hvd::runtime {
@@ -118,6 +119,20 @@ TEST(ParseConfigTest, GpuDataPathAcceptsTheThreeNamesInAnyCase) {
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->gpu_data_path, path) << text;
   }
+}
+
+TEST(ParseConfigTest, TransportAndRdmaProviderAreRead) {
+  absl::StatusOr<Config> c = ParseConfig(
+      Vars({{"TRANSPORT", "RDMA"}, {"RDMA_PROVIDER", "verbs"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->transport, Transport::kRdma);
+  EXPECT_EQ(c->rdma_provider, "verbs");
+  EXPECT_EQ(ParseConfig(Vars({}))->transport, Transport::kAuto);
+}
+
+TEST(ParseConfigTest, UnknownTransportNamesTheVariable) {
+  EXPECT_THAT(ErrorOf({{"TRANSPORT", "ib"}}),
+              ::testing::StartsWith("HVD_TRANSPORT='ib' is not valid"));
 }
 
 TEST(ParseConfigTest, LogLevelIsSetOnlyWhenGiven) {

@@ -1,0 +1,453 @@
+#include "rdma/engine.h"
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/transport/tcp/handshake.h"
+
+namespace hvd::rdma {
+namespace {
+
+// Uncredited messages one peer may have in flight: hello, its reply, two
+// credit returns, abort, bye, and spare.
+constexpr size_t kSlackSlots = 8;
+constexpr size_t kMaxReasonBytes = 1024;
+// The slab's key when the application chooses keys (the cache counts up).
+constexpr uint64_t kSlabKey = uint64_t{1} << 40;
+// Silence from a peer with pending requests after which it is pinged.
+constexpr absl::Duration kProbeAfter = absl::Milliseconds(250);
+
+}  // namespace
+
+Engine::Engine(int rank, int size, std::unique_ptr<Fabric> fabric,
+               const RdmaOptions& options)
+    : rank_(rank),
+      size_(size),
+      options_(options),
+      fabric_(std::move(fabric)),
+      cache_(std::make_unique<RegistrationCache>(
+          fabric_->domain(), fabric_->virt_addr(), fabric_->prov_key(),
+          options.tuning.max_registration_bytes)),
+      peers_(size) {
+  for (Peer& p : peers_) p.credits = options_.tuning.credits;
+}
+
+Engine::~Engine() { Shutdown(); }
+
+absl::Status Engine::Start(const std::vector<std::string>& names) {
+  const size_t per_peer = options_.tuning.credits + kSlackSlots;
+  rx_slots_ = (size_ - 1) * per_peer;
+  slots_.resize(2 * rx_slots_);
+  slab_.resize(slots_.size() * kControlBytes);
+  if (!slab_.empty()) {
+    const int rc = fi_mr_reg(fabric_->domain(), slab_.data(), slab_.size(),
+                             FI_SEND | FI_RECV, 0,
+                             fabric_->prov_key() ? 0 : kSlabKey, 0, &slab_mr_,
+                             nullptr);
+    if (rc != 0) return absl::UnavailableError(FiError("fi_mr_reg", rc));
+    slab_desc_ = fi_mr_desc(slab_mr_);
+  }
+  for (int r = 0; r < size_; ++r) {
+    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+    if (fi_av_insert(fabric_->av(), names[r].data(), 1, &addr, 0, nullptr) !=
+            1 ||
+        addr != static_cast<fi_addr_t>(r)) {
+      return absl::UnavailableError(
+          absl::StrCat("fi_av_insert of rank ", r, "'s address failed"));
+    }
+    addresses_.push_back(fabric_->AddressString(names[r]));
+  }
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& slot = slots_[i];
+    slot.buf = slab_.data() + i * kControlBytes;
+    slot.kind = i < rx_slots_ ? CtxKind::kRecvSlot : CtxKind::kSendSlot;
+    if (i < rx_slots_) {
+      RepostReceive(&slot);
+    } else {
+      free_tx_.push_back(&slot);
+    }
+  }
+  progress_ = std::thread([this] { ProgressLoop(); });
+  return status_;
+}
+
+std::string Engine::PeerAddress(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(addresses_.size())) return "";
+  return addresses_[peer];
+}
+
+std::string Engine::Who(int peer) const {
+  return absl::StrCat("rank ", peer, " (", PeerAddress(peer), ")");
+}
+
+absl::Status Engine::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+void Engine::Post(std::shared_ptr<Op> op) {
+  absl::MutexLock lock(&mu_);
+  const int peer = op->peer();
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    op->Complete(absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, ": ", transport::OpKindName(op->kind()), " with peer ",
+        peer, ", which is not another rank of this size-", size_,
+        " context")));
+    return;
+  }
+  if (!status_.ok()) {
+    op->Complete(status_);
+    return;
+  }
+  if (op->kind() == Op::Kind::kSend) {
+    PostSend(op);
+  } else {
+    PostRecv(op);
+  }
+  PumpPeer(peer);
+}
+
+absl::Status Engine::RegisterOp(Op& op) {
+  const size_t max = cache_->max_entry_bytes();
+  for (size_t off = 0; off < op.len(); off += max) {
+    auto reg = cache_->Acquire(op.data() + off, std::min(max, op.len() - off));
+    if (!reg.ok()) {
+      return absl::Status(reg.status().code(),
+                          absl::StrCat("rank ", rank_, ": ",
+                                       transport::OpKindName(op.kind()),
+                                       " with ", Who(op.peer()), ": ",
+                                       reg.status().message()));
+    }
+    op.regs.push_back(*std::move(reg));
+  }
+  return absl::OkStatus();
+}
+
+void Engine::PostRecv(const std::shared_ptr<Op>& op) {
+  Peer& p = peers_[op->peer()];
+  op->seq = p.next_recv_seq++;
+  p.receiving[op->seq] = op;
+  if (op->kind() == Op::Kind::kRecvAny) {
+    Queue(op->peer(), MsgType::kAdvertAny, op->seq, "");
+    return;
+  }
+  if (absl::Status s = RegisterOp(*op); !s.ok()) return FailLocked(s);
+  if (op->regs.size() > kMaxChunks) {
+    return FailLocked(absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, ": Recv of ", op->len(), " bytes from ",
+        Who(op->peer()), " needs ", op->regs.size(),
+        " registrations, more than an advert holds (", kMaxChunks, ")")));
+  }
+  std::vector<RemoteChunk> chunks;
+  const size_t max = cache_->max_entry_bytes();
+  for (size_t i = 0; i < op->regs.size(); ++i) {
+    chunks.push_back({op->regs[i]->RemoteAddress(0), op->regs[i]->key(),
+                      std::min(max, op->len() - i * max)});
+  }
+  Queue(op->peer(), MsgType::kAdvert, op->seq,
+        EncodeAdvert(op->len(), chunks));
+}
+
+void Engine::PostSend(const std::shared_ptr<Op>& op) {
+  if (absl::Status s = RegisterOp(*op); !s.ok()) return FailLocked(s);
+  Peer& p = peers_[op->peer()];
+  op->seq = p.next_send_seq++;
+  p.sends.push_back(op);
+  StartSends(op->peer());
+}
+
+void Engine::Queue(int peer, MsgType type, uint16_t seq, std::string body) {
+  const bool credited = type != MsgType::kHello &&
+                        type != MsgType::kHelloReply &&
+                        type != MsgType::kCredit && type != MsgType::kAbort &&
+                        type != MsgType::kBye && type != MsgType::kPing;
+  Peer& p = peers_[peer];
+  (credited ? p.credited : p.free).push_back({type, seq, std::move(body)});
+}
+
+void Engine::Pump() {
+  if (!HandshakeDone()) SendHellos();
+  if (status_.ok() && !shut_down_) ProbePeers();
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) PumpPeer(peer);
+  }
+}
+
+void Engine::PumpPeer(int peer) {
+  Peer& p = peers_[peer];
+  while (!p.free.empty() && PostControl(peer, p.free.front())) {
+    p.free.pop_front();
+  }
+  while (!p.credited.empty() && p.credits > 0 &&
+         PostControl(peer, p.credited.front())) {
+    --p.credits;
+    p.credited.pop_front();
+  }
+  const std::deque<std::shared_ptr<Op>> sends = p.sends;
+  for (const auto& op : sends) {
+    if (op->started && op->pieces_posted < op->pieces.size() &&
+        !PostWrites(peer, op)) {
+      break;
+    }
+  }
+}
+
+bool Engine::PostControl(int peer, const OutMsg& msg) {
+  if (free_tx_.empty()) return false;
+  Peer& p = peers_[peer];
+  Slot* slot = free_tx_.back();
+  const Header h{msg.type, msg.seq, static_cast<uint32_t>(rank_), p.owed,
+                 static_cast<uint32_t>(msg.body.size())};
+  EncodeHeader(h, slot->buf);
+  std::memcpy(slot->buf + kHeaderBytes, msg.body.data(), msg.body.size());
+  const ssize_t rc =
+      fi_send(fabric_->ep(), slot->buf, kHeaderBytes + msg.body.size(),
+              slab_desc_, static_cast<fi_addr_t>(peer), &slot->fi);
+  if (rc == -FI_EAGAIN) {
+    retry_ = true;
+    return false;
+  }
+  if (rc != 0) {
+    // Dropped; a failing abort or goodbye must not recurse.
+    if (msg.type != MsgType::kAbort && msg.type != MsgType::kBye) {
+      FailLocked(absl::UnavailableError(absl::StrCat(
+          "rank ", rank_, ": sending to ", Who(peer), ": ",
+          FiError("fi_send", rc))));
+    }
+    return true;
+  }
+  free_tx_.pop_back();
+  slot->peer = peer;
+  slot->type = msg.type;
+  p.owed = 0;
+  return true;
+}
+
+void Engine::StartSends(int peer) {
+  Peer& p = peers_[peer];
+  std::vector<std::pair<std::shared_ptr<Op>, Advert>> ready;
+  for (const auto& op : p.sends) {
+    if (op->started) continue;
+    auto it = p.adverts.find(op->seq);
+    if (it == p.adverts.end()) break;
+    ready.emplace_back(op, std::move(it->second));
+    p.adverts.erase(it);
+  }
+  for (auto& [op, advert] : ready) StartSend(peer, op, std::move(advert));
+}
+
+void Engine::StartSend(int peer, const std::shared_ptr<Op>& op,
+                       Advert advert) {
+  if (advert.any) {
+    if (op->len() <= options_.tuning.eager_bytes) {
+      Queue(peer, MsgType::kEager, op->seq, std::string(op->data(), op->len()));
+      op->set_bytes_done(op->len());
+      return FinishSend(peer, op.get(), absl::OkStatus());
+    }
+    // The receiver sizes its string, then advertises it under this seq.
+    return Queue(peer, MsgType::kLength, op->seq, EncodeU64(op->len()));
+  }
+  op->started = true;
+  if (advert.total != op->len()) {
+    Queue(peer, MsgType::kMismatch, op->seq, EncodeU64(op->len()));
+    return FinishSend(
+        peer, op.get(),
+        absl::InternalError(absl::StrCat(
+            "rank ", rank_, ": message to ", Who(peer), " is ", op->len(),
+            " bytes but the receive posted for it expects ", advert.total,
+            " bytes")));
+  }
+  if (op->len() == 0) {
+    Queue(peer, MsgType::kEager, op->seq, "");
+    return FinishSend(peer, op.get(), absl::OkStatus());
+  }
+  // Split at both sides' registration boundaries.
+  const size_t max = cache_->max_entry_bytes();
+  size_t off = 0, chunk = 0, chunk_off = 0;
+  while (off < op->len() && chunk < advert.chunks.size()) {
+    const RemoteChunk& rc = advert.chunks[chunk];
+    const size_t local = off / max;
+    const size_t n =
+        std::min({max - off % max, op->len() - off, rc.len - chunk_off});
+    op->pieces.push_back(
+        {off, n, op->regs[local]->desc(), rc.addr + chunk_off, rc.key});
+    off += n;
+    chunk_off += n;
+    if (chunk_off == rc.len) ++chunk, chunk_off = 0;
+  }
+  if (off != op->len()) {
+    return FailLocked(absl::InternalError(absl::StrCat(
+        "rank ", rank_, ": advert from ", Who(peer), " covers ", off, " of ",
+        op->len(), " bytes")));
+  }
+  PostWrites(peer, op);
+}
+
+bool Engine::PostWrites(int peer, const std::shared_ptr<Op>& op) {
+  Peer& p = peers_[peer];
+  const size_t n = op->pieces.size();
+  while (op->pieces_posted < n) {
+    const bool last = op->pieces_posted + 1 == n;
+    // The last write completes the receive: every earlier one must have
+    // landed first, and it takes a credit.
+    if (last && (op->pieces_done + 1 < n || p.credits == 0)) return true;
+    const Piece& piece = op->pieces[op->pieces_posted];
+    auto ctx = std::make_unique<WriteCtx>();
+    ctx->op = op;
+    ctx->piece = op->pieces_posted;
+    ctx->last = last;
+    char* buf = op->data() + piece.offset;
+    const fi_addr_t dest = static_cast<fi_addr_t>(peer);
+    const ssize_t rc =
+        last ? fi_writedata(fabric_->ep(), buf, piece.len, piece.desc,
+                            ImmData(rank_, op->seq), dest, piece.remote_addr,
+                            piece.key, &ctx->fi)
+             : fi_write(fabric_->ep(), buf, piece.len, piece.desc, dest,
+                        piece.remote_addr, piece.key, &ctx->fi);
+    if (rc == -FI_EAGAIN) {
+      retry_ = true;
+      return false;
+    }
+    if (rc != 0) {
+      FailLocked(absl::UnavailableError(absl::StrCat(
+          "rank ", rank_, ": writing to ", Who(peer), ": ",
+          FiError(last ? "fi_writedata" : "fi_write", rc))));
+      return false;
+    }
+    if (last) --p.credits;
+    WriteCtx* raw = ctx.get();
+    writes_[raw] = std::move(ctx);
+    ++op->pieces_posted;
+  }
+  return true;
+}
+
+void Engine::FinishSend(int peer, Op* op, absl::Status status) {
+  op->Complete(std::move(status));
+  auto& sends = peers_[peer].sends;
+  sends.erase(std::remove_if(sends.begin(), sends.end(),
+                             [op](const auto& s) { return s.get() == op; }),
+              sends.end());
+}
+
+void Engine::SendHellos() {
+  const absl::Time now = absl::Now();
+  for (int peer = 0; peer < size_; ++peer) {
+    Peer& p = peers_[peer];
+    if (peer == rank_ || p.accepted || p.hello_in_flight || now < p.hello_due)
+      continue;
+    p.hello_in_flight = true;
+    Queue(peer, MsgType::kHello, 0,
+          transport::tcp_internal::EncodeHello(rank_, size_, options_.token));
+  }
+}
+
+void Engine::ProbePeers() {
+  const absl::Time now = absl::Now();
+  for (int peer = 0; peer < size_; ++peer) {
+    Peer& p = peers_[peer];
+    if (peer == rank_ || !p.authenticated || p.ping_in_flight ||
+        (p.receiving.empty() && p.sends.empty()) ||
+        now - p.last_heard < kProbeAfter) {
+      continue;
+    }
+    p.ping_in_flight = true;
+    p.last_heard = now;
+    Queue(peer, MsgType::kPing, 0, "");
+  }
+}
+
+template <typename Why>
+void Engine::FailAllOps(const Why& why) {
+  for (int peer = 0; peer < size_; ++peer) {
+    Peer& p = peers_[peer];
+    for (auto& op : p.sends) op->Complete(why(peer));
+    for (auto& [seq, op] : p.receiving) op->Complete(why(peer));
+    p.sends.clear();
+    p.receiving.clear();
+    p.adverts.clear();
+    p.credited.clear();
+  }
+}
+
+void Engine::Fail(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  FailLocked(std::move(status));
+}
+
+void Engine::FailLocked(absl::Status status) {
+  if (!status_.ok()) return;
+  status_ = status;
+  FailAllOps([&](int) { return status; });
+  if (shut_down_) return;
+  const std::string reason(
+      status.message().substr(0, std::min(status.message().size(),
+                                          kMaxReasonBytes)));
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_ || !peers_[peer].authenticated) continue;
+    Queue(peer, MsgType::kAbort, 0, reason);
+    PumpPeer(peer);
+  }
+}
+
+void Engine::WaitForSendsToDrain(absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  const size_t tx_slots = slots_.size() - rx_slots_;
+  absl::MutexLock lock(&mu_);
+  auto drained = [this, tx_slots]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const Peer& p : peers_) {
+      if (!p.free.empty()) return false;
+    }
+    return free_tx_.size() == tx_slots;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&drained), deadline);
+}
+
+void Engine::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    // Cancel first, so that what peers answer to the goodbye cannot replace
+    // the reason.
+    const bool healthy = status_.ok();
+    FailAllOps([this](int peer) {
+      return absl::CancelledError(absl::StrCat(
+          "rank ", rank_,
+          ": RDMA transport context destroyed while a request to or from "
+          "rank ",
+          peer, " was pending"));
+    });
+    if (healthy) {
+      status_ = absl::CancelledError(
+          absl::StrCat("rank ", rank_, ": RDMA transport context destroyed"));
+    }
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_ || !peers_[peer].authenticated || !healthy) continue;
+      Queue(peer, MsgType::kBye, 0, "");
+      PumpPeer(peer);
+    }
+  }
+  if (progress_.joinable()) {
+    WaitForSendsToDrain(absl::Milliseconds(200));
+    stopping_.store(true);
+    fi_cq_signal(fabric_->cq());
+    progress_.join();
+  }
+  fabric_->CloseEndpoint();
+  {
+    absl::MutexLock lock(&mu_);
+    writes_.clear();
+  }
+  if (slab_mr_ != nullptr) fi_close(&slab_mr_->fid);
+  slab_mr_ = nullptr;
+}
+
+}  // namespace hvd::rdma

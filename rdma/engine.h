@@ -1,0 +1,201 @@
+// The protocol engine of one RDMA context: the libfabric endpoint, the
+// per-peer queues and credits, and the progress thread that polls the
+// completion queue. RdmaContext and its Requests hold it by shared_ptr.
+//
+// Locking: one mutex (mu_) guards all protocol state and every posting call
+// into libfabric (the domain is FI_THREAD_SAFE, so the progress thread reads
+// the CQ without it). Ops complete under mu_; waiters sleep on the op.
+#ifndef HVD_RDMA_ENGINE_H_
+#define HVD_RDMA_ENGINE_H_
+
+#include <rdma/fabric.h>
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rdma/fabric.h"
+#include "rdma/op.h"
+#include "rdma/rdma_options.h"
+#include "rdma/registration_cache.h"
+#include "rdma/wire.h"
+
+namespace hvd::rdma {
+
+// Every libfabric operation's context starts with fi_context2 (the
+// FI_CONTEXT2 mode), followed by what it is.
+enum class CtxKind { kRecvSlot, kSendSlot, kWrite };
+
+// One kControlBytes piece of the registered control slab.
+struct Slot {
+  fi_context2 fi;
+  CtxKind kind;
+  char* buf;
+  int peer = -1;            // send slots: destination
+  MsgType type = MsgType::kCredit;  // send slots: what they carry
+};
+
+// One fi_write / fi_writedata of a send.
+struct WriteCtx {
+  fi_context2 fi;
+  CtxKind kind = CtxKind::kWrite;
+  std::shared_ptr<Op> op;
+  size_t piece = 0;
+  bool last = false;
+};
+
+class Engine {
+ public:
+  // `fabric` is open; `names[r]` is rank r's endpoint name.
+  Engine(int rank, int size, std::unique_ptr<Fabric> fabric,
+         const RdmaOptions& options);
+  ~Engine();  // Shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Registers the control buffers, inserts the peers' addresses, posts the
+  // receive buffers and starts the progress thread. Unavailable on failure.
+  absl::Status Start(const std::vector<std::string>& names);
+  // Sends Hello to every peer and waits until every peer has accepted this
+  // rank's token and sent an acceptable one, or until `deadline`
+  // (DeadlineExceeded naming the first missing peer) or a refusal
+  // (Unauthenticated / FailedPrecondition).
+  absl::Status Handshake(absl::Time deadline);
+  // Tells the peers this context goes, stops the progress thread, fails
+  // pending ops with Cancelled and closes the endpoint. Idempotent.
+  void Shutdown();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::string PeerAddress(int peer) const;
+  RegistrationStats registration_stats() const { return cache_->stats(); }
+
+  // Posts `op`; completes it at once with the context's failure or an
+  // InvalidArgument for a bad peer.
+  void Post(std::shared_ptr<Op> op);
+  // Records the first failure, fails every pending op, tells the peers.
+  void Fail(absl::Status status);
+  absl::Status status() const;
+
+ private:
+  struct Advert {
+    bool any = false;
+    uint64_t total = 0;
+    std::vector<RemoteChunk> chunks;
+  };
+  struct OutMsg {
+    MsgType type;
+    uint16_t seq;
+    std::string body;
+  };
+  struct Peer {
+    std::string address;
+    bool authenticated = false;  // its Hello carried our token
+    bool accepted = false;       // it accepted our Hello
+    absl::Time hello_due = absl::InfinitePast();
+    bool hello_in_flight = false;
+    std::string last_error;
+    absl::Time last_heard = absl::Now();  // any message or write from it
+    bool ping_in_flight = false;
+    int credits = 0;
+    uint32_t owed = 0;  // credits to return
+    uint16_t next_send_seq = 0;
+    uint16_t next_recv_seq = 0;
+    std::deque<std::shared_ptr<Op>> sends;  // posted, not finished, in order
+    std::map<uint16_t, Advert> adverts;     // received, not yet matched
+    std::map<uint16_t, std::shared_ptr<Op>> receiving;  // advertised
+    std::deque<OutMsg> credited;  // waiting for a credit or a slot
+    std::deque<OutMsg> free;      // uncredited, waiting for a slot
+  };
+
+  // ---- engine.cc: posting ---------------------------------------------------
+  void PostRecv(const std::shared_ptr<Op>& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PostSend(const std::shared_ptr<Op>& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Registers op's buffer in pieces of at most max_registration_bytes.
+  absl::Status RegisterOp(Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Queue(int peer, MsgType type, uint16_t seq, std::string body)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts whatever credits, slots and the provider's queues allow.
+  void Pump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PumpPeer(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // False when the provider's queue is full (try again later).
+  bool PostControl(int peer, const OutMsg& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartSends(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartSend(int peer, const std::shared_ptr<Op>& op, Advert advert)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PostWrites(int peer, const std::shared_ptr<Op>& op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishSend(int peer, Op* op, absl::Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendHellos() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pings peers that owe this rank data and were silent for a while: a
+  // peer whose endpoint is gone then fails the ping's send.
+  void ProbePeers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails every pending op with what `why(peer)` says.
+  template <typename Why>
+  void FailAllOps(const Why& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WaitForSendsToDrain(absl::Duration limit);
+  std::string Who(int peer) const;  // "rank P (address)"
+
+  // ---- engine_completions.cc: the progress thread ---------------------------
+  void ProgressLoop();
+  void OnCompletion(const fi_cq_data_entry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnError(const fi_cq_err_entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnControl(const char* buf, size_t len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnMessage(int peer, const Header& h, const char* body)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnHello(int peer, const char* body, size_t len)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnHelloReply(int peer, const char* body, size_t len)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnLength(int peer, uint16_t seq, uint64_t len)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRemoteWrite(uint64_t data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HandshakeDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWriteDone(WriteCtx* ctx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReceivedCredited(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RepostReceive(Slot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status HandshakeTimeout(absl::Duration timeout) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int rank_;
+  const int size_;
+  const RdmaOptions options_;
+  std::unique_ptr<Fabric> fabric_;
+  std::unique_ptr<RegistrationCache> cache_;
+
+  // The control buffers: one registered slab cut into kControlBytes slots,
+  // the first rx_slots_ for receives (always posted), the rest for sends.
+  std::vector<char> slab_;
+  fid_mr* slab_mr_ = nullptr;
+  void* slab_desc_ = nullptr;
+  std::vector<Slot> slots_;
+  size_t rx_slots_ = 0;
+  std::vector<std::string> addresses_;  // by rank; fixed after Start
+
+  std::thread progress_;
+  std::atomic<bool> stopping_{false};
+
+  mutable absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  absl::Status handshake_error_ ABSL_GUARDED_BY(mu_);
+  std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
+  std::vector<Slot*> free_tx_ ABSL_GUARDED_BY(mu_);
+  std::map<WriteCtx*, std::unique_ptr<WriteCtx>> writes_ ABSL_GUARDED_BY(mu_);
+  bool retry_ ABSL_GUARDED_BY(mu_) = false;  // a post met a full queue
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace hvd::rdma
+
+#endif  // HVD_RDMA_ENGINE_H_

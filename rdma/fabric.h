@@ -1,0 +1,88 @@
+// libfabric resources of one context: provider choice, then fabric, domain,
+// completion queue, address vector and one reliable-datagram endpoint, owned
+// together and closed in reverse order.
+//
+// Provider choice: the hints ask for FI_MSG | FI_RMA on an FI_EP_RDM
+// endpoint with remote CQ data, thread-safe domain, and offer the memory
+// registration modes verbs needs (FI_MR_LOCAL, FI_MR_VIRT_ADDR,
+// FI_MR_PROV_KEY, FI_MR_ALLOCATED) and FI_CONTEXT/FI_CONTEXT2 and
+// FI_RX_CQ_DATA, so whatever the chosen provider demands of those, the code
+// does (local descriptors, provider keys, virtual or offset addressing,
+// receive buffers consumed by remote CQ data).
+#ifndef HVD_RDMA_FABRIC_H_
+#define HVD_RDMA_FABRIC_H_
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace hvd::rdma {
+
+// Providers whose fabric is hardware (kernel-bypass NICs); the others
+// (tcp, sockets, udp, net, shm) emulate the API in software.
+bool IsHardwareProvider(const std::string& provider);
+
+// Names of the providers that pass the hints above, first match first,
+// without duplicates ("tcp;ofi_rxm" is reported as "tcp").
+std::vector<std::string> UsableProviders();
+
+// The first provider passing the hints whose name is `provider` (any, if
+// empty). NotFound naming what was looked for and what exists otherwise.
+absl::StatusOr<std::string> ResolveProvider(const std::string& provider);
+
+class Fabric {
+ public:
+  // Opens everything for `provider` (a name ResolveProvider accepts) with a
+  // completion queue of at least `cq_entries`. Unavailable naming the call
+  // that failed.
+  static absl::StatusOr<std::unique_ptr<Fabric>> Open(
+      const std::string& provider, size_t cq_entries);
+  ~Fabric();
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  // Closes the endpoint (cancelling what is posted on it); the rest stays
+  // until destruction.
+  void CloseEndpoint();
+
+  const fi_info* info() const { return info_; }
+  fid_domain* domain() const { return domain_; }
+  fid_ep* ep() const { return ep_; }
+  fid_cq* cq() const { return cq_; }
+  fid_av* av() const { return av_; }
+  // Whether fi_cq_sread may block (the CQ has a wait object).
+  bool cq_waitable() const { return cq_waitable_; }
+  // The provider's name ("tcp;ofi_rxm") and this endpoint's address.
+  std::string provider_name() const;
+  std::string endpoint_name() const;  // raw bytes of fi_getname
+  // A readable form of an endpoint name.
+  std::string AddressString(const std::string& name) const;
+  bool mr_local() const;
+  bool virt_addr() const;
+  bool prov_key() const;
+
+ private:
+  Fabric() = default;
+  absl::Status OpenAll(size_t cq_entries);
+
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  bool cq_waitable_ = false;
+};
+
+// "fi_xxx failed: <fi_strerror>" for a negative libfabric return code.
+std::string FiError(const char* call, long code);
+
+}  // namespace hvd::rdma
+
+#endif  // HVD_RDMA_FABRIC_H_

@@ -1,0 +1,162 @@
+#include "rdma/rdma_context.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "rdma/engine.h"
+#include "rdma/fabric.h"
+#include "rdma/op.h"
+
+namespace hvd::rdma {
+namespace {
+
+constexpr char kRecordMagic[] = "hvd-rdma-1";
+
+absl::Status Annotate(const absl::Status& status, absl::string_view context) {
+  return absl::Status(status.code(), absl::StrCat(context, status.message()));
+}
+
+class RdmaRequest final : public transport::Request {
+ public:
+  RdmaRequest(std::shared_ptr<Engine> engine, std::shared_ptr<Op> op)
+      : engine_(std::move(engine)), op_(std::move(op)) {}
+
+  absl::Status Wait(absl::Time deadline) override {
+    if (op_->AwaitDone(deadline)) return op_->status();
+    return absl::DeadlineExceededError(absl::StrCat(
+        "rank ", engine_->rank(), ": ", transport::OpKindName(op_->kind()),
+        op_->kind() == Op::Kind::kSend ? " to rank " : " from rank ",
+        op_->peer(), " (", engine_->PeerAddress(op_->peer()),
+        ") not complete by the deadline: ", op_->bytes_done(), " of ",
+        op_->len(), " bytes transferred"));
+  }
+  bool Done() override { return op_->done(); }
+
+ private:
+  const std::shared_ptr<Engine> engine_;
+  const std::shared_ptr<Op> op_;
+};
+
+class RdmaContext final : public transport::Context {
+ public:
+  explicit RdmaContext(std::shared_ptr<Engine> engine)
+      : engine_(std::move(engine)) {}
+  ~RdmaContext() override { engine_->Shutdown(); }
+  RdmaContext(const RdmaContext&) = delete;
+  RdmaContext& operator=(const RdmaContext&) = delete;
+
+  int rank() const override { return engine_->rank(); }
+  int size() const override { return engine_->size(); }
+  std::unique_ptr<transport::Request> Send(int peer, const void* data,
+                                           size_t len) override {
+    return Post(std::make_shared<Op>(
+        Op::Kind::kSend, peer,
+        const_cast<char*>(static_cast<const char*>(data)), len, nullptr));
+  }
+  std::unique_ptr<transport::Request> Recv(int peer, void* data,
+                                           size_t len) override {
+    return Post(std::make_shared<Op>(Op::Kind::kRecv, peer,
+                                     static_cast<char*>(data), len, nullptr));
+  }
+  std::unique_ptr<transport::Request> RecvAny(int peer,
+                                              std::string* out) override {
+    return Post(
+        std::make_shared<Op>(Op::Kind::kRecvAny, peer, nullptr, 0, out));
+  }
+  void Abort(absl::Status reason) override { engine_->Fail(std::move(reason)); }
+  absl::Status status() const override { return engine_->status(); }
+  std::string PeerAddress(int peer) const override {
+    return engine_->PeerAddress(peer);
+  }
+  RegistrationStats registration_stats() const {
+    return engine_->registration_stats();
+  }
+
+ private:
+  std::unique_ptr<transport::Request> Post(std::shared_ptr<Op> op) {
+    engine_->Post(op);
+    return std::make_unique<RdmaRequest>(engine_, std::move(op));
+  }
+
+  const std::shared_ptr<Engine> engine_;
+};
+
+// Every rank's endpoint name, through the store; this rank's first.
+absl::StatusOr<std::vector<std::string>> ExchangeNames(
+    int rank, int size, Store* store, const Fabric& fabric,
+    absl::Time deadline) {
+  std::vector<std::string> names(size);
+  names[rank] = fabric.endpoint_name();
+  const std::string provider = fabric.provider_name();
+  if (size == 1) return names;
+  if (absl::Status s = store->Set(
+          absl::StrCat("rdma/", rank),
+          absl::StrCat(kRecordMagic, "\n", provider, "\n",
+                       absl::BytesToHexString(names[rank])));
+      !s.ok()) {
+    return Annotate(s, absl::StrCat("rank ", rank,
+                                    ": publishing the RDMA address: "));
+  }
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    const std::string context = absl::StrCat(
+        "rank ", rank, ": reading rank ", peer, "'s RDMA address from the store: ");
+    auto value = store->Get(absl::StrCat("rdma/", peer), deadline - absl::Now());
+    if (!value.ok()) return Annotate(value.status(), context);
+    std::vector<std::string> fields = absl::StrSplit(*value, '\n');
+    if (fields.size() != 3 || fields[0] != kRecordMagic) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(context, "not an hvd RDMA address record"));
+    }
+    if (fields[1] != provider) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", rank, ": rank ", peer, " uses libfabric provider '",
+          fields[1], "', this rank '", provider, "'"));
+    }
+    names[peer] = absl::HexStringToBytes(fields[2]);
+  }
+  return names;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<transport::Context>> CreateRdmaContext(
+    int rank, int size, Store* store, const RdmaOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CreateRdmaContext: rank ", rank, " is not in a job of size ", size));
+  }
+  if (store == nullptr && size > 1) {
+    return absl::InvalidArgumentError("CreateRdmaContext: no store");
+  }
+  if (size > (1 << 16)) {
+    return absl::InvalidArgumentError(
+        "CreateRdmaContext: more than 65536 ranks do not fit remote CQ data");
+  }
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  const size_t cq_entries = 4 * static_cast<size_t>(size) *
+                            (options.tuning.credits + 8);
+  auto fabric = Fabric::Open(options.provider, cq_entries);
+  if (!fabric.ok()) {
+    return Annotate(fabric.status(), absl::StrCat("rank ", rank, ": "));
+  }
+  auto names = ExchangeNames(rank, size, store, **fabric, deadline);
+  if (!names.ok()) return names.status();
+  auto engine =
+      std::make_shared<Engine>(rank, size, *std::move(fabric), options);
+  if (absl::Status s = engine->Start(*names); !s.ok()) {
+    return Annotate(s, absl::StrCat("rank ", rank, ": "));
+  }
+  if (absl::Status s = engine->Handshake(deadline); !s.ok()) return s;
+  return std::make_unique<RdmaContext>(std::move(engine));
+}
+
+RegistrationStats RdmaRegistrationStats(const transport::Context& context) {
+  const auto* rdma = dynamic_cast<const RdmaContext*>(&context);
+  return rdma != nullptr ? rdma->registration_stats() : RegistrationStats{};
+}
+
+}  // namespace hvd::rdma

@@ -1,0 +1,55 @@
+// The RDMA data-plane transport (libfabric): a transport::Context whose
+// ranks are connected pairwise over a fabric's RMA.
+//
+// Design (docs/rdma.md has the diagram)
+// - Provider (fabric.h): FI_EP_RDM endpoints with RMA and remote CQ data:
+//   verbs;ofi_rxm on InfiniBand/RoCE, efa on AWS, tcp;ofi_rxm in software.
+// - Bootstrap: every rank opens one endpoint, publishes its name under
+//   "rdma/<rank>" in the store (callers pass a PrefixStore to scope it),
+//   reads every peer's, and inserts them into its address vector (index =
+//   rank). Each rank then sends every peer a Hello carrying its rank and
+//   the job token (the tcp transport's encoding) and answers each Hello
+//   with one byte; a peer's buffers are advertised only to ranks whose
+//   token matched (engine.h).
+// - Data: the receiver registers its buffer (registration_cache.h) and
+//   advertises (address, key, length) in a control message; the sender
+//   writes it with fi_write, the last piece with fi_writedata whose remote
+//   CQ data (sender rank, sequence) completes the receive. RecvAny of
+//   small messages travels inline; larger ones are announced, sized, then
+//   advertised. Credits bound each sender's control messages.
+// - Progress: one thread per context polls the completion queue
+//   (fi_cq_sread); waiters sleep on their request.
+// - Failure: the first failure (a peer's abort or goodbye, a failed
+//   completion, a length mismatch, Abort) is recorded once, fails every
+//   pending and future request naming the peer and its address, and is
+//   sent to every peer.
+#ifndef HVD_RDMA_RDMA_CONTEXT_H_
+#define HVD_RDMA_RDMA_CONTEXT_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "core/rendezvous/store.h"
+#include "core/transport/transport.h"
+#include "rdma/rdma_options.h"
+#include "rdma/registration_cache.h"
+
+namespace hvd::rdma {
+
+// Opens the provider, publishes this rank's endpoint, reads every peer's
+// and completes the token handshake with each. Returns once all peers are
+// authenticated, or an error naming the peer rank and address that failed:
+// DeadlineExceeded, Unauthenticated (a peer refused our token),
+// FailedPrecondition (peers chose different providers), NotFound (no
+// provider offers what the transport needs; the message names what was
+// looked for). `store` is used only during the call; it may be null when
+// size is 1.
+absl::StatusOr<std::unique_ptr<transport::Context>> CreateRdmaContext(
+    int rank, int size, Store* store, const RdmaOptions& options);
+
+// The registration counters of an RDMA context (zeros for other contexts).
+RegistrationStats RdmaRegistrationStats(const transport::Context& context);
+
+}  // namespace hvd::rdma
+
+#endif  // HVD_RDMA_RDMA_CONTEXT_H_
