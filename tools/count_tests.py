@@ -5,9 +5,12 @@ A target with no usable report (crashed, timed out, failed to build), or one
 bazel failed although its report shows no failing case, counts as one failure.
 
 Usage: count_tests.py BAZEL_OUTPUT_FILE [NAME=EXIT_STATUS ...]
+                      [RUN=OUTPUT_FILE@TESTLOGS_DIR ...]
 
 Each NAME=EXIT_STATUS is a check run outside bazel test (the thread-safety
-build): one case, passed when its exit status is 0.
+build, a fuzzer): one case, passed when its exit status is 0. Each
+RUN=OUTPUT_FILE@TESTLOGS_DIR is another bazel test run in an output base of
+its own (the suite under ASan): its cases count too, as cases of RUN.
 """
 import glob
 import os
@@ -51,23 +54,31 @@ def target_of(log_dir):
     return os.path.dirname(log_dir) if base.startswith(("shard_", "run_")) else log_dir
 
 
-def main():
-    logs = subprocess.run(["bazel", "info", "bazel-testlogs"],
-                          capture_output=True, text=True).stdout.strip()
-    bad = failed_targets(sys.argv[1], logs)
-    results = {}  # target -> [passed, failed]
+def add_run(results, run, bazel_output, logs):
+    """Adds the cases of one bazel test run, keyed by (run, target)."""
     for log in glob.glob(os.path.join(logs, "**", "test.log"), recursive=True):
         target = target_of(os.path.dirname(log))
         p, f, ok = count_report(os.path.join(os.path.dirname(log), "test.xml"))
-        entry = results.setdefault(target, [0, 0])
+        entry = results.setdefault((run, target), [0, 0])
         entry[0] += p
         entry[1] += f if ok else max(f, 1)
-    for target in bad:
-        entry = results.setdefault(target, [0, 0])
+    for target in failed_targets(bazel_output, logs):
+        entry = results.setdefault((run, target), [0, 0])
         entry[1] = max(entry[1], 1)
-    for check in sys.argv[2:]:
-        name, _, status = check.partition("=")
-        results[name] = [1, 0] if status == "0" else [0, 1]
+
+
+def main():
+    logs = subprocess.run(["bazel", "info", "bazel-testlogs"],
+                          capture_output=True, text=True).stdout.strip()
+    results = {}  # (run, target) -> [passed, failed]
+    add_run(results, "", sys.argv[1], logs)
+    for item in sys.argv[2:]:
+        name, _, value = item.partition("=")
+        if "@" in value:
+            output, _, run_logs = value.partition("@")
+            add_run(results, name, output, run_logs)
+        else:
+            results[(name, "")] = [1, 0] if value == "0" else [0, 1]
     passed = sum(p for p, _ in results.values())
     failed = sum(f for _, f in results.values())
     print(f"{passed} passed, {failed} failed")

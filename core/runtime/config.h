@@ -25,9 +25,9 @@ namespace hvd::runtime {
 // GPU of its own, staged through host memory otherwise).
 enum class GpuDataPath { kAuto, kNccl, kStaged };
 
-// HVD_TRANSPORT: what carries CPU tensors between hosts (auto: RDMA where a
-// hardware fabric's libfabric provider exists, TCP otherwise; rdma: RDMA or
-// init fails; tcp: TCP). Within a host shared memory does, either way.
+// HVD_TRANSPORT: what carries CPU tensors between hosts (auto: TCP for now,
+// until the RDMA transport is proven on hardware; rdma: RDMA or init fails;
+// tcp: TCP). Within a host shared memory does, either way.
 enum class Transport { kAuto, kRdma, kTcp };
 
 struct Config {
