@@ -364,7 +364,7 @@ std::string Coordinator::CheckStalls(absl::Time now) {
         " for ", absl::ToInt64Seconds(age), " s");
     if (options_.stall_shutdown_time > absl::ZeroDuration() &&
         age >= options_.stall_shutdown_time) {
-      return absl::StrCat("stall shutdown: ", what,
+      return absl::StrCat(kStallShutdownPrefix, what,
                           " (HVD_STALL_SHUTDOWN_TIME_SECONDS)");
     }
     if (now - pending.last_warned >= options_.stall_check_time ||

@@ -19,6 +19,10 @@
 
 namespace hvd::runtime {
 
+// How a stall shutdown's reason starts (the shutdown a coordinator orders
+// when a tensor waits past HVD_STALL_SHUTDOWN_TIME_SECONDS).
+inline constexpr char kStallShutdownPrefix[] = "stall shutdown: ";
+
 struct CoordinatorOptions {
   int size = 1;
   int64_t fusion_threshold = int64_t{64} << 20;  // 0: no fusion

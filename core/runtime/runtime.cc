@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 
@@ -241,8 +242,13 @@ void Runtime::Loop() {
     idle_cycles_ =
         responses->idle() ? std::min(idle_cycles_ + 1, kMaxIdleCycles) : 0;
     if (!responses->shutdown().empty()) {
-      FailAll(absl::FailedPreconditionError(
-          absl::StrCat("hvd has been shut down: ", responses->shutdown())));
+      // A stall ends the job (Aborted, its own exception in Python); any
+      // other shutdown is a rank's hvd.shutdown (FailedPrecondition).
+      const std::string why =
+          absl::StrCat("hvd has been shut down: ", responses->shutdown());
+      FailAll(absl::StartsWith(responses->shutdown(), kStallShutdownPrefix)
+                  ? absl::AbortedError(why)
+                  : absl::FailedPreconditionError(why));
       return;
     }
     if (responses->responses_size() > 0) resends = 0;

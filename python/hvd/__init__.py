@@ -18,7 +18,8 @@ from hvd.basics import (  # noqa: F401
     rank, rocm_built, shutdown, size, start_timeline, stop_timeline)
 from hvd.exceptions import (  # noqa: F401
     HvdAbortedError, HvdError, HvdInternalError, HvdInvalidArgumentError,
-    HvdNotInitializedError, HvdNotSupportedError, HvdTimeoutError)
+    HvdNotInitializedError, HvdNotSupportedError, HvdStallError,
+    HvdTimeoutError)
 from hvd.process_sets import (  # noqa: F401
     ProcessSet, add_process_set, global_process_set, remove_process_set)
 from hvd._run import HvdRunError, run  # noqa: F401,E402

@@ -7,6 +7,7 @@
          ├─ HvdTimeoutError           a bounded wait expired (also TimeoutError)
          ├─ HvdNotInitializedError    hvd.init() has not run, or shutdown did
          └─ HvdAbortedError           a peer was lost, or the job is shutting down
+             └─ HvdStallError         a tensor waited past HVD_STALL_SHUTDOWN_TIME_SECONDS
 
 Every collective error derives from HvdInternalError, so code written for
 Horovod (`except HorovodInternalError`) catches all of them. The message is the
@@ -46,6 +47,15 @@ class HvdAbortedError(HvdInternalError):
     """The job lost a peer or is shutting down."""
 
 
+class HvdStallError(HvdAbortedError):
+    """The stall inspector ended the job: a tensor some ranks submitted
+    waited longer than HVD_STALL_SHUTDOWN_TIME_SECONDS for the others. The
+    message names the tensor and the ranks that never submitted it."""
+
+
+_STALL_PREFIX = "stall shutdown: "
+
+
 # absl::StatusCode values (gRPC's codes).
 _CANCELLED = 1
 _INVALID_ARGUMENT = 3
@@ -75,6 +85,8 @@ _BY_CODE = {
 def from_status(code, message):
     """The exception for an absl::StatusCode and the core's message."""
     cls = _BY_CODE.get(code, HvdInternalError)
+    if code == _ABORTED and _STALL_PREFIX in (message or ""):
+        cls = HvdStallError
     if not message:
         message = "hvd operation failed (status code %d, no message)" % code
     return cls(message, code)

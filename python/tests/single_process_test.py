@@ -162,6 +162,20 @@ def test_failed_calls_raise_the_class_of_their_status():
         hvd.start_timeline("/nonexistent/t.json")
 
 
+def test_a_stall_shutdown_has_its_own_exception():
+    from hvd import exceptions
+    stall = exceptions.from_status(
+        10, "hvd has been shut down: stall shutdown: tensor 'g' (allreduce, "
+            "process set 0) has waited 2s for ranks 1")
+    assert type(stall) is hvd.HvdStallError
+    assert isinstance(stall, hvd.HvdAbortedError)
+    assert isinstance(stall, hvd.HvdInternalError)
+    lost = exceptions.from_status(10, "rank 1 (127.0.0.1:5000) stopped")
+    assert type(lost) is hvd.HvdAbortedError
+    shut = exceptions.from_status(9, "hvd has been shut down")
+    assert type(shut) is hvd.HvdNotInitializedError
+
+
 def test_objects_round_trip():
     assert hvd.broadcast_object({"a": [1, 2]}) == {"a": [1, 2]}
     assert hvd.allgather_object("x") == ["x"]

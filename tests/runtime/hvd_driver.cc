@@ -278,8 +278,10 @@ int StallShutdown(Checker& c, int rank, int size) {
   Tensor<float> t({4}, 1.0f);
   const std::string name = rank == 0 ? "only.rank0" : "others";
   hvd_options o = Opts(name.c_str());
-  const std::string error = Wait(hvd_allreduce_async(&t.dl, nullptr, &o));
-  std::printf("rank %d: error: %s\n", rank, error.c_str());
+  const hvd_handle h = hvd_allreduce_async(&t.dl, nullptr, &o);
+  const std::string error = Wait(h);
+  std::printf("rank %d: error: %s (status code %d)\n", rank, error.c_str(),
+              hvd_handle_error_code(h));
   if (error.empty()) c.Fail("stalled allreduce succeeded");
   return 0;
 }

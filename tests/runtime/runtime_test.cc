@@ -170,6 +170,8 @@ TEST(Stall, ShutdownTimeTurnsTheStallIntoAnErrorOnEveryRank) {
   auto results = RunJob(spec);
   ExpectAllPass(results);
   ExpectEveryRankPrints(results, "error: hvd has been shut down: stall shutdown: tensor '");
+  // ABORTED (10): a stall ends the job; Python raises HvdStallError.
+  ExpectEveryRankPrints(results, "(status code 10)");
 }
 
 TEST(Faults, PeerKilledMidAllreduceFailsTheSurvivorsWithoutHanging) {
