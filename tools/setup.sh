@@ -10,7 +10,7 @@ ROOT=$(pwd)
 
 PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source      # Bazel 4, offline rule repos
-  g++ clang-14                                # clang: thread-safety analysis
+  g++ clang-14 libclang-rt-14-dev             # clang: thread-safety, libFuzzer
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev libboost1.74-dev libdlpack-dev libibverbs-dev rdma-core
   libfabric-dev libfabric-bin                # RDMA transport (rdma/), fi_info
