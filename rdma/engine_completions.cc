@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/transport/tcp/handshake.h"
+#include "core/transport/transport.h"
 #include "rdma/engine.h"
 
 namespace hvd::rdma {
@@ -209,6 +210,11 @@ void Engine::OnLength(int peer, uint16_t seq, uint64_t len) {
     return FailLocked(absl::InternalError(absl::StrCat(
         "rank ", rank_, ": length announced by ", Who(peer),
         " for a message no RecvAny awaits")));
+  }
+  if (len > transport::kMaxRecvAnyBytes) {
+    return FailLocked(absl::InternalError(absl::StrCat(
+        "rank ", rank_, ": control message from ", Who(peer), " claims ", len,
+        " bytes, more than the ", transport::kMaxRecvAnyBytes, " allowed")));
   }
   Op& op = *it->second;
   op.SetAnyLength(len);

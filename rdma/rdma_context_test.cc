@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/transport/context_contract.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,10 +20,11 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::StartsWith;
+using transport::testing::Deadline;
+using transport::testing::Pattern;
+using transport::testing::RunRanks;
 using transport::Context;
 using transport::Request;
-
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
 
 RdmaOptions TestOptions() {
   RdmaOptions options;
@@ -33,57 +35,58 @@ RdmaOptions TestOptions() {
   return options;
 }
 
-std::string Pattern(size_t len, int seed) {
-  std::string s(len, '\0');
-  for (size_t i = 0; i < len; ++i)
-    s[i] = static_cast<char>((i * 131 + seed) >> 3);
-  return s;
-}
-
 class RdmaContextTest : public ::testing::Test {
  protected:
-  std::vector<absl::StatusOr<std::unique_ptr<Context>>> TryConnect(
+  // One thread per rank; each rank gets its own options from `options_for`.
+  std::vector<transport::testing::ContextOrError> TryConnect(
       int size, std::function<RdmaOptions(int)> options_for) {
-    std::vector<absl::StatusOr<std::unique_ptr<Context>>> results(size);
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < size; ++rank) {
-      threads.emplace_back([&, rank] {
-        results[rank] =
-            CreateRdmaContext(rank, size, store_.get(), options_for(rank));
-      });
-    }
-    for (auto& t : threads) t.join();
-    return results;
+    return transport::testing::TryConnectRanks(size, [&](int rank) {
+      return CreateRdmaContext(rank, size, store_.get(), options_for(rank));
+    });
   }
 
   std::vector<std::unique_ptr<Context>> Connect(
       int size, const RdmaOptions& options = TestOptions()) {
-    auto results = TryConnect(size, [&](int) { return options; });
-    std::vector<std::unique_ptr<Context>> contexts;
-    for (auto& r : results) {
-      EXPECT_TRUE(r.ok()) << r.status();
-      contexts.push_back(r.ok() ? *std::move(r) : nullptr);
-    }
-    return contexts;
-  }
-
-  static void RunRanks(std::vector<std::unique_ptr<Context>>& contexts,
-                       const std::function<void(Context&)>& fn) {
-    std::vector<std::thread> threads;
-    for (auto& c : contexts) {
-      ASSERT_NE(c, nullptr);
-      threads.emplace_back([&fn, &c] { fn(*c); });
-    }
-    for (auto& t : threads) t.join();
+    return transport::testing::ConnectRanks(size, [&](int rank) {
+      return CreateRdmaContext(rank, size, store_.get(), options);
+    });
   }
 
   std::unique_ptr<Store> store_ = NewInMemoryStore();
 };
 
-TEST_F(RdmaContextTest, SizeOneContextNeedsNoStore) {
-  auto context = CreateRdmaContext(0, 1, nullptr, TestOptions());
-  ASSERT_TRUE(context.ok()) << context.status();
-  EXPECT_EQ((*context)->size(), 1);
+// The interface's contract (core/transport/context_contract.h) over Rdma.
+struct RdmaTraits {
+  static constexpr char kName[] = "RDMA";
+  static transport::testing::ContextOrError Create(int rank, int size, Store* store) {
+    return CreateRdmaContext(rank, size, store, TestOptions());
+  }
+};
+}  // namespace
+}  // namespace hvd::rdma
+
+// In the suite's namespace, as gtest requires.
+namespace hvd::transport::testing {
+INSTANTIATE_TYPED_TEST_SUITE_P(Rdma, ContextContractTest,
+                               ::hvd::rdma::RdmaTraits);
+}  // namespace hvd::transport::testing
+
+namespace hvd::rdma {
+namespace {
+
+// RDMA fails the whole context on the first failure: an abort reaches rank
+// 0 even while it waits on another rank.
+TEST_F(RdmaContextTest, AbortReachesAWaitOnAnotherPeer) {
+  auto contexts = Connect(3);
+  const std::string address = contexts[0]->PeerAddress(1);
+  char data[16];
+  auto recv = contexts[0]->Recv(2, data, sizeof(data));
+  contexts[1]->Abort(absl::AbortedError("stall inspector gave up"));
+  const absl::Status status = recv->Wait(Deadline());
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("rank 0: rank 1 (", address,
+                         ") stopped: stall inspector gave up"));
 }
 
 TEST_F(RdmaContextTest, OneMessageEachWay) {
@@ -122,48 +125,6 @@ TEST_F(RdmaContextTest, ManyMessagesOutstandingArriveInSendOrder) {
       for (int i = 0; i < kMessages; ++i) {
         ASSERT_EQ(data[i], Pattern((i % 7) * 300 + 1, i)) << "message " << i;
       }
-    }
-  });
-}
-
-TEST_F(RdmaContextTest, RecvAndRecvAnyInterleaveInOrder) {
-  auto contexts = Connect(2);
-  RunRanks(contexts, [](Context& c) {
-    for (int i = 0; i < 100; ++i) {
-      // Every third RecvAny is beyond the eager limit: announced, sized,
-      // advertised, written.
-      const size_t len = i % 6 == 5 ? 100000 + i : i * 37;
-      const std::string message = Pattern(len, i);
-      if (c.rank() == 0) {
-        ASSERT_TRUE(
-            c.Send(1, message.data(), message.size())->Wait(Deadline()).ok());
-      } else if (i % 2 == 0) {
-        std::string got(message.size(), 'x');
-        ASSERT_TRUE(c.Recv(0, got.data(), got.size())->Wait(Deadline()).ok());
-        EXPECT_EQ(got, message);
-      } else {
-        std::string got = "stale";
-        ASSERT_TRUE(c.RecvAny(0, &got)->Wait(Deadline()).ok());
-        EXPECT_EQ(got, message);
-      }
-    }
-  });
-}
-
-TEST_F(RdmaContextTest, ZeroLengthMessages) {
-  auto contexts = Connect(2);
-  RunRanks(contexts, [](Context& c) {
-    if (c.rank() == 0) {
-      ASSERT_TRUE(c.Send(1, nullptr, 0)->Wait(Deadline()).ok());
-      ASSERT_TRUE(c.Send(1, nullptr, 0)->Wait(Deadline()).ok());
-      ASSERT_TRUE(c.Send(1, "after", 5)->Wait(Deadline()).ok());
-    } else {
-      ASSERT_TRUE(c.Recv(0, nullptr, 0)->Wait(Deadline()).ok());
-      std::string any = "not empty";
-      ASSERT_TRUE(c.RecvAny(0, &any)->Wait(Deadline()).ok());
-      EXPECT_EQ(any, "");
-      ASSERT_TRUE(c.RecvAny(0, &any)->Wait(Deadline()).ok());
-      EXPECT_EQ(any, "after");
     }
   });
 }
@@ -213,39 +174,6 @@ TEST_F(RdmaContextTest, EveryRankSendsToEveryOtherInMeshesOfOneToEight) {
   }
 }
 
-TEST_F(RdmaContextTest, LengthMismatchFailsTheContextNamingBothLengths) {
-  auto contexts = Connect(2);
-  const std::string address = contexts[1]->PeerAddress(0);
-  char data[200] = {};
-  auto recv = contexts[1]->Recv(0, data, 200);
-  const absl::Status sent = contexts[0]->Send(1, data, 100)->Wait(Deadline());
-  EXPECT_EQ(sent.code(), absl::StatusCode::kInternal);
-  const absl::Status status = recv->Wait(Deadline());
-  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(status.message(),
-            absl::StrCat("rank 1: message from rank 0 (", address,
-                         ") is 100 bytes but the receive posted for it "
-                         "expects 200 bytes"));
-  EXPECT_EQ(contexts[1]->status(), status);
-  EXPECT_EQ(contexts[1]->Send(0, data, 1)->Wait(Deadline()), status);
-}
-
-TEST_F(RdmaContextTest, PeerDestroyedFailsPendingRecvNamingThePeer) {
-  auto contexts = Connect(2);
-  const std::string address = contexts[1]->PeerAddress(0);
-  char data[16];
-  auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  std::thread destroyer([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    contexts[0].reset();
-  });
-  const absl::Status status = recv->Wait(Deadline());
-  destroyer.join();
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(status.message(), absl::StrCat("rank 1: connection to rank 0 (",
-                                           address, ") closed by peer"));
-}
-
 // Rank 1 goes with sends of 64 MiB under way; rank 0 waits for more
 // messages than rank 1 posted, so some receive must fail.
 TEST_F(RdmaContextTest, PeerDestroyedMidTransferFailsTheOtherSide) {
@@ -269,85 +197,6 @@ TEST_F(RdmaContextTest, PeerDestroyedMidTransferFailsTheOtherSide) {
                                   ") closed by peer")));
   }
   EXPECT_GE(failed, 1);
-}
-
-TEST_F(RdmaContextTest, AbortWakesBlockedWaitWithTheReason) {
-  auto contexts = Connect(2);
-  char data[16];
-  auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  absl::Status waited;
-  std::thread waiter([&] { waited = recv->Wait(Deadline()); });
-  absl::SleepFor(absl::Milliseconds(20));
-  contexts[1]->Abort(absl::AbortedError("stall inspector gave up"));
-  waiter.join();
-  EXPECT_EQ(waited, absl::AbortedError("stall inspector gave up"));
-  EXPECT_EQ(contexts[1]->status(), waited);
-  contexts[1]->Abort(absl::InternalError("second reason is ignored"));
-  EXPECT_EQ(contexts[1]->Recv(0, data, 1)->Wait(Deadline()), waited);
-}
-
-TEST_F(RdmaContextTest, AbortTellsPeersTheReason) {
-  auto contexts = Connect(3);
-  const std::string address = contexts[0]->PeerAddress(1);
-  char data[16];
-  auto recv = contexts[0]->Recv(2, data, sizeof(data));
-  contexts[1]->Abort(absl::AbortedError("stall inspector gave up"));
-  const absl::Status status = recv->Wait(Deadline());
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(status.message(),
-            absl::StrCat("rank 0: rank 1 (", address,
-                         ") stopped: stall inspector gave up"));
-}
-
-TEST_F(RdmaContextTest, WaitPastDeadlineNamesPeerAndByteCount) {
-  auto contexts = Connect(2);
-  const std::string address = contexts[1]->PeerAddress(0);
-  char data[64];
-  auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  const absl::Status status = recv->Wait(absl::Now() + absl::Milliseconds(30));
-  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(status.message(),
-            absl::StrCat("rank 1: Recv from rank 0 (", address,
-                         ") not complete by the deadline: 0 of 64 bytes "
-                         "transferred"));
-  EXPECT_FALSE(recv->Done());
-}
-
-TEST_F(RdmaContextTest, DestroyingContextCancelsItsPendingRequests) {
-  auto contexts = Connect(2);
-  char data[8];
-  auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  contexts[1].reset();
-  const absl::Status status = recv->Wait(Deadline());
-  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(status.message(),
-            "rank 1: RDMA transport context destroyed while a request to or "
-            "from rank 0 was pending");
-}
-
-TEST_F(RdmaContextTest, PollingDoneCompletesASmallReceive) {
-  auto contexts = Connect(2);
-  char data[3];
-  auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  ASSERT_TRUE(contexts[0]->Send(1, "abc", 3)->Wait(Deadline()).ok());
-  for (int i = 0; i < 5000 && !recv->Done(); ++i) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  EXPECT_TRUE(recv->Done());
-  EXPECT_TRUE(recv->Wait(absl::InfinitePast()).ok());
-  EXPECT_EQ(std::string(data, 3), "abc");
-}
-
-TEST_F(RdmaContextTest, SelfOrOutOfRangePeerIsInvalidArgument) {
-  auto contexts = Connect(2);
-  char data[4];
-  EXPECT_EQ(contexts[0]->Send(0, data, 4)->Wait(Deadline()),
-            absl::InvalidArgumentError(
-                "rank 0: Send with peer 0, which is not another rank of this "
-                "size-2 context"));
-  EXPECT_EQ(contexts[0]->Recv(2, data, 4)->Wait(Deadline()).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(contexts[0]->status().ok());
 }
 
 // Both ranks learn it: each refuses the other's token.

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "core/transport/contract_checks.h"
+#include "core/transport/context_contract.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -20,8 +20,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::StartsWith;
-
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+using testing::Deadline;
+using testing::Pattern;
+using testing::RunRanks;
 
 TcpOptions TestOptions() {
   TcpOptions options;
@@ -31,54 +32,41 @@ TcpOptions TestOptions() {
   return options;
 }
 
-std::string Pattern(size_t len, int seed) {
-  std::string s(len, '\0');
-  for (size_t i = 0; i < len; ++i)
-    s[i] = static_cast<char>((i * 131 + seed) >> 3);
-  return s;
-}
-
 class TcpContextTest : public ::testing::Test {
  protected:
   // One thread per rank; each rank gets its own options from `options_for`.
-  std::vector<absl::StatusOr<std::unique_ptr<Context>>> TryConnect(
+  std::vector<testing::ContextOrError> TryConnect(
       int size, std::function<TcpOptions(int)> options_for) {
-    std::vector<absl::StatusOr<std::unique_ptr<Context>>> results(size);
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < size; ++rank) {
-      threads.emplace_back([&, rank] {
-        results[rank] =
-            CreateTcpContext(rank, size, store_.get(), options_for(rank));
-      });
-    }
-    for (auto& t : threads) t.join();
-    return results;
+    return testing::TryConnectRanks(size, [&](int rank) {
+      return CreateTcpContext(rank, size, store_.get(), options_for(rank));
+    });
   }
 
   std::vector<std::unique_ptr<Context>> Connect(
       int size, const TcpOptions& options = TestOptions()) {
-    auto results = TryConnect(size, [&](int) { return options; });
-    std::vector<std::unique_ptr<Context>> contexts;
-    for (auto& r : results) {
-      EXPECT_TRUE(r.ok()) << r.status();
-      contexts.push_back(r.ok() ? *std::move(r) : nullptr);
-    }
-    return contexts;
-  }
-
-  // Runs fn(context) for every rank, one thread each.
-  static void RunRanks(std::vector<std::unique_ptr<Context>>& contexts,
-                       const std::function<void(Context&)>& fn) {
-    std::vector<std::thread> threads;
-    for (auto& c : contexts) {
-      ASSERT_NE(c, nullptr);
-      threads.emplace_back([&fn, &c] { fn(*c); });
-    }
-    for (auto& t : threads) t.join();
+    return testing::ConnectRanks(size, [&](int rank) {
+      return CreateTcpContext(rank, size, store_.get(), options);
+    });
   }
 
   std::unique_ptr<Store> store_ = NewInMemoryStore();
 };
+
+// The interface's contract (core/transport/context_contract.h) over Tcp.
+struct TcpTraits {
+  static constexpr char kName[] = "TCP";
+  static testing::ContextOrError Create(int rank, int size, Store* store) {
+    return CreateTcpContext(rank, size, store, TestOptions());
+  }
+};
+}  // namespace
+
+// In the suite's namespace, as gtest requires.
+namespace testing {
+INSTANTIATE_TYPED_TEST_SUITE_P(Tcp, ContextContractTest, TcpTraits);
+}  // namespace testing
+
+namespace {
 
 TEST_F(TcpContextTest, ManyMessagesArriveInSendOrder) {
   constexpr int kMessages = 2000;
@@ -101,46 +89,6 @@ TEST_F(TcpContextTest, ManyMessagesArriveInSendOrder) {
       for (int i = 0; i < kMessages; ++i) {
         ASSERT_EQ(data[i], Pattern((i % 7) * 300 + 1, i)) << "message " << i;
       }
-    }
-  });
-}
-
-TEST_F(TcpContextTest, RecvAndRecvAnyInterleaveInOrder) {
-  auto contexts = Connect(2);
-  RunRanks(contexts, [](Context& c) {
-    for (int i = 0; i < 100; ++i) {
-      const std::string message = Pattern(i * 37, i);
-      if (c.rank() == 0) {
-        ASSERT_TRUE(
-            c.Send(1, message.data(), message.size())->Wait(Deadline()).ok());
-      } else if (i % 2 == 0) {
-        std::string got(message.size(), 'x');
-        ASSERT_TRUE(c.Recv(0, got.data(), got.size())->Wait(Deadline()).ok());
-        EXPECT_EQ(got, message);
-      } else {
-        std::string got = "stale";
-        ASSERT_TRUE(c.RecvAny(0, &got)->Wait(Deadline()).ok());
-        EXPECT_EQ(got, message);
-      }
-    }
-  });
-}
-
-TEST_F(TcpContextTest, ZeroLengthMessages) {
-  auto contexts = Connect(2);
-  RunRanks(contexts, [](Context& c) {
-    if (c.rank() == 0) {
-      ASSERT_TRUE(c.Send(1, nullptr, 0)->Wait(Deadline()).ok());
-      ASSERT_TRUE(c.Send(1, nullptr, 0)->Wait(Deadline()).ok());
-      const char tail[] = "after";
-      ASSERT_TRUE(c.Send(1, tail, 5)->Wait(Deadline()).ok());
-    } else {
-      ASSERT_TRUE(c.Recv(0, nullptr, 0)->Wait(Deadline()).ok());
-      std::string any = "not empty";
-      ASSERT_TRUE(c.RecvAny(0, &any)->Wait(Deadline()).ok());
-      EXPECT_EQ(any, "");
-      ASSERT_TRUE(c.RecvAny(0, &any)->Wait(Deadline()).ok());
-      EXPECT_EQ(any, "after");
     }
   });
 }
@@ -178,70 +126,6 @@ TEST_F(TcpContextTest, FullMeshOfEightRanksEachSendingToAll) {
       EXPECT_EQ(in[peer], absl::StrCat("from ", peer, " to ", c.rank()));
     }
   });
-}
-
-TEST_F(TcpContextTest, LengthMismatchFailsTheContextNamingBothLengths) {
-  auto contexts = Connect(2);
-  const std::string address = contexts[1]->PeerAddress(0);
-  char data[200] = {};
-  ASSERT_TRUE(contexts[0]->Send(1, data, 100)->Wait(Deadline()).ok());
-  const absl::Status status = contexts[1]->Recv(0, data, 200)->Wait(Deadline());
-  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(status.message(),
-            absl::StrCat("rank 1: message from rank 0 (", address,
-                         ") is 100 bytes but the receive posted for it "
-                         "expects 200 bytes"));
-  EXPECT_EQ(contexts[1]->status(), status);
-  EXPECT_EQ(contexts[1]->Send(0, data, 1)->Wait(Deadline()), status);
-}
-
-TEST_F(TcpContextTest, AnOversizedControlMessageFailsRecvAnyUnreserved) {
-  auto contexts = Connect(2);
-  testing::ExpectOversizedRecvAnyFails(*contexts[0], *contexts[1], Deadline());
-}
-
-TEST_F(TcpContextTest, PeerDestroyedFailsPendingRecvNamingThePeer) {
-  auto contexts = Connect(2);
-  const std::string address = contexts[1]->PeerAddress(0);
-  char data[16];
-  auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  std::thread destroyer([&] {
-    absl::SleepFor(absl::Milliseconds(20));  // usually after Wait blocks
-    contexts[0].reset();
-  });
-  const absl::Status status = recv->Wait(Deadline());
-  destroyer.join();
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(status.message(), absl::StrCat("rank 1: connection to rank 0 (",
-                                           address, ") closed by peer"));
-}
-
-TEST_F(TcpContextTest, AbortWakesBlockedWaitWithTheReason) {
-  auto contexts = Connect(2);
-  char data[16];
-  auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  absl::Status waited;
-  std::thread waiter([&] { waited = recv->Wait(Deadline()); });
-  absl::SleepFor(absl::Milliseconds(20));
-  contexts[1]->Abort(absl::AbortedError("stall inspector gave up"));
-  waiter.join();
-  EXPECT_EQ(waited, absl::AbortedError("stall inspector gave up"));
-  EXPECT_EQ(contexts[1]->status(), waited);
-  contexts[1]->Abort(absl::InternalError("second reason is ignored"));
-  EXPECT_EQ(contexts[1]->Recv(0, data, 1)->Wait(Deadline()), waited);
-}
-
-TEST_F(TcpContextTest, AbortTellsPeersTheReason) {
-  auto contexts = Connect(2);
-  const std::string address = contexts[0]->PeerAddress(1);
-  char data[16];
-  auto recv = contexts[0]->Recv(1, data, sizeof(data));
-  contexts[1]->Abort(absl::AbortedError("stall inspector gave up"));
-  const absl::Status status = recv->Wait(Deadline());
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(status.message(),
-            absl::StrCat("rank 0: rank 1 (", address,
-                         ") stopped: stall inspector gave up"));
 }
 
 TEST_F(TcpContextTest, AbortReasonReachesAReceiveOfAnyLength) {
@@ -287,32 +171,6 @@ TEST_F(TcpContextTest, AbortMidMessageOnlyClosesTheConnection) {
                                            address, ") closed by peer"));
 }
 
-TEST_F(TcpContextTest, WaitPastDeadlineNamesPeerAndByteCount) {
-  auto contexts = Connect(2);
-  const std::string address = contexts[1]->PeerAddress(0);
-  char data[64];
-  auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  const absl::Status status = recv->Wait(absl::Now() + absl::Milliseconds(30));
-  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(status.message(),
-            absl::StrCat("rank 1: Recv from rank 0 (", address,
-                         ") not complete by the deadline: 0 of 64 bytes "
-                         "transferred"));
-  EXPECT_FALSE(recv->Done());
-}
-
-TEST_F(TcpContextTest, DestroyingContextCancelsItsPendingRequests) {
-  auto contexts = Connect(2);
-  char data[8];
-  auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  contexts[1].reset();
-  const absl::Status status = recv->Wait(Deadline());
-  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(status.message(),
-            "rank 1: TCP transport context destroyed while a request to or "
-            "from rank 0 was pending");
-}
-
 TEST_F(TcpContextTest, DestroyingContextWakesAThreadBlockedInWait) {
   auto contexts = Connect(2);
   char data[8];
@@ -323,19 +181,6 @@ TEST_F(TcpContextTest, DestroyingContextWakesAThreadBlockedInWait) {
   contexts[1].reset();
   waiter.join();
   EXPECT_EQ(waited.code(), absl::StatusCode::kCancelled);
-}
-
-TEST_F(TcpContextTest, PollingDoneCompletesASmallReceive) {
-  auto contexts = Connect(2);
-  char data[3];
-  auto recv = contexts[1]->Recv(0, data, sizeof(data));
-  ASSERT_TRUE(contexts[0]->Send(1, "abc", 3)->Wait(Deadline()).ok());
-  for (int i = 0; i < 5000 && !recv->Done(); ++i) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  EXPECT_TRUE(recv->Done());
-  EXPECT_TRUE(recv->Wait(absl::InfinitePast()).ok());
-  EXPECT_EQ(std::string(data, 3), "abc");
 }
 
 TEST_F(TcpContextTest, LargeReceiveCompletesWithoutAWaiter) {
@@ -376,24 +221,6 @@ TEST_F(TcpContextTest, BlockedWaiterKeepsItsOtherReceivesMoving) {
   rank2.join();
   EXPECT_EQ(go, "go");
   EXPECT_TRUE(any == big);
-}
-
-TEST_F(TcpContextTest, SelfOrOutOfRangePeerIsInvalidArgument) {
-  auto contexts = Connect(2);
-  char data[4];
-  const absl::Status self = contexts[0]->Send(0, data, 4)->Wait(Deadline());
-  EXPECT_EQ(self, absl::InvalidArgumentError(
-                      "rank 0: Send with peer 0, which is not another rank "
-                      "of this size-2 context"));
-  EXPECT_EQ(contexts[0]->Recv(2, data, 4)->Wait(Deadline()).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(contexts[0]->status().ok());
-}
-
-TEST_F(TcpContextTest, SizeOneContextNeedsNoStore) {
-  auto context = CreateTcpContext(0, 1, nullptr, TestOptions());
-  ASSERT_TRUE(context.ok()) << context.status();
-  EXPECT_EQ((*context)->size(), 1);
 }
 
 TEST_F(TcpContextTest, WrongTokenIsRefusedWithUnauthenticated) {
