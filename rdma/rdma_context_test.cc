@@ -104,31 +104,6 @@ TEST_F(RdmaContextTest, OneMessageEachWay) {
 }
 
 // More messages outstanding than a sender has credits.
-TEST_F(RdmaContextTest, ManyMessagesOutstandingArriveInSendOrder) {
-  constexpr int kMessages = 2000;
-  auto contexts = Connect(2);
-  RunRanks(contexts, [](Context& c) {
-    std::vector<std::string> data(kMessages);
-    std::vector<std::unique_ptr<Request>> requests;
-    for (int i = 0; i < kMessages; ++i) {
-      const size_t len = (i % 7) * 300 + 1;
-      if (c.rank() == 0) {
-        data[i] = Pattern(len, i);
-        requests.push_back(c.Send(1, data[i].data(), len));
-      } else {
-        data[i].resize(len);
-        requests.push_back(c.Recv(0, data[i].data(), len));
-      }
-    }
-    for (auto& r : requests) ASSERT_TRUE(r->Wait(Deadline()).ok());
-    if (c.rank() == 1) {
-      for (int i = 0; i < kMessages; ++i) {
-        ASSERT_EQ(data[i], Pattern((i % 7) * 300 + 1, i)) << "message " << i;
-      }
-    }
-  });
-}
-
 // 5 MiB through registrations of at most 1 MiB (and a RecvAny of it).
 TEST_F(RdmaContextTest, MessagesLargerThanTheLargestRegistration) {
   RdmaOptions options = TestOptions();

@@ -121,6 +121,32 @@ TYPED_TEST_P(ContextContractTest, RecvAndRecvAnyInterleaveInOrder) {
   });
 }
 
+// Many requests outstanding at once (past any transport's credits).
+TYPED_TEST_P(ContextContractTest, ManyMessagesArriveInSendOrder) {
+  constexpr int kMessages = 2000;
+  auto contexts = this->Connect(2);
+  RunRanks(contexts, [](Context& c) {
+    std::vector<std::string> data(kMessages);
+    std::vector<std::unique_ptr<Request>> requests;
+    for (int i = 0; i < kMessages; ++i) {
+      const size_t len = (i % 7) * 300 + 1;
+      if (c.rank() == 0) {
+        data[i] = Pattern(len, i);
+        requests.push_back(c.Send(1, data[i].data(), len));
+      } else {
+        data[i].resize(len);
+        requests.push_back(c.Recv(0, data[i].data(), len));
+      }
+    }
+    for (auto& r : requests) ASSERT_TRUE(r->Wait(Deadline()).ok());
+    if (c.rank() == 1) {
+      for (int i = 0; i < kMessages; ++i) {
+        ASSERT_EQ(data[i], Pattern((i % 7) * 300 + 1, i)) << "message " << i;
+      }
+    }
+  });
+}
+
 TYPED_TEST_P(ContextContractTest, ZeroLengthMessages) {
   auto contexts = this->Connect(2);
   RunRanks(contexts, [](Context& c) {
@@ -257,17 +283,15 @@ TYPED_TEST_P(ContextContractTest, AnOversizedControlMessageFailsUnreserved) {
   ExpectOversizedRecvAnyFails(*contexts[0], *contexts[1], Deadline());
 }
 
-REGISTER_TYPED_TEST_SUITE_P(ContextContractTest, SizeOneContextNeedsNoStore,
-                            RecvAndRecvAnyInterleaveInOrder, ZeroLengthMessages,
-                            LengthMismatchFailsTheContextNamingBoth,
-                            PeerDestroyedFailsPendingRecvNamingIt,
-                            AbortWakesBlockedWaitWithTheReason,
-                            AbortTellsPeersTheReason,
-                            WaitPastDeadlineNamesPeerAndByteCount,
-                            DestroyingContextCancelsItsPendingRequests,
-                            SelfOrOutOfRangePeerIsInvalidArgument,
-                            PollingDoneCompletesASmallReceive,
-                            AnOversizedControlMessageFailsUnreserved);
+REGISTER_TYPED_TEST_SUITE_P(
+    ContextContractTest, SizeOneContextNeedsNoStore,
+    RecvAndRecvAnyInterleaveInOrder, ManyMessagesArriveInSendOrder,
+    ZeroLengthMessages, LengthMismatchFailsTheContextNamingBoth,
+    PeerDestroyedFailsPendingRecvNamingIt, AbortWakesBlockedWaitWithTheReason,
+    AbortTellsPeersTheReason, WaitPastDeadlineNamesPeerAndByteCount,
+    DestroyingContextCancelsItsPendingRequests,
+    SelfOrOutOfRangePeerIsInvalidArgument, PollingDoneCompletesASmallReceive,
+    AnOversizedControlMessageFailsUnreserved);
 
 }  // namespace hvd::transport::testing
 

@@ -68,31 +68,6 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Tcp, ContextContractTest, TcpTraits);
 
 namespace {
 
-TEST_F(TcpContextTest, ManyMessagesArriveInSendOrder) {
-  constexpr int kMessages = 2000;
-  auto contexts = Connect(2);
-  RunRanks(contexts, [](Context& c) {
-    std::vector<std::string> data(kMessages);
-    std::vector<std::unique_ptr<Request>> requests;
-    for (int i = 0; i < kMessages; ++i) {
-      const size_t len = (i % 7) * 300 + 1;
-      if (c.rank() == 0) {
-        data[i] = Pattern(len, i);
-        requests.push_back(c.Send(1, data[i].data(), len));
-      } else {
-        data[i].resize(len);
-        requests.push_back(c.Recv(0, data[i].data(), len));
-      }
-    }
-    for (auto& r : requests) ASSERT_TRUE(r->Wait(Deadline()).ok());
-    if (c.rank() == 1) {
-      for (int i = 0; i < kMessages; ++i) {
-        ASSERT_EQ(data[i], Pattern((i % 7) * 300 + 1, i)) << "message " << i;
-      }
-    }
-  });
-}
-
 TEST_F(TcpContextTest, SixtyFourMiBBothDirectionsAtOnce) {
   constexpr size_t kLen = size_t{64} << 20;
   auto contexts = Connect(2);
