@@ -22,7 +22,7 @@ tsa_log=$(mktemp)
 trap 'rm -f "$summary" "$tsa_log"' EXIT
 bazel --output_base="$clang_base" build \
   --config=thread-safety --noshow_progress \
-  //core/... //launcher/... //agent/... //host/... >"$tsa_log" 2>&1
+  //core/... //launcher/... //agent/... //host/... //rdma/... >"$tsa_log" 2>&1
 tsa_status=$?
 if ((tsa_status)); then
   grep -E 'error|warning: .*thread-safety' "$tsa_log" | head -40
