@@ -1,0 +1,89 @@
+"""The torch side of the core's calls: how a torch.Tensor crosses to
+libhvd.so (DLPack; bool as uint8 with the dtype named; non-contiguous ones
+made contiguous) and comes back, for every hvd.torch collective."""
+
+import torch
+import torch.utils.dlpack as _dlpack
+
+from hvd import _engine, _lib
+
+_SUPPORTED_DTYPES = {
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool,
+}
+
+
+class _TorchAdapter(_engine.Adapter):
+
+    def prepare(self, tensor):
+        # The per-call path: one attribute read per check, nothing built
+        # that the call does not need.
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError("expected a torch.Tensor, got %s"
+                            % type(tensor).__name__)
+        dtype = tensor.dtype
+        if dtype not in _SUPPORTED_DTYPES:
+            raise ValueError("Tensor type %s is not supported by hvd "
+                             "(supported: %s)" % (
+                                 dtype, ", ".join(sorted(
+                                     str(d) for d in _SUPPORTED_DTYPES))))
+        if tensor.is_sparse:
+            raise ValueError("hvd collectives take dense tensors; use "
+                             "sparse_as_dense or sparse_allreduce_async")
+        src = tensor.detach() if tensor.requires_grad else tensor
+        copied = not src.is_contiguous()
+        if copied:
+            src = src.contiguous()
+        hvd_dtype = -1
+        view = src
+        if dtype is torch.bool:
+            view = src.view(torch.uint8)
+            hvd_dtype = _lib.DTYPE_BOOL
+        capsule = _to_dlpack(view)
+        stream = None
+        if src.is_cuda:
+            stream = torch.cuda.current_stream(src.device).cuda_stream
+        # The capsule holds the tensor; strides are left as torch wrote
+        # them (the core accepts any stride of a size-1 dimension).
+        return _engine.Prepared(_capsule_pointer(capsule), capsule,
+                                hvd_dtype, src, copied, stream)
+
+    def empty_like(self, prepared):
+        src = prepared.src
+        if not src.is_cuda and \
+                src.numel() * src.element_size() >= _POOLED_OUTPUT_BYTES:
+            return _engine.pooled_empty_like(self, prepared)
+        return self.prepare(torch.empty_like(
+            src, memory_format=torch.contiguous_format))
+
+    def from_capsule(self, capsule, device):
+        return _dlpack.from_dlpack(capsule)
+
+    def restore(self, result, prepared):
+        if prepared.src.dtype == torch.bool and result.dtype == torch.uint8:
+            return result.view(torch.bool)
+        return result
+
+    def copy_back(self, dst, prepared):
+        with torch.no_grad():
+            dst.copy_(prepared.src)
+
+    def is_integer(self, prepared):
+        dtype = prepared.src.dtype
+        return not dtype.is_floating_point and dtype != torch.bool
+
+
+_to_dlpack = _dlpack.to_dlpack
+_capsule_pointer = _engine.capsule_pointer
+_POOLED_OUTPUT_BYTES = _engine.POOLED_OUTPUT_BYTES
+
+_adapter = _TorchAdapter()
+
+poll = _engine.poll
+
+
+def synchronize(handle):
+    """Waits for an asynchronous operation and returns its result: a tensor,
+    a list of tensors (grouped ops), or (output, received_splits) for
+    alltoall. Raises HvdInternalError (or a subclass) if it failed."""
+    return _engine.synchronize(handle)
