@@ -54,10 +54,29 @@ def target_of(log_dir):
     return os.path.dirname(log_dir) if base.startswith(("shard_", "run_")) else log_dir
 
 
+RAN = re.compile(r"^//(\S+):(\S+)\s+(\(cached\) )?(PASSED|FAILED|TIMEOUT|"
+                 r"NO STATUS|FLAKY)")
+
+
+def targets_in(bazel_output, logs):
+    """The log folders of the targets this run reported (older runs' logs
+    stay in the output base and must not count)."""
+    ran = set()
+    with open(bazel_output, errors="replace") as f:
+        for line in f:
+            m = RAN.match(line)
+            if m:
+                ran.add(os.path.join(logs, m.group(1), m.group(2)))
+    return ran
+
+
 def add_run(results, run, bazel_output, logs):
     """Adds the cases of one bazel test run, keyed by (run, target)."""
+    ran = targets_in(bazel_output, logs)
     for log in glob.glob(os.path.join(logs, "**", "test.log"), recursive=True):
         target = target_of(os.path.dirname(log))
+        if target not in ran:
+            continue
         p, f, ok = count_report(os.path.join(os.path.dirname(log), "test.xml"))
         entry = results.setdefault((run, target), [0, 0])
         entry[0] += p
