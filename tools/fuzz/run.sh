@@ -49,7 +49,10 @@ for target in "${targets[@]}"; do
   if ((status)); then
     failed=1
     echo "fuzz: $name: FAILED after ${execs:-?} executions ($cov, $ft):"
-    grep -aE "ERROR|SUMMARY|runtime error|Test unit written" "$log" | head -8
+    grep -aE "ERROR|SUMMARY|runtime error|Test unit written|set-up failed" \
+      "$log" | head -8
+    cp "$log" "$artifacts/$name.log"
+    echo "  (whole log: $artifacts/$name.log)"
   else
     echo "fuzz: $name: ${execs:-0} executions in ${seconds}s, $cov, $ft, no crash"
   fi
