@@ -1,5 +1,6 @@
 #include "core/collectives/test_mesh.h"
 
+#include <functional>
 #include <map>
 #include <numeric>
 #include <thread>
@@ -115,31 +116,22 @@ absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Create(
   if (transport != MeshTransport::kRdma) {
     return CreateOnHosts(HostsOf(size, transport));
   }
-  std::unique_ptr<TestMesh> mesh(new TestMesh);
-  mesh->store_ = NewInMemoryStore();
-  mesh->contexts_.resize(size);
-  mesh->hosts_ = HostsOf(size, transport);
-  std::vector<absl::Status> statuses(size);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] {
-      auto context = ConnectRdma(rank, size, mesh->store_.get());
-      if (context.ok()) {
-        mesh->contexts_[rank] = *std::move(context);
-      } else {
-        statuses[rank] = context.status();
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const absl::Status& status : statuses) {
-    if (!status.ok()) return status;
-  }
-  return mesh;
+  return Build(HostsOf(size, transport), [size](int rank, Store* store) {
+    return ConnectRdma(rank, size, store);
+  });
 }
 
 absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::CreateOnHosts(
     const std::vector<int>& hosts) {
+  return Build(hosts, [&hosts](int rank, Store* store) {
+    return Connect(rank, hosts, store);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Build(
+    const std::vector<int>& hosts,
+    const std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
+        int rank, Store* store)>& connect) {
   const int size = static_cast<int>(hosts.size());
   std::unique_ptr<TestMesh> mesh(new TestMesh);
   mesh->store_ = NewInMemoryStore();
@@ -149,7 +141,7 @@ absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::CreateOnHosts(
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
-      auto context = Connect(rank, hosts, mesh->store_.get());
+      auto context = connect(rank, mesh->store_.get());
       if (context.ok()) {
         mesh->contexts_[rank] = *std::move(context);
       } else {

@@ -64,6 +64,11 @@ class TestMesh {
 
  private:
   TestMesh() = default;
+  // Connects every rank of `hosts` at once, one thread each, with connect().
+  static absl::StatusOr<std::unique_ptr<TestMesh>> Build(
+      const std::vector<int>& hosts,
+      const std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
+          int rank, Store* store)>& connect);
 
   std::unique_ptr<Store> store_;
   std::vector<std::unique_ptr<transport::Context>> contexts_;
