@@ -8,7 +8,7 @@ from hvd import _engine
 from hvd.basics import Average, Sum, resolve_op  # noqa: F401
 from hvd.process_sets import global_process_set
 from hvd.torch._adapter import _adapter, synchronize
-from hvd.torch.compression import Compression
+from hvd.torch.compression import Compression, _apply_grouped
 
 
 # -------------------------------------------------------------- allreduce --
@@ -148,13 +148,8 @@ def grouped_allreduce(tensors, average=None, name=None,
     """Allreduce of a list of tensors as one operation; returns a list.
     Differentiable."""
     op = resolve_op(op, average)
-    if not tensors:
-        return []
-    compressed, cctxs = zip(*[compression.compress(t) for t in tensors])
-    reduced = HvdGroupedAllreduce.apply(name, op, prescale_factor,
-                                        postscale_factor, process_set,
-                                        *compressed)
-    return [compression.decompress(t, c) for t, c in zip(reduced, cctxs)]
+    return _apply_grouped(HvdGroupedAllreduce, compression, tensors, name, op,
+                          prescale_factor, postscale_factor, process_set)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None,

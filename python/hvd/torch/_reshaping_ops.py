@@ -11,7 +11,7 @@ from hvd.basics import Average, Sum, rank, resolve_op  # noqa: F401
 from hvd.process_sets import global_process_set
 from hvd.torch._adapter import _adapter, synchronize
 from hvd.torch._allreduce_ops import allreduce, grouped_allreduce
-from hvd.torch.compression import Compression
+from hvd.torch.compression import Compression, _apply_grouped
 
 
 # -------------------------------------------------------------- allgather --
@@ -252,13 +252,8 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none,
     """Reducescatter of each tensor in a list, as one operation.
     Differentiable."""
     op = resolve_op(op, None)
-    if not tensors:
-        return []
-    compressed, cctxs = zip(*[compression.compress(t) for t in tensors])
-    out = HvdGroupedReducescatter.apply(name, op, process_set,
-                                        prescale_factor, postscale_factor,
-                                        *compressed)
-    return [compression.decompress(t, c) for t, c in zip(out, cctxs)]
+    return _apply_grouped(HvdGroupedReducescatter, compression, tensors, name,
+                          op, process_set, prescale_factor, postscale_factor)
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):

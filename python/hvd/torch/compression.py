@@ -1,4 +1,5 @@
-"""Gradient compression for allreduce (Horovod's Compression.none / .fp16)."""
+"""Gradient compression for allreduce (Horovod's Compression.none / .fp16),
+and how the grouped collectives apply it to a list of tensors."""
 
 import torch
 
@@ -49,3 +50,14 @@ class Compression:
     """Compression algorithms for hvd.allreduce and DistributedOptimizer."""
     none = NoneCompressor
     fp16 = FP16Compressor
+
+
+def _apply_grouped(function, compression, tensors, *args):
+    """Runs the grouped autograd `function` on `tensors` compressed by
+    `compression`: function.apply(*args, *compressed). Returns its results
+    decompressed, as a list ([] for no tensors, without calling it)."""
+    if not tensors:
+        return []
+    compressed, cctxs = zip(*[compression.compress(t) for t in tensors])
+    out = function.apply(*args, *compressed)
+    return [compression.decompress(t, c) for t, c in zip(out, cctxs)]

@@ -25,7 +25,7 @@ from hvd.torch._reshaping_ops import (  # noqa: F401
     grouped_allgather, grouped_allgather_async, grouped_reducescatter,
     grouped_reducescatter_async, reducescatter, reducescatter_async,
     sparse_allreduce_async)
-from hvd.torch.compression import Compression
+from hvd.torch.compression import Compression  # noqa: F401
 
 
 # -------------------------------------------------------------- broadcast --
