@@ -39,17 +39,32 @@ def my_slice(t):
     return t[RANK * BATCH:(RANK + 1) * BATCH]
 
 
+def distributed(opt_factory, model, **opt_kwargs):
+    """A DistributedOptimizer over opt_factory's optimizer of `model`."""
+    return hvd.DistributedOptimizer(opt_factory(model.parameters()),
+                                    named_parameters=model.named_parameters(),
+                                    **opt_kwargs)
+
+
+def backward_on_my_slice(model, step=0):
+    """Backward of the loss on this rank's slice of global_batch(step)."""
+    x, y = global_batch(step)
+    F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
+
+
+def train_steps(model, opt, steps):
+    """`steps` steps of `opt`, each on this rank's slice of the batch."""
+    for step in range(steps):
+        opt.zero_grad()
+        backward_on_my_slice(model, step)
+        opt.step()
+
+
 def train_distributed(opt_factory, steps=5, seed=0, **opt_kwargs):
     model = make_model(seed + RANK)  # different on purpose: broadcast fixes
-    opt = hvd.DistributedOptimizer(opt_factory(model.parameters()),
-                                   named_parameters=model.named_parameters(),
-                                   **opt_kwargs)
+    opt = distributed(opt_factory, model, **opt_kwargs)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    for step in range(steps):
-        x, y = global_batch(step)
-        opt.zero_grad()
-        F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
-        opt.step()
+    train_steps(model, opt, steps)
     return model, opt
 
 
@@ -100,16 +115,14 @@ def test_data_parallel_with_adam_and_predivide_factor():
 
 def test_wrapped_optimizer_keeps_its_class_and_state_dict():
     model = make_model()
-    opt = hvd.DistributedOptimizer(sgd(model.parameters()),
-                                   named_parameters=model.named_parameters())
+    opt = distributed(sgd, model)
     assert isinstance(opt, torch.optim.SGD)
     assert opt.state_dict()["param_groups"][0]["lr"] == 0.1
 
 
 def test_allreduces_are_enqueued_while_backward_is_still_running():
     model = make_model()
-    opt = hvd.DistributedOptimizer(sgd(model.parameters()),
-                                   named_parameters=model.named_parameters())
+    opt = distributed(sgd, model)
     x, y = global_batch(0)
     inp = my_slice(x).clone().requires_grad_()
     # The input's gradient is the last thing backward computes: by then the
@@ -138,23 +151,15 @@ def test_grouped_gradients_give_the_same_result(groups):
     model = make_model(RANK)
     if groups == "layers":
         groups = [list(model[0].parameters()), list(model[2].parameters())]
-    opt = hvd.DistributedOptimizer(sgd(model.parameters()),
-                                   named_parameters=model.named_parameters(),
-                                   groups=groups)
+    opt = distributed(sgd, model, groups=groups)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    for step in range(5):
-        x, y = global_batch(step)
-        opt.zero_grad()
-        F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
-        opt.step()
+    train_steps(model, opt, 5)
     assert_same_parameters(model, train_reference(sgd))
 
 
 def test_backward_passes_per_step_accumulates_locally():
     model = make_model(RANK)
-    opt = hvd.DistributedOptimizer(sgd(model.parameters()),
-                                   named_parameters=model.named_parameters(),
-                                   backward_passes_per_step=2)
+    opt = distributed(sgd, model, backward_passes_per_step=2)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     half = BATCH // 2
     for step in range(5):
@@ -170,22 +175,18 @@ def test_backward_passes_per_step_accumulates_locally():
 
 def test_too_many_backward_passes_raise_and_synchronize_recovers():
     model = make_model()
-    opt = hvd.DistributedOptimizer(sgd(model.parameters()),
-                                   named_parameters=model.named_parameters())
-    x, y = global_batch(0)
-    F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
+    opt = distributed(sgd, model)
+    backward_on_my_slice(model)
     with pytest.raises(AssertionError, match="backward_passes_per_step"):
-        F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
+        backward_on_my_slice(model)
     opt.synchronize()
     assert not opt._handles
 
 
 def test_zero_grad_between_backward_and_step_is_refused():
     model = make_model()
-    opt = hvd.DistributedOptimizer(sgd(model.parameters()),
-                                   named_parameters=model.named_parameters())
-    x, y = global_batch(0)
-    F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
+    opt = distributed(sgd, model)
+    backward_on_my_slice(model)
     with pytest.raises(AssertionError, match="zero_grad"):
         opt.zero_grad()
     opt.step()
@@ -194,11 +195,9 @@ def test_zero_grad_between_backward_and_step_is_refused():
 
 def test_synchronize_then_clip_then_step_in_skip_synchronize():
     model = make_model(RANK)
-    opt = hvd.DistributedOptimizer(sgd(model.parameters()),
-                                   named_parameters=model.named_parameters())
+    opt = distributed(sgd, model)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    x, y = global_batch(0)
-    F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
+    backward_on_my_slice(model)
     opt.synchronize()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
     with warnings.catch_warnings():
@@ -262,8 +261,7 @@ def test_sparse_gradients_stay_sparse_for_the_wrapped_optimizer(
 
 def test_step_after_synchronize_warns_in_horovods_words():
     model = torch.nn.Linear(2, 1)
-    opt = hvd.DistributedOptimizer(sgd(model.parameters()),
-                                   named_parameters=model.named_parameters())
+    opt = distributed(sgd, model)
     model(torch.ones(1, 2)).sum().backward()
     opt.synchronize()
     with pytest.warns(UserWarning, match="optimizer.step\\(\\) called "
@@ -364,14 +362,9 @@ def test_broadcast_optimizer_state_of_a_fresh_optimizer_leaves_zero_grads():
 
 def test_join_with_uneven_numbers_of_batches():
     model = make_model(RANK)
-    opt = hvd.DistributedOptimizer(sgd(model.parameters()),
-                                   named_parameters=model.named_parameters())
+    opt = distributed(sgd, model)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    for step in range(2 + 2 * RANK):  # rank r has 2 + 2r batches
-        x, y = global_batch(step)
-        opt.zero_grad()
-        F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
-        opt.step()
+    train_steps(model, opt, 2 + 2 * RANK)  # rank r has 2 + 2r batches
     last = hvd.join()
     assert last == SIZE - 1
     hvd.broadcast_parameters(model.state_dict(), root_rank=last)
