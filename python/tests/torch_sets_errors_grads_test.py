@@ -123,27 +123,38 @@ def test_mismatched_broadcast_roots_raise_on_every_rank():
         hvd.broadcast(torch.ones(3), root_rank=RANK, name="mismatch.root")
 
 
+def _submit_allreduce_and_allgather(x, name):
+    return [hvd.allreduce_async(x, name=name, op=hvd.Sum),
+            hvd.allgather_async(x, name=name)]
+
+
+def _assert_both_refused(x, name):
+    with pytest.raises(ValueError, match="still in flight"):
+        hvd.allreduce_async(x, name=name, op=hvd.Sum)
+    with pytest.raises(ValueError, match="still in flight"):
+        hvd.allgather_async(x, name=name)
+
+
 def test_second_op_under_a_name_in_flight_is_refused_by_the_call():
     # The refusal is the call's own ValueError, on this rank only; the op
     # already under that name is not disturbed and completes once every
-    # rank has submitted it, after which the name is free again.
+    # rank has submitted it, after which the name is free again. Each rank
+    # tries the second op while one rank has yet to submit the first, so the
+    # first is surely still in flight: "in_flight.first" waits for the last
+    # rank, "in_flight.last" (the last rank's own) for all the others.
     x = torch.full((4,), float(RANK + 1))
     total = [SIZE * (SIZE + 1) / 2] * 4
-    handles = []
-    for turn in range(SIZE):
-        if RANK == turn:
-            handles.append(hvd.allreduce_async(x, name="in_flight",
-                                               op=hvd.Sum))
-            handles.append(hvd.allgather_async(x, name="in_flight"))
-            with pytest.raises(ValueError, match="still in flight"):
-                hvd.allreduce_async(x, name="in_flight", op=hvd.Sum)
-            with pytest.raises(ValueError, match="still in flight"):
-                hvd.allgather_async(x, name="in_flight")
-        hvd.barrier()
-    reduced, gathered = [hvd.synchronize(h) for h in handles]
-    assert reduced.tolist() == total
-    assert gathered.shape == (4 * SIZE,)
-    assert hvd.allreduce(x, name="in_flight", op=hvd.Sum).tolist() == total
+    mine = "in_flight.last" if RANK == SIZE - 1 else "in_flight.first"
+    handles = {mine: _submit_allreduce_and_allgather(x, mine)}
+    _assert_both_refused(x, mine)
+    hvd.barrier()
+    other = "in_flight.first" if mine == "in_flight.last" else "in_flight.last"
+    handles[other] = _submit_allreduce_and_allgather(x, other)
+    for name in ("in_flight.first", "in_flight.last"):
+        reduced, gathered = [hvd.synchronize(h) for h in handles[name]]
+        assert reduced.tolist() == total
+        assert gathered.shape == (4 * SIZE,)
+        assert hvd.allreduce(x, name=name, op=hvd.Sum).tolist() == total
 
 
 def test_adasum_raises_a_clear_not_supported_error():

@@ -27,22 +27,54 @@ namespace asio = boost::asio;
 namespace tcp = hvd::transport::tcp_internal;
 constexpr char kToken[] = "stream-fuzzer-token-0123456789ab";
 
-// Dials rank 0 as rank 1 and completes the hello; false if it could not.
-bool Handshake(hvd::Store& store, asio::ip::tcp::socket& socket) {
+// libFuzzer's SIGALRM (its -timeout watch) interrupts blocking socket calls:
+// these retry the rest of the transfer.
+void WriteAll(asio::ip::tcp::socket& socket, const void* data, size_t size,
+              boost::system::error_code& ec) {
+  size_t done = 0;
+  do {
+    ec.clear();
+    done += asio::write(
+        socket, asio::buffer(static_cast<const char*>(data) + done,
+                             size - done), ec);
+  } while (ec == asio::error::interrupted);
+}
+
+void ReadAll(asio::ip::tcp::socket& socket, void* data, size_t size,
+             boost::system::error_code& ec) {
+  size_t done = 0;
+  do {
+    ec.clear();
+    done += asio::read(
+        socket, asio::buffer(static_cast<char*>(data) + done, size - done),
+        ec);
+  } while (ec == asio::error::interrupted);
+}
+
+// Dials rank 0 as rank 1 and completes the hello; says which step failed,
+// or returns an empty string.
+std::string Handshake(hvd::Store& store, asio::ip::tcp::socket& socket) {
   auto published = store.Get("tcp/0", absl::Seconds(5));
-  if (!published.ok()) return false;
+  if (!published.ok()) return "rank 0 published no address";
   auto record = tcp::DecodePeerRecord(*published);
-  if (!record.ok() || record->endpoints.empty()) return false;
+  if (!record.ok() || record->endpoints.empty()) return "no endpoint";
   boost::system::error_code ec;
-  socket.connect(tcp::DialCandidates(*record, record->hostname).front(), ec);
-  if (ec) return false;
-  asio::write(socket, asio::buffer(tcp::EncodeHello(1, 2, kToken)), ec);
+  const auto endpoint = tcp::DialCandidates(*record, record->hostname).front();
+  do {
+    socket.close(ec);
+    socket.connect(endpoint, ec);
+  } while (ec == asio::error::interrupted);
+  if (ec) return "connect: " + ec.message();
+  const std::string hello = tcp::EncodeHello(1, 2, kToken);
+  WriteAll(socket, hello.data(), hello.size(), ec);
+  if (ec) return "hello: " + ec.message();
   unsigned char reply = 0xff;
-  asio::read(socket, asio::buffer(&reply, 1), ec);
-  if (ec || reply != 0) return false;
+  ReadAll(socket, &reply, 1, ec);
+  if (ec) return "reply: " + ec.message();
+  if (reply != 0) return "rank 0 refused the hello: " + std::to_string(reply);
   const unsigned char confirm = tcp::kHelloConfirm;
-  asio::write(socket, asio::buffer(&confirm, 1), ec);
-  return !ec;
+  WriteAll(socket, &confirm, 1, ec);
+  return ec ? "confirm: " + ec.message() : "";
 }
 
 }  // namespace
@@ -60,17 +92,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   asio::io_context io;
   asio::ip::tcp::socket socket(io);
-  const bool connected = Handshake(*store, socket);
+  const std::string failed = Handshake(*store, socket);
   accept.join();
-  if (!connected || !rank0.ok()) {
+  if (!failed.empty() || !rank0.ok()) {
     // Not a finding about the input: the harness could not set up the job.
-    std::fprintf(stderr, "stream_fuzzer: set-up failed (%s)\n",
-                 rank0.ok() ? "rank 1's handshake"
+    std::fprintf(stderr, "stream_fuzzer: set-up failed (rank 1: %s; rank 0: %s)\n",
+                 failed.empty() ? "connected" : failed.c_str(),
+                 rank0.ok() ? "connected"
                             : std::string(rank0.status().message()).c_str());
     std::abort();
   }
   boost::system::error_code ec;
-  asio::write(socket, asio::buffer(data, size), ec);
+  WriteAll(socket, data, size, ec);
   socket.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   socket.close(ec);
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
