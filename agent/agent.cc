@@ -392,7 +392,12 @@ int Agent::Run() {
   const int probe_port =
       options_.probe_listener ? (*probe)->port() : 0;  // 0: not listening
   Send(MakeHello(probe_port, nonce));  // a failure ends the stream
-  return Serve();
+  const int code = Serve();
+  // The probes are over (the launcher waited for their replies); joined
+  // here, as hvd-agent ends without destroying the agent.
+  for (std::thread& t : helpers_) t.join();
+  helpers_.clear();
+  return code;
 }
 
 int Agent::Serve() {

@@ -38,6 +38,14 @@ def pb_varint(field, value):
             return out
 
 
+def segment(flags=0, rank=1, rings=2, ring_bytes=4096, segment_bytes=0,
+            state=0, reason_code=0, reason=b"", head=0, ring=b""):
+    """An input of core/transport/shm:segment_fuzzer (see its header)."""
+    return (struct.pack("<BIIQIIi", flags, rank, rings, ring_bytes,
+                        segment_bytes, state, reason_code) +
+            reason.ljust(64, b"\0")[:64] + struct.pack("<Q", head) + ring)
+
+
 def main():
     tcp = "core/transport/tcp/fuzz_corpus"
     write(tcp + "/hello", "valid", hello(1, 2, b"0123456789abcdef"))
@@ -49,6 +57,20 @@ def main():
           struct.pack("<Q", (1 << 63) | 6) + b"reason")
     write(tcp + "/stream", "huge_header", struct.pack("<Q", 1 << 62))
     write(tcp + "/stream", "short_header", b"\x05\x00\x00")
+
+    shm = "core/transport/shm/fuzz_corpus/segment"
+    message = struct.pack("<Q", 64).ljust(64, b"\0") + bytes(range(64))
+    write(shm, "valid_with_message", segment(ring=message))
+    write(shm, "valid_empty", segment())
+    write(shm, "control_message", segment(
+        ring=struct.pack("<Q", 5).ljust(64, b"\0") + b"hello".ljust(64, b"\0")))
+    write(shm, "huge_length", segment(ring=struct.pack("<Q", 1 << 62)))
+    write(shm, "aborted", segment(state=1, reason_code=13, reason=b"peer died"))
+    write(shm, "odd_head", segment(flags=64, head=(1 << 63) + 7, ring=message))
+    write(shm, "zero_ring_bytes", segment(flags=16, ring_bytes=0))
+    write(shm, "huge_ring_bytes", segment(flags=16, ring_bytes=(1 << 64) - 64))
+    write(shm, "short_segment", segment(flags=32, segment_bytes=100))
+    write(shm, "wrong_identity", segment(flags=1 | 2 | 4 | 8, rank=7, rings=9))
 
     rpc = "core/rendezvous/fuzz_corpus/rpc"
     register = pb_varint(1, 1) + pb_string(2, b"host-a") + pb_varint(3, 42)

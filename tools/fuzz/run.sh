@@ -15,6 +15,7 @@ shift || true
 all=(
   //core/transport/tcp:hello_fuzzer
   //core/transport/tcp:stream_fuzzer
+  //core/transport/shm:segment_fuzzer
   //core/rendezvous:rpc_fuzzer
   //core:dlpack_view_fuzzer
   //launcher:host_list_fuzzer

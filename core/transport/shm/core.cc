@@ -46,24 +46,25 @@ Core::Core(int rank, int size, Tuning tuning, std::unique_ptr<Segment> own)
 Core::~Core() { Close(); }
 
 void Core::AddPeer(int peer, std::unique_ptr<Segment> segment,
-                   uint32_t index_there, uint32_t index_here) {
+                   uint32_t num_rings, size_t ring_bytes, uint32_t index_there,
+                   uint32_t index_here) {
   auto p = std::make_unique<Peer>();
   p->rank = peer;
   p->header = reinterpret_cast<SegmentHeader*>(segment->data());
-  auto ring_in = [](char* base, uint32_t index) {
-    const auto* h = reinterpret_cast<const SegmentHeader*>(base);
+  auto ring_in = [num_rings](char* base, size_t bytes, uint32_t index) {
     Ring ring;
     ring.header = reinterpret_cast<RingHeader*>(
         base + kRingHeadersOffset + index * sizeof(RingHeader));
-    ring.data = base + RingDataOffset(h->num_rings, h->ring_bytes, index);
-    ring.bytes = h->ring_bytes;
+    ring.data = base + RingDataOffset(num_rings, bytes, index);
+    ring.bytes = bytes;
     return ring;
   };
   p->send = std::make_unique<SendChannel>(
-      ring_in(segment->data(), index_there), p->header, tuning_.piece_bytes);
-  p->recv = std::make_unique<RecvChannel>(ring_in(own_->data(), index_here),
-                                          p->header, tuning_.piece_bytes,
-                                          rank_, peer);
+      ring_in(segment->data(), ring_bytes, index_there), p->header,
+      tuning_.piece_bytes);
+  p->recv = std::make_unique<RecvChannel>(
+      ring_in(own_->data(), tuning_.ring_bytes, index_here), p->header,
+      tuning_.piece_bytes, rank_, peer);
   p->segment = std::move(segment);
   peers_.push_back(p.get());
   by_rank_[peer] = std::move(p);

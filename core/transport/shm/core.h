@@ -45,10 +45,12 @@ class Core {
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
-  // Before Start(): `segment` is `peer`'s (checked by the caller); our ring
-  // in it is number `index_there`, its ring in ours number `index_here`.
-  void AddPeer(int peer, std::unique_ptr<Segment> segment,
-               uint32_t index_there, uint32_t index_here);
+  // Before Start(): `segment` is `peer`'s (checked by the caller), with
+  // `num_rings` rings of `ring_bytes` each as the caller read them there
+  // (the peer's header is not read again); our ring in it is number
+  // `index_there`, its ring in ours number `index_here`.
+  void AddPeer(int peer, std::unique_ptr<Segment> segment, uint32_t num_rings,
+               size_t ring_bytes, uint32_t index_there, uint32_t index_here);
   // Starts the helper thread (when there are peers).
   void Start();
 

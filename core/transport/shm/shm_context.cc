@@ -62,11 +62,47 @@ bool Decode(absl::string_view text, Record* r) {
          absl::SimpleAtoi(parts[2], &r->pid) && (r->pid_ns = parts[3], true);
 }
 
+// A peer's segment, mapped and checked, and the ring size its header gave
+// when it was checked (the header is not trusted again).
+struct Attached {
+  std::unique_ptr<Segment> segment;
+  size_t ring_bytes = 0;
+};
+
+// What a peer's header claims, read once: the peer can write it at any
+// time, so what was checked is what is used.
+struct Claims {
+  uint64_t magic, cookie;
+  int32_t pid, rank;
+  uint32_t num_rings;
+  uint64_t ring_bytes;
+};
+
+Claims ReadClaims(const Segment& segment) {
+  const auto* h = reinterpret_cast<const SegmentHeader*>(segment.data());
+  return {h->magic, h->cookie, h->pid, h->rank, h->num_rings, h->ring_bytes};
+}
+
+// Why `c`, the claims of a segment `bytes` long, do not describe rings this
+// rank can use: `num_rings` of whole slots, at least two each, that fit in
+// the segment. Empty if they do.
+std::string RingsMismatch(const Claims& c, size_t bytes, uint32_t num_rings) {
+  // ring_bytes <= bytes first: SegmentBytes cannot overflow after it.
+  if (c.num_rings == num_rings && c.ring_bytes >= 2 * shm_internal::kSlot &&
+      c.ring_bytes % shm_internal::kSlot == 0 && c.ring_bytes <= bytes &&
+      shm_internal::SegmentBytes(num_rings, c.ring_bytes) <= bytes) {
+    return "";
+  }
+  return absl::StrCat("it has ", c.num_rings, " rings of ", c.ring_bytes,
+                      " bytes in ", bytes, " bytes for ", num_rings,
+                      " local ranks");
+}
+
 // Maps `peer`'s segment and checks it is what was published; the reason
 // otherwise.
-absl::StatusOr<std::unique_ptr<Segment>> Attach(int peer, const Record& record,
-                                                uint32_t num_rings,
-                                                const std::string& pid_ns) {
+absl::StatusOr<Attached> Attach(int peer, const Record& record,
+                                uint32_t num_rings,
+                                const std::string& pid_ns) {
   if (record.pid_ns != pid_ns) {
     return absl::FailedPreconditionError(
         absl::StrCat("it runs in PID namespace ", record.pid_ns, ", not ",
@@ -78,28 +114,23 @@ absl::StatusOr<std::unique_ptr<Segment>> Attach(int peer, const Record& record,
     return absl::FailedPreconditionError(
         absl::StrCat(record.name, " is only ", (*segment)->size(), " bytes"));
   }
-  const auto* h = reinterpret_cast<const SegmentHeader*>((*segment)->data());
+  const Claims h = ReadClaims(**segment);
   std::string mismatch;
-  if (h->magic != shm_internal::kMagic) {
+  if (h.magic != shm_internal::kMagic) {
     mismatch = "its layout version differs";
-  } else if (h->cookie != record.cookie || h->rank != peer ||
-             h->pid != record.pid) {
-    mismatch = absl::StrCat("it belongs to rank ", h->rank, " pid ", h->pid,
+  } else if (h.cookie != record.cookie || h.rank != peer ||
+             h.pid != record.pid) {
+    mismatch = absl::StrCat("it belongs to rank ", h.rank, " pid ", h.pid,
                             ", not rank ", peer, " pid ", record.pid);
-  } else if (h->num_rings != num_rings ||
-             h->ring_bytes % shm_internal::kSlot != 0 ||
-             (*segment)->size() <
-                 shm_internal::SegmentBytes(num_rings, h->ring_bytes)) {
-    mismatch = absl::StrCat("it has ", h->num_rings, " rings of ",
-                            h->ring_bytes, " bytes in ", (*segment)->size(),
-                            " bytes for ", num_rings, " local ranks");
+  } else {
+    mismatch = RingsMismatch(h, (*segment)->size(), num_rings);
   }
   if (!mismatch.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         record.name, " is not the segment rank ", peer, " published: ",
         mismatch));
   }
-  return segment;
+  return Attached{*std::move(segment), h.ring_bytes};
 }
 
 absl::Status CheckArguments(int rank, int size,
@@ -165,7 +196,7 @@ absl::Status PublishNoSegment(int rank, uint32_t num_rings, Store* store) {
 absl::StatusOr<std::vector<int>> AttachPeers(
     int rank, const std::vector<int>& local_ranks, const Record& own,
     Store* store, absl::Time deadline,
-    std::vector<std::unique_ptr<Segment>>& attached) {
+    std::vector<Attached>& attached) {
   const auto num_rings = static_cast<uint32_t>(local_ranks.size());
   std::vector<int> attached_ranks;
   if (absl::Status s = store->Set(absl::StrCat("shm/", rank), Encode(own));
@@ -184,7 +215,7 @@ absl::StatusOr<std::vector<int>> AttachPeers(
     }
     Record record;
     if (*value == kNoSegment) continue;  // It logged why.
-    absl::StatusOr<std::unique_ptr<Segment>> mapped =
+    absl::StatusOr<Attached> mapped =
         Decode(*value, &record)
             ? Attach(peer, record, num_rings, own.pid_ns)
             : absl::InvalidArgumentError(
@@ -266,7 +297,7 @@ absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
   // round; the name goes as soon as both are done (or when `segment` is
   // destroyed on an error path).
   const absl::Time deadline = absl::Now() + options.connect_timeout;
-  std::vector<std::unique_ptr<Segment>> attached(size);
+  std::vector<Attached> attached(size);
   std::vector<int> attached_ranks;
   if (num_rings > 1) {
     auto ranks = AttachPeers(rank, local_ranks, own, store, deadline, attached);
@@ -282,8 +313,8 @@ absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,
   ShmMesh mesh;
   for (int peer : attached_ranks) {
     if (!(*mutual)[peer]) continue;
-    core->AddPeer(peer, std::move(attached[peer]), index_of(rank),
-                  index_of(peer));
+    core->AddPeer(peer, std::move(attached[peer].segment), num_rings,
+                  attached[peer].ring_bytes, index_of(rank), index_of(peer));
     mesh.peers.push_back(peer);
   }
   core->Start();

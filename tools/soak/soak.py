@@ -1,0 +1,187 @@
+"""Soak: a mix of collectives on every rank for a long time, watching each
+process' resources.
+
+Every round runs allreduce, allgather, broadcast, alltoall and reducescatter
+at each size from 4 B to 64 MiB (per rank), checks their results, and adds a
+process set, runs an allreduce on it and removes it again. Every --interval
+seconds all ranks sample their resident memory, open files, threads and
+mapped shared-memory segments at the same round boundary. After --warmup
+seconds each must stay flat: resident memory within --max-rss-growth of the
+first sample after warm-up, the counts never above it. Rank 0 prints every
+sample and the verdict; the exit code is 1 when a result was wrong or a
+resource grew.
+
+    hvdrun -np 4 python3 tools/soak/soak.py --seconds 1800 --interval 60
+"""
+
+import argparse
+import ctypes
+import gc
+import os
+import sys
+import time
+
+import numpy as np
+
+import hvd.numpy as hvd
+
+M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
+SIZES = [4, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # bytes/rank
+COLUMNS = ("seconds", "rss_mib", "fds", "threads", "shm_segments")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=1800)
+    parser.add_argument("--interval", type=float, default=60)
+    parser.add_argument("--warmup", type=float, default=None,
+                        help="seconds before the baseline sample "
+                        "(default: two intervals)")
+    parser.add_argument("--max-rss-growth", type=float, default=0.01)
+    args = parser.parse_args()
+    if args.warmup is None:
+        args.warmup = 2 * args.interval
+    if args.seconds <= args.warmup + args.interval:
+        parser.error("--seconds must leave at least one interval after "
+                     "--warmup")
+    return args
+
+
+def check(what, got, want):
+    """`got` must equal `want` elementwise (`want` may be a scalar)."""
+    if got.size == 0 or not np.all(got == want):
+        raise SystemExit("soak: rank %d: %s gave a wrong result (first "
+                         "elements %s, expected %s)"
+                         % (hvd.rank(), what, got.ravel()[:4],
+                            np.asarray(want).ravel()[:4]))
+
+
+def collectives(count, root):
+    """One of each collective on `count` float32 elements per rank."""
+    rank, size = hvd.rank(), hvd.size()
+    total = size * (size + 1) / 2
+    mine = np.full(count, rank + 1, np.float32)
+    check("allreduce", hvd.allreduce(mine, op=hvd.Sum), total)
+    block = max(count // size, 1)
+    gathered = hvd.allgather(np.full(block, rank, np.float32))
+    check("allgather", gathered, np.repeat(np.arange(size), block))
+    check("broadcast", hvd.broadcast(mine, root), root + 1)
+    rows = block * size
+    received = hvd.alltoall(np.full(rows, rank, np.float32))
+    check("alltoall", received, np.repeat(np.arange(size), block))
+    scattered = hvd.reducescatter(np.full(rows, rank + 1, np.float32),
+                                  op=hvd.Sum)
+    check("reducescatter", scattered, total)
+
+
+def process_set_round(round_number):
+    """Adds a set of the first k ranks (k from 1 to size - 1 by turns),
+    reduces over it, removes it."""
+    members = list(range(1 + round_number % max(hvd.size() - 1, 1)))
+    subset = hvd.add_process_set(members)
+    if hvd.rank() in members:
+        got = hvd.allreduce(np.ones(1024, np.float32), op=hvd.Sum,
+                            process_set=subset)
+        check("allreduce on process set %s" % members, got, len(members))
+    hvd.remove_process_set(subset)
+
+
+def sample(start):
+    gc.collect()
+    with open("/proc/self/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    with open("/proc/self/maps") as f:
+        shm = {line.split(None, 5)[-1].strip() for line in f
+               if "/dev/shm/" in line}
+    return [time.monotonic() - start, rss / 2**20,
+            len(os.listdir("/proc/self/fd")),
+            len(os.listdir("/proc/self/task")), len(shm)]
+
+
+def run(args):
+    """The rounds; returns this rank's samples, an array (n, COLUMNS)."""
+    start = time.monotonic()
+    next_sample, samples, round_number = start, [], 0
+    while True:
+        for size in SIZES:
+            collectives(max(size // 4, 1), round_number % hvd.size())
+        process_set_round(round_number)
+        round_number += 1
+        # Rank 0's clock decides for all, so every rank samples and stops at
+        # the same round.
+        now = time.monotonic()
+        flags = hvd.broadcast(np.array([now >= next_sample,
+                                        now - start >= args.seconds],
+                                       np.int32), 0)
+        if flags[0]:
+            samples.append(sample(start))
+            next_sample += args.interval
+            if hvd.rank() == 0:
+                print("soak: round %d, rank 0: %s" % (round_number, ", ".join(
+                    "%s %.1f" % c for c in zip(COLUMNS, samples[-1]))),
+                    flush=True)
+        if flags[1]:
+            return np.array(samples, np.float64)
+
+
+def verdict(samples, args):
+    """Lines naming what grew after warm-up, per rank ([] if flat)."""
+    problems = []
+    for rank, rows in enumerate(samples):
+        after = rows[rows[:, 0] >= args.warmup]
+        if len(after) < 2:
+            problems.append("rank %d: fewer than two samples after warm-up"
+                            % rank)
+            continue
+        base, peak = after[0], after[1:].max(axis=0)
+        if peak[1] > base[1] * (1 + args.max_rss_growth):
+            problems.append("rank %d: resident memory grew %.2f%% (%.1f -> "
+                            "%.1f MiB)" % (rank, 100 * (peak[1] / base[1] - 1),
+                                           base[1], peak[1]))
+        for column in (2, 3, 4):
+            if peak[column] > base[column]:
+                problems.append("rank %d: %s grew from %d to %d" % (
+                    rank, COLUMNS[column], base[column], peak[column]))
+    return problems
+
+
+def report(samples, args):
+    print("soak: %d ranks, %.0f s, samples every %.0f s, baseline after "
+          "%.0f s" % (hvd.size(), args.seconds, args.interval, args.warmup))
+    print("rank " + " ".join("%12s" % c for c in COLUMNS))
+    for rank, rows in enumerate(samples):
+        for row in rows:
+            print("%4d " % rank + " ".join("%12.1f" % v for v in row))
+    problems = verdict(samples, args)
+    for line in problems:
+        print("soak: FAILED: " + line)
+    if not problems:
+        print("soak: flat after warm-up on every rank (resident memory "
+              "within %.1f%%; files, threads, shm segments no higher)"
+              % (100 * args.max_rss_growth))
+    return not problems
+
+
+def fix_malloc_threshold():
+    """glibc raises its mmap threshold each time it frees a large block (up
+    to 32 MiB); later 16 MiB arrays then come from the heap, and the heap
+    keeps pages it cannot trim: growth that levels off and says nothing
+    about hvd. A fixed threshold keeps every block from 1 MiB up in mmap."""
+    ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 1 << 20)
+
+
+def main():
+    args = parse_args()
+    fix_malloc_threshold()
+    hvd.init()
+    mine = run(args)
+    everyone = hvd.allgather(mine.reshape(1, -1)).reshape(
+        hvd.size(), len(mine), len(COLUMNS))
+    ok = report(everyone, args) if hvd.rank() == 0 else True
+    ok = bool(hvd.broadcast(np.array([ok], np.int32), 0)[0])
+    hvd.shutdown()
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
