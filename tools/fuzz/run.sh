@@ -18,6 +18,7 @@ all=(
   //core/transport/shm:segment_fuzzer
   //core/rendezvous:rpc_fuzzer
   //core:dlpack_view_fuzzer
+  //launcher:agent_rpc_fuzzer
   //launcher:host_list_fuzzer
 )
 targets=("${@:-${all[@]}}")
