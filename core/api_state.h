@@ -25,6 +25,9 @@ int SetLastError(const absl::Status& status);
 // one counter per op and process set, so ranks that call the same ops of a
 // set in the same order agree, whatever else each of them runs.
 std::string GeneratedName(const char* op, int process_set);
+// Drops the counters of a removed process set (ids are not reused; a job
+// that adds and removes sets would otherwise keep one per set and op).
+void ForgetGeneratedNames(int process_set);
 // A copy of the caller's `options`, or the defaults for NULL. A struct_size
 // other than sizeof(hvd_options) is refused (InvalidArgument, also set as
 // the thread's last error): then only that first field has been read.

@@ -57,6 +57,13 @@ std::string GeneratedName(const char* op, int process_set) {
   return absl::StrCat(op, ".noname.set", process_set, ".", n);
 }
 
+void ForgetGeneratedNames(int process_set) {
+  absl::MutexLock lock(&g_names_mu);
+  std::erase_if(NameCounters(), [process_set](const auto& counter) {
+    return counter.first.second == process_set;
+  });
+}
+
 namespace {
 
 int Topology(int runtime::Config::*field) {

@@ -351,6 +351,8 @@ int hvd_remove_process_set(int32_t id) {
   const int status = hvd_wait(handle, -1);
   if (status != HVD_OK) {
     hvd::api::SetLastError(hvd::api::Handles().GetStatus(handle));
+  } else {
+    hvd::api::ForgetGeneratedNames(id);
   }
   hvd_release(handle);
   return status == HVD_OK ? HVD_OK : HVD_ERROR;

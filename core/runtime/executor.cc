@@ -163,6 +163,7 @@ absl::Status Executor::Execute(const Response& response,
     for (auto& entry : entries) {
       if (!entry) continue;
       sets_->Remove(entry->request.root());
+      cache_->EraseProcessSet(entry->request.root());
       if (device_ != nullptr) device_->RemoveProcessSet(entry->request.root());
     }
   }

@@ -81,6 +81,15 @@ void ResponseCache::Erase(int process_set, const std::string& name) {
   entries_.erase(it);
 }
 
+void ResponseCache::EraseProcessSet(int process_set) {
+  auto it = entries_.lower_bound({process_set, std::string()});
+  while (it != entries_.end() && it->first.first == process_set) {
+    slots_[it->second.slot] = nullptr;
+    lru_.erase(it->second.lru);
+    it = entries_.erase(it);
+  }
+}
+
 void SetBit(std::string& bits, int slot) {
   const size_t byte = static_cast<size_t>(slot) / 8;
   if (bits.size() <= byte) bits.resize(byte + 1, '\0');

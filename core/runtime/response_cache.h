@@ -35,6 +35,9 @@ class ResponseCache {
   // entry when full. No-op when capacity is 0.
   void Put(const Request& request);
   void Erase(int process_set, const std::string& name);
+  // Erases every entry of `process_set` (it was removed: its names will not
+  // come again), freeing their slots.
+  void EraseProcessSet(int process_set);
 
  private:
   using Key = std::pair<int, std::string>;

@@ -74,6 +74,28 @@ TEST(ResponseCache, EvictsLeastRecentlyUsedAndReusesItsSlot) {
   EXPECT_EQ(cache.At(slot_a)->name(), "c");
 }
 
+TEST(ResponseCache, ErasingAProcessSetFreesItsEntriesOnly) {
+  ResponseCache cache(4);
+  Request in_set = Tensor("a");
+  in_set.set_process_set(3);
+  Request other_set = Tensor("a");
+  other_set.set_process_set(4);
+  cache.Put(Tensor("a"));
+  cache.Put(in_set);
+  cache.Put(other_set);
+  const int freed = cache.Lookup(in_set);
+  cache.EraseProcessSet(3);
+  EXPECT_EQ(cache.Lookup(in_set), -1);
+  EXPECT_EQ(cache.At(freed), nullptr);
+  EXPECT_GE(cache.Lookup(Tensor("a")), 0);
+  EXPECT_GE(cache.Lookup(other_set), 0);
+  // The freed slot is taken again before anything is evicted.
+  cache.Put(Tensor("b"));
+  cache.Put(Tensor("c"));
+  EXPECT_GE(cache.Lookup(Tensor("a")), 0);
+  EXPECT_GE(cache.Lookup(other_set), 0);
+}
+
 TEST(ResponseCache, CapacityZeroCachesNothing) {
   ResponseCache cache(0);
   cache.Put(Tensor("a"));

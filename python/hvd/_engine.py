@@ -282,6 +282,16 @@ def _options_ref(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
     return cached[0]
 
 
+def _forget_process_set(set_id):
+    """Drops the cached options of a removed process set: its calls will not
+    come again, and a job that adds and removes sets would fill the cache."""
+    for key in [k for k in _options_cache if k[2] == set_id]:
+        del _options_cache[key]
+
+
+_ps._on_remove.append(_forget_process_set)
+
+
 def _options(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
              postscale=1.0, root_rank=0, dtype=-1, stream=None):
     """hvd_options plus the objects its pointers refer to."""

@@ -87,6 +87,9 @@ global_process_set = _GlobalProcessSet()
 
 # id -> ProcessSet, the sets this process registered (global excluded).
 _registered = {}
+# Called with the id of each process set removed (hvd._engine forgets what
+# it cached for it).
+_on_remove = []
 
 
 def _ranks_of(set_id):
@@ -136,6 +139,8 @@ def remove_process_set(process_set):
     if lib.hvd_remove_process_set(set_id) != _lib.HVD_OK:
         raise _lib.last_error("hvd.remove_process_set(%s)" % (process_set,))
     _registered.pop(set_id, None)
+    for forget in _on_remove:
+        forget(set_id)
     process_set.process_set_id = None
     return True
 

@@ -83,6 +83,20 @@ def test_allgather_broadcast_alltoall_reducescatter():
     assert g1.shape == (SIZE,) and g2.shape == (SIZE, 2)
 
 
+def test_a_removed_process_set_leaves_nothing_cached():
+    # A job that adds and removes sets as it goes must not fill the binding's
+    # cache of call options with sets that are gone.
+    from hvd import _engine
+    before = len(_engine._options_cache)
+    for _ in range(3):
+        subset = hvd.add_process_set([0])
+        if RANK == 0:
+            hvd.allreduce(np.ones(2), name="in_subset", process_set=subset)
+            assert len(_engine._options_cache) > before
+        hvd.remove_process_set(subset)
+        assert len(_engine._options_cache) == before
+
+
 def test_objects_barrier_and_join():
     assert hvd.broadcast_object({"x": RANK}, root_rank=0) == {"x": 0}
     assert hvd.allgather_object(RANK * "a") == [r * "a" for r in range(SIZE)]

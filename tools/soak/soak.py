@@ -6,10 +6,12 @@ at each size from 4 B to 64 MiB (per rank), checks their results, and adds a
 process set, runs an allreduce on it and removes it again. Every --interval
 seconds all ranks sample their resident memory, open files, threads and
 mapped shared-memory segments at the same round boundary. After --warmup
-seconds each must stay flat: resident memory within --max-rss-growth of the
-first sample after warm-up, the counts never above it. Rank 0 prints every
+seconds each must stay flat: resident memory (and the bytes malloc has
+handed out) within --max-rss-growth of the first sample after warm-up, the
+counts never above it. Rank 0 prints every
 sample and the verdict; the exit code is 1 when a result was wrong or a
-resource grew.
+resource grew. Also reported: Python's count of allocated objects
+(py_blocks), which tells a leak of Python objects from one in the library.
 
     hvdrun -np 4 python3 tools/soak/soak.py --seconds 1800 --interval 60
 """
@@ -27,7 +29,14 @@ import hvd.numpy as hvd
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
 SIZES = [4, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # bytes/rank
-COLUMNS = ("seconds", "rss_mib", "fds", "threads", "shm_segments")
+COLUMNS = ("seconds", "rss_mib", "fds", "threads", "shm_segments",
+           "heap_mib", "py_blocks")
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+        "fsmblks", "uordblks", "fordblks", "keepcost")]
 
 
 def parse_args():
@@ -93,9 +102,13 @@ def sample(start):
     with open("/proc/self/maps") as f:
         shm = {line.split(None, 5)[-1].strip() for line in f
                if "/dev/shm/" in line}
+    mallinfo2 = ctypes.CDLL(None).mallinfo2
+    mallinfo2.restype = _Mallinfo2
+    heap = mallinfo2()
     return [time.monotonic() - start, rss / 2**20,
             len(os.listdir("/proc/self/fd")),
-            len(os.listdir("/proc/self/task")), len(shm)]
+            len(os.listdir("/proc/self/task")), len(shm),
+            (heap.uordblks + heap.hblkhd) / 2**20, sys.getallocatedblocks()]
 
 
 def run(args):
@@ -134,10 +147,11 @@ def verdict(samples, args):
                             % rank)
             continue
         base, peak = after[0], after[1:].max(axis=0)
-        if peak[1] > base[1] * (1 + args.max_rss_growth):
-            problems.append("rank %d: resident memory grew %.2f%% (%.1f -> "
-                            "%.1f MiB)" % (rank, 100 * (peak[1] / base[1] - 1),
-                                           base[1], peak[1]))
+        for column, what in ((1, "resident memory"), (5, "malloc's heap")):
+            if peak[column] > base[column] * (1 + args.max_rss_growth):
+                problems.append("rank %d: %s grew %.2f%% (%.1f -> %.1f MiB)" % (
+                    rank, what, 100 * (peak[column] / base[column] - 1),
+                    base[column], peak[column]))
         for column in (2, 3, 4):
             if peak[column] > base[column]:
                 problems.append("rank %d: %s grew from %d to %d" % (
@@ -156,8 +170,8 @@ def report(samples, args):
     for line in problems:
         print("soak: FAILED: " + line)
     if not problems:
-        print("soak: flat after warm-up on every rank (resident memory "
-              "within %.1f%%; files, threads, shm segments no higher)"
+        print("soak: flat after warm-up on every rank (resident memory and "
+              "heap within %.1f%%; files, threads, shm segments no higher)"
               % (100 * args.max_rss_growth))
     return not problems
 
