@@ -11,32 +11,10 @@
 #include <vector>
 
 #include "core/dlpack_tensor.h"
-
-namespace {
-
-// Reads the input front to back; zeros once it runs out.
-class Reader {
- public:
-  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  template <typename T>
-  T Take() {
-    T value{};
-    const size_t n = std::min(sizeof(T), size_ - at_);
-    std::memcpy(&value, data_ + at_, n);
-    at_ += n;
-    return value;
-  }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  size_t at_ = 0;
-};
-
-}  // namespace
+#include "tools/fuzz/input_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Reader in(data, size);
+  hvd::fuzz::InputReader in(data, size);
   DLTensor t{};
   char buffer[64];
   const uint8_t flags = in.Take<uint8_t>();

@@ -6,8 +6,10 @@ def hvd_fuzzer(name, srcs, deps, corpus):
     `name` is the fuzzer: libFuzzer's main, built only by tools/fuzz/run.sh
     (clang, --config=fuzz); tagged manual so that //... leaves it out. `name_replay`
     is a test of the ordinary build that runs every file of `corpus` (a folder
-    of this package) through the same LLVMFuzzerTestOneInput.
+    of this package) through the same LLVMFuzzerTestOneInput. Both can use
+    tools/fuzz/input_reader.h.
     """
+    deps = deps + ["//tools/fuzz:input_reader"]
     native.cc_binary(
         name = name,
         testonly = True,

@@ -36,36 +36,13 @@
 #include "core/transport/shm/layout.h"
 #include "core/transport/shm/segment.h"
 #include "core/transport/shm/shm_context.h"
+#include "tools/fuzz/input_reader.h"
 
 namespace {
 
 namespace shm = hvd::transport::shm_internal;
 constexpr size_t kRingBytes = 4096;
 constexpr uint32_t kRings = 2;
-
-class Input {
- public:
-  Input(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  template <typename T>
-  T Take() {
-    T value{};
-    const size_t n = std::min(sizeof(T), size_ - pos_);
-    std::memcpy(&value, data_ + pos_, n);
-    pos_ += n;
-    return value;
-  }
-  void TakeBytes(char* out, size_t n) {
-    n = std::min(n, size_ - pos_);
-    std::memcpy(out, data_ + pos_, n);
-    pos_ += n;
-  }
-  size_t left() const { return size_ - pos_; }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  size_t pos_ = 0;
-};
 
 std::string PidNamespace() {
   char buf[64];
@@ -74,7 +51,7 @@ std::string PidNamespace() {
 }
 
 // Rank 1's segment: a correct header, then whatever the input overrides.
-std::unique_ptr<shm::Segment> PeerSegment(Input& in, uint64_t cookie) {
+std::unique_ptr<shm::Segment> PeerSegment(hvd::fuzz::InputReader& in, uint64_t cookie) {
   // Unique across runs too: a run that stopped on a finding leaves its
   // segments behind.
   static const uint64_t run = std::random_device()();
@@ -106,7 +83,7 @@ std::unique_ptr<shm::Segment> PeerSegment(Input& in, uint64_t cookie) {
 }
 
 // Writes the rest of the input into rank 0's inbound ring from rank 1.
-void FillInboundRing(Input& in, shm::Segment& rank0, bool set_head) {
+void FillInboundRing(hvd::fuzz::InputReader& in, shm::Segment& rank0, bool set_head) {
   const auto head = in.Take<uint64_t>();
   auto* ring = reinterpret_cast<shm::RingHeader*>(
       rank0.data() + shm::kRingHeadersOffset + 1 * sizeof(shm::RingHeader));
@@ -143,7 +120,7 @@ bool Usable(const shm::Segment& segment, uint64_t cookie) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Input in(data, size);
+  hvd::fuzz::InputReader in(data, size);
   const bool set_head = size > 0 && (data[0] & 64);
   std::unique_ptr<hvd::Store> store = hvd::NewInMemoryStore();
   const uint64_t cookie = 0x5eed;
