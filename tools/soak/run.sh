@@ -4,7 +4,8 @@
 # (see soak.py for what is sampled and what counts as flat). Exits non-zero
 # if either run had a wrong result or a resource that grew.
 #
-#   tools/soak/run.sh [SECONDS] [INTERVAL]   (default 1800 60: 30 minutes each)
+#   tools/soak/run.sh [SECONDS] [INTERVAL] [soak.py flags, e.g. --trim]
+#   (default 1800 60: 30 minutes each)
 #
 # Runs the hvdrun, hvd-agent and libhvd.so of bazel-bin (or of the runfiles
 # tree under bazel test): bazel build //launcher:hvdrun //agent:hvd-agent
@@ -17,6 +18,7 @@ else
 fi
 seconds=${1:-1800}
 interval=${2:-60}
+shift 2 || shift $#
 warmup=$((2 * interval))
 status=0
 for transport in shm tcp; do
@@ -25,7 +27,7 @@ for transport in shm tcp; do
   [[ $transport == tcp ]] && shm=0
   HVD_SHM=$shm /usr/bin/python3 python/tests/hvdrun_driver.py --np 4 \
     --timeout $((seconds + 180)) ../../tools/soak/soak.py \
-    --seconds "$seconds" --interval "$interval" --warmup "$warmup" ||
+    --seconds "$seconds" --interval "$interval" --warmup "$warmup" "$@" ||
     status=1
 done
 exit $status

@@ -10,8 +10,10 @@ seconds each must stay flat: resident memory (and the bytes malloc has
 handed out) within --max-rss-growth of the first sample after warm-up, the
 counts never above it. Rank 0 prints every
 sample and the verdict; the exit code is 1 when a result was wrong or a
-resource grew. Also reported: Python's count of allocated objects
-(py_blocks), which tells a leak of Python objects from one in the library.
+resource grew. Also reported, to say where memory went: Python's count of
+allocated objects (py_blocks), resident memory that is private (anon_mib)
+and shared (shmem_mib: the segments), and what malloc holds freed
+(free_mib).
 
     hvdrun -np 4 python3 tools/soak/soak.py --seconds 1800 --interval 60
 """
@@ -30,7 +32,7 @@ import hvd.numpy as hvd
 M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
 SIZES = [4, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # bytes/rank
 COLUMNS = ("seconds", "rss_mib", "fds", "threads", "shm_segments",
-           "heap_mib", "py_blocks")
+           "heap_mib", "py_blocks", "anon_mib", "shmem_mib", "free_mib")
 
 
 class _Mallinfo2(ctypes.Structure):
@@ -47,6 +49,9 @@ def parse_args():
                         help="seconds before the baseline sample "
                         "(default: two intervals)")
     parser.add_argument("--max-rss-growth", type=float, default=0.01)
+    parser.add_argument("--trim", action="store_true",
+                        help="malloc_trim(0) before each sample: measure "
+                        "without the freed memory malloc keeps")
     args = parser.parse_args()
     if args.warmup is None:
         args.warmup = 2 * args.interval
@@ -95,8 +100,10 @@ def process_set_round(round_number):
     hvd.remove_process_set(subset)
 
 
-def sample(start):
+def sample(start, trim):
     gc.collect()
+    if trim:
+        ctypes.CDLL(None).malloc_trim(0)
     with open("/proc/self/statm") as f:
         rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     with open("/proc/self/maps") as f:
@@ -105,10 +112,16 @@ def sample(start):
     mallinfo2 = ctypes.CDLL(None).mallinfo2
     mallinfo2.restype = _Mallinfo2
     heap = mallinfo2()
+    with open("/proc/self/status") as f:
+        kib = {k: int(v.split()[0]) for k, v in
+               (line.split(":", 1) for line in f) if k in ("RssAnon",
+                                                         "RssShmem")}
     return [time.monotonic() - start, rss / 2**20,
             len(os.listdir("/proc/self/fd")),
             len(os.listdir("/proc/self/task")), len(shm),
-            (heap.uordblks + heap.hblkhd) / 2**20, sys.getallocatedblocks()]
+            (heap.uordblks + heap.hblkhd) / 2**20, sys.getallocatedblocks(),
+            kib["RssAnon"] / 1024, kib["RssShmem"] / 1024,
+            heap.fordblks / 2**20]
 
 
 def run(args):
@@ -127,7 +140,7 @@ def run(args):
                                         now - start >= args.seconds],
                                        np.int32), 0)
         if flags[0]:
-            samples.append(sample(start))
+            samples.append(sample(start, args.trim))
             next_sample += args.interval
             if hvd.rank() == 0:
                 print("soak: round %d, rank 0: %s" % (round_number, ", ".join(
