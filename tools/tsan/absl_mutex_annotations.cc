@@ -1,4 +1,5 @@
-// Tells ThreadSanitizer about absl::Mutex, under --config=tsan only.
+// Tells ThreadSanitizer about absl::Mutex and absl::Notification, under
+// --config=tsan only.
 //
 // Debian's abseil is built without ThreadSanitizer, so its Mutex (a futex
 // and atomics of its own) is invisible to it: every access guarded by an
@@ -24,7 +25,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <atomic>
+#include <cstddef>
+
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
 namespace {
@@ -54,6 +59,10 @@ using WhenDeadline = bool (*)(absl::Mutex*, const absl::Condition&,
 using CvWait = void (*)(absl::CondVar*, absl::Mutex*);
 using CvTimeout = bool (*)(absl::CondVar*, absl::Mutex*, absl::Duration);
 using CvDeadline = bool (*)(absl::CondVar*, absl::Mutex*, absl::Time);
+using NNotify = void (*)(absl::Notification*);
+using NWait = void (*)(const absl::Notification*);
+using NTimeout = bool (*)(const absl::Notification*, absl::Duration);
+using NDeadline = bool (*)(const absl::Notification*, absl::Time);
 
 // Abseil's entry points call one another (AwaitWithTimeout calls
 // AwaitWithDeadline, through the symbol this library replaces): only the
@@ -116,6 +125,21 @@ bool TryAcquire(absl::Mutex* mu, unsigned flags, Call call) {
 }
 
 constexpr unsigned kRead = __tsan_mutex_read_lock;
+
+// absl::Notification's members, to find its flag: HasBeenNotified() is
+// inline, so an instrumented caller loads the flag itself and must see the
+// notifier's release on that address.
+struct NotificationLayout {
+  absl::Mutex mutex;
+  std::atomic<bool> notified;
+};
+static_assert(sizeof(NotificationLayout) == sizeof(absl::Notification),
+              "absl::Notification's layout changed");
+
+void* FlagOf(const absl::Notification* n) {
+  return reinterpret_cast<char*>(const_cast<absl::Notification*>(n)) +
+         offsetof(NotificationLayout, notified);
+}
 
 }  // namespace
 
@@ -217,6 +241,40 @@ bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
            "_ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_"
            "4TimeE");
   return ReleaseAndAcquire(mu, 0, [&] { return real(this, mu, deadline); });
+}
+
+// A notification is a release by the notifier and an acquisition by every
+// waiter that sees it: abseil's own fast path (an atomic flag read in
+// uninstrumented code) is invisible otherwise.
+void Notification::Notify() {
+  HVD_REAL(NNotify, "_ZN4absl7debian312Notification6NotifyEv");
+  __tsan_release(this);
+  __tsan_release(FlagOf(this));
+  real(this);
+}
+
+void Notification::WaitForNotification() const {
+  HVD_REAL(NWait, "_ZNK4absl7debian312Notification19WaitForNotificationEv");
+  real(this);
+  __tsan_acquire(const_cast<Notification*>(this));
+}
+
+bool Notification::WaitForNotificationWithTimeout(Duration timeout) const {
+  HVD_REAL(NTimeout,
+           "_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_"
+           "8DurationE");
+  bool notified = real(this, timeout);
+  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  return notified;
+}
+
+bool Notification::WaitForNotificationWithDeadline(Time deadline) const {
+  HVD_REAL(NDeadline,
+           "_ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_"
+           "4TimeE");
+  bool notified = real(this, deadline);
+  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  return notified;
 }
 
 }  // namespace absl
