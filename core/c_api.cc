@@ -87,6 +87,7 @@ int hvd_init(void) {
   auto config = hvd::runtime::ConfigFromEnv();
   if (!config.ok()) return hvd::api::SetLastError(config.status());
   if (config->log_level) hvd::SetLogLevel(*config->log_level);
+  hvd::SetLogTime(!config->log_hide_time);
   Handles().SetWaitSpin(config->wait_spin);
   auto parts = hvd::bootstrap::ConnectJob(*config);
   if (!parts.ok()) return hvd::api::SetLastError(parts.status());

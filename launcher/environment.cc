@@ -150,6 +150,16 @@ absl::Status ApplyIdentityVariables(const std::vector<std::string>& env,
   return absl::OkStatus();
 }
 
+namespace {
+
+// A --x/--no-x pair's value, as 1 or 0; nothing if neither was given.
+void SetSwitch(std::map<std::string, std::string>& env, const char* name,
+               std::optional<bool> value) {
+  if (value.has_value()) SetBothSpellings(env, name, *value ? "1" : "0");
+}
+
+}  // namespace
+
 std::map<std::string, std::string> TunableEnvironment(const Options& o) {
   std::map<std::string, std::string> env;
   if (o.fusion_threshold_mb.has_value()) {
@@ -166,8 +176,15 @@ std::map<std::string, std::string> TunableEnvironment(const Options& o) {
   if (!o.timeline_filename.empty()) {
     SetBothSpellings(env, names::kTimeline, o.timeline_filename);
   }
-  if (o.no_stall_check) SetBothSpellings(env, names::kStallCheckDisable, "1");
-  if (o.hierarchical_allreduce) SetBothSpellings(env, names::kHierarchicalAllreduce, "1");
+  SetSwitch(env, names::kStallCheckDisable, o.no_stall_check);
+  SetSwitch(env, names::kHierarchicalAllreduce, o.hierarchical_allreduce);
+  SetSwitch(env, names::kTimelineMarkCycles, o.timeline_mark_cycles);
+  SetSwitch(env, names::kLogHideTime, o.log_hide_timestamp);
+  if (o.timeout_seconds.has_value()) {
+    SetBothSpellings(env, names::kTimeoutSeconds,
+                     absl::StrCat(*o.timeout_seconds));
+  }
+  if (o.nccl_ib_disable) env.emplace("NCCL_IB_DISABLE", "1");
   if (o.stall_check_warning_time_seconds.has_value()) {
     SetBothSpellings(env, names::kStallCheckTimeSeconds,
             absl::StrCat(*o.stall_check_warning_time_seconds));

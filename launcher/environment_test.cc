@@ -56,6 +56,23 @@ TEST(TunableEnvironment, FlagsBecomeBothSpellings) {
   EXPECT_EQ(env.count("HVD_CACHE_CAPACITY"), 0u);
 }
 
+TEST(TunableEnvironment, NoFormsAreZeroAndHorovodsOtherKnobsAreMapped) {
+  Options o;
+  o.hierarchical_allreduce = false;
+  o.no_stall_check = false;
+  o.timeline_mark_cycles = true;
+  o.log_hide_timestamp = true;
+  o.timeout_seconds = 45;
+  o.nccl_ib_disable = true;
+  auto env = TunableEnvironment(o);
+  EXPECT_EQ(env["HVD_HIERARCHICAL_ALLREDUCE"], "0");
+  EXPECT_EQ(env["HOROVOD_STALL_CHECK_DISABLE"], "0");
+  EXPECT_EQ(env["HVD_TIMELINE_MARK_CYCLES"], "1");
+  EXPECT_EQ(env["HOROVOD_LOG_HIDE_TIME"], "1");
+  EXPECT_EQ(env["HVD_TIMEOUT_SECONDS"], "45");
+  EXPECT_EQ(env["NCCL_IB_DISABLE"], "1");
+}
+
 TEST(ApplyIdentityVariables, DashXOfAnIdentityVariableIsAUsageError) {
   for (const char* x : {"HVD_RANK=3", "HOROVOD_SIZE=2", "HVD_JOB_TOKEN"}) {
     Options o;

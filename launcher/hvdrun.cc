@@ -46,6 +46,11 @@ int Failure(absl::string_view message) {
   return 1;
 }
 
+// The clock of worker lines' timestamps; null: no timestamps.
+host::Os* Clock(const Options& o) {
+  return o.prefix_output_with_timestamp ? host::RealOs() : nullptr;
+}
+
 std::string SelfDir() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -228,7 +233,7 @@ int RendezvousOnly(const Options& o) {
     token = *t2;
   }
   sigset_t signals = BlockTerminationSignals();
-  static OutputSink sink(1, 2, o.output_filename);
+  static OutputSink sink(1, 2, o.output_filename, Clock(o));
   JobConfig c = BaseConfig(o, *o.num_proc);
   c.orchestrated = true;
   c.env = TunableEnvironment(o);
@@ -369,7 +374,7 @@ host::Bootstrap AgentBootstrap(const Options& o, const LaunchPlan& plan,
 
 int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   sigset_t signals = BlockTerminationSignals();
-  static OutputSink sink(1, 2, o.output_filename);
+  static OutputSink sink(1, 2, o.output_filename, Clock(o));
   JobConfig c = BaseConfig(o, plan.np);
   c.hosts = plan.assignment;
   c.env = ForwardedEnvironment(host::CurrentEnvironment(), o.env);
@@ -435,6 +440,9 @@ int HvdrunMain(const std::vector<std::string>& args) {
   if (absl::Status s = ApplyIdentityVariables(host::CurrentEnvironment(), &o);
       !s.ok()) {
     return BadInput(s.message());
+  }
+  for (const std::string& note : o.notes) {
+    std::fprintf(stderr, "hvdrun: note: %s\n", note.c_str());
   }
   SetLogLevel(o.verbose ? LogLevel::kInfo : LogLevel::kWarning);
   if (o.rendezvous_only) return RendezvousOnly(o);

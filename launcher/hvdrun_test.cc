@@ -230,6 +230,25 @@ TEST_F(HvdrunTest, EnvironmentForwardingRulesAndTunables) {
                          tmp_, "\n")));
 }
 
+// A horovodrun job script's flags: a config file, a --no- form, timestamped
+// output, and a note (not an error) for the controller selector.
+TEST_F(HvdrunTest, HorovodrunFlagsAndConfigFileCarryOver) {
+  std::string config = tmp_ + "/horovod.yaml";
+  std::ofstream(config) << "params:\n  cycle_time_ms: 2\n"
+                           "timeline:\n  mark_cycles: true\n";
+  CommandResult r = Run({"-np", "2", "--gloo", "--config-file", config,
+                         "--no-hierarchical-allreduce",
+                         "--prefix-output-with-timestamp", "sh", "-c",
+                         "echo cycle=$HVD_CYCLE_TIME "
+                         "marks=$HOROVOD_TIMELINE_MARK_CYCLES "
+                         "hier=$HVD_HIERARCHICAL_ALLREDUCE"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("(^|\n)[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]{2} "
+                                   "[0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}"
+                                   "\\[1\\]<stdout>:cycle=2 marks=1 hier=0\n"));
+  EXPECT_THAT(r.err, HasSubstr("hvdrun: note: --gloo: hvd has one controller"));
+}
+
 TEST_F(HvdrunTest, SigtermToHvdrunEndsEveryWorker) {
   BackgroundCommand c(Hvdrun({"-np", "2", "sh", "-c", "echo up; exec sleep 60"}),
                       Env(), tmp_);
@@ -280,6 +299,9 @@ TEST_F(HvdrunTest, BadCommandLines) {
       {{"-np", "2", "-H", "a:2", "--hostfile", hostfile},
        "-H/--hosts and --hostfile cannot be used together"},
       {{"--bogus-flag", "-np", "2"}, "unknown flag '--bogus-flag'"},
+      {{"--min-np", "1", "-np", "2"}, "elastic jobs"},
+      {{"-np", "1", "--config-file", "/nonexistent/c.yaml"},
+       "--config-file /nonexistent/c.yaml: cannot read the file"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;

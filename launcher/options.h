@@ -1,4 +1,4 @@
-// hvdrun's command line: Horovod's flag names (so job scripts carry over) plus
+// hvdrun's command line: horovodrun's flags (so job scripts carry over) plus
 // a few of hvd's own. Parsing only; what the values mean for hosts and
 // environment is in hosts.h and environment.h.
 #ifndef HVD_LAUNCHER_OPTIONS_H_
@@ -14,6 +14,20 @@
 namespace hvd {
 namespace launcher {
 
+// An elastic job's flags (Horovod's names). Parsed so that scripts carry
+// over; hvd runs fixed-size jobs only, so ValidateOptions refuses a job that
+// asks for elastic mode (--min-np or --host-discovery-script).
+struct ElasticOptions {
+  std::optional<int> min_np;               // --min-np/--min-num-proc
+  std::optional<int> max_np;               // --max-np/--max-num-proc
+  std::optional<int> slots_per_host;       // --slots-per-host
+  std::optional<int> elastic_timeout_s;    // --elastic-timeout
+  std::optional<int> reset_limit;          // --reset-limit
+  std::optional<int> cooldown_min_s;       // --blacklist-cooldown-range MIN MAX
+  std::optional<int> cooldown_max_s;
+  std::string host_discovery_script;       // --host-discovery-script
+};
+
 struct Options {
   std::optional<int> num_proc;      // -np/--num-proc/--np
   std::string hosts;                // -H/--hosts, unparsed
@@ -25,22 +39,32 @@ struct Options {
   absl::Duration start_timeout = absl::Seconds(30);
   bool start_timeout_given = false;
   std::string output_filename;      // --output-filename DIR
+  bool prefix_output_with_timestamp = false;  // --prefix-output-with-timestamp
   bool verbose = false;
   std::string log_level;            // --log-level
-  std::string transport;            // --transport auto|rdma|tcp
+  std::string transport;            // --transport auto|rdma|tcp (and --tcp)
   std::vector<std::string> env;     // -x/--env NAME[=VALUE], in order
+  std::string config_file;          // --config-file (Horovod's YAML)
   bool version = false;
   bool help = false;
 
-  // Tunables that become worker environment (unset: not passed).
+  // Tunables that become worker environment (unset: not passed; a boolean
+  // set false by a --no- form is passed as 0, overriding the environment).
   std::optional<double> fusion_threshold_mb;
   std::optional<double> cycle_time_ms;
   std::optional<int> cache_capacity;
   std::string timeline_filename;
-  bool no_stall_check = false;
-  bool hierarchical_allreduce = false;
+  std::optional<bool> timeline_mark_cycles;
+  std::optional<bool> no_stall_check;
+  std::optional<bool> hierarchical_allreduce;
+  std::optional<bool> hierarchical_allgather;
   std::optional<int> stall_check_warning_time_seconds;
   std::optional<int> stall_check_shutdown_time_seconds;
+  std::optional<int> timeout_seconds;     // --gloo-timeout-seconds
+  std::optional<bool> log_hide_timestamp;  // --log-without-timestamp etc.
+  bool nccl_ib_disable = false;           // --tcp
+
+  ElasticOptions elastic;
 
   // hvd's own.
   std::string agent_path;           // --agent-path (default: see hvdrun)
@@ -49,14 +73,22 @@ struct Options {
   std::optional<int> port;          // --port
   std::string rendezvous_file;      // --rendezvous-file F
 
+  // One line for each horovodrun flag given that means nothing in hvd,
+  // saying why (hvdrun prints them and goes on).
+  std::vector<std::string> notes;
+
   // Everything from the first argument that is not a flag (or after "--").
   std::vector<std::string> command;
 };
 
 // Parses argv[1..]. The command starts at the first argument that is not a
-// flag or a flag's value, so the user's program keeps its own flags.
+// flag or a flag's value, so the user's program keeps its own flags. Every
+// flag horovodrun 0.28 accepts is accepted: with its meaning, or with a note
+// saying why it has none here. --config-file is read here too (a flag on
+// the command line wins over the file).
 // InvalidArgument with a one-line message on an unknown flag, a missing or
-// malformed value, or a flag given twice where that makes no sense.
+// malformed value, a flag given twice where that makes no sense, or a
+// config file that cannot be read or holds a bad value.
 // Consistency checks that need more than one flag (np vs slots, -H with
 // --hostfile, no command) are in ValidateOptions.
 absl::StatusOr<Options> ParseCommandLine(const std::vector<std::string>& args);

@@ -1,5 +1,7 @@
 #include "launcher/options.h"
 
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -79,8 +81,8 @@ TEST(ParseCommandLine, Tunables) {
   EXPECT_EQ(o->cycle_time_ms, 2.5);
   EXPECT_EQ(o->cache_capacity, 0);
   EXPECT_EQ(o->timeline_filename, "/t.json");
-  EXPECT_TRUE(o->no_stall_check);
-  EXPECT_TRUE(o->hierarchical_allreduce);
+  EXPECT_EQ(o->no_stall_check, true);
+  EXPECT_EQ(o->hierarchical_allreduce, true);
   EXPECT_EQ(o->stall_check_warning_time_seconds, 9);
   EXPECT_EQ(o->stall_check_shutdown_time_seconds, 20);
 }
@@ -135,6 +137,242 @@ TEST(ParseCommandLine, BadEnvName) {
 TEST(ParseCommandLine, BooleanFlagWithValue) {
   auto o = Parse({"--verbose=yes", "p"});
   EXPECT_THAT(o.status().message(), HasSubstr("--verbose takes no value"));
+}
+
+// Every flag horovodrun 0.28 accepts, with a value where it takes one.
+const std::vector<std::vector<std::string>>& HorovodrunFlags() {
+  static const auto* flags = new std::vector<std::vector<std::string>>{
+      {"-np", "2"}, {"--num-proc", "2"}, {"--disable-cache"},
+      {"--start-timeout", "30"}, {"--network-interfaces", "lo"},
+      {"--network-interface", "lo"}, {"--output-filename", "/tmp/o"},
+      {"--verbose"}, {"--config-file", "/dev/null"}, {"-p", "22"},
+      {"--ssh-port", "22"}, {"-i", "/k"}, {"--ssh-identity-file", "/k"},
+      {"--fusion-threshold-mb", "64"}, {"--cycle-time-ms", "5"},
+      {"--cache-capacity", "1024"}, {"--hierarchical-allreduce"},
+      {"--no-hierarchical-allreduce"}, {"--hierarchical-allgather"},
+      {"--no-hierarchical-allgather"}, {"--torus-allreduce"},
+      {"--no-torus-allreduce"}, {"--autotune"}, {"--no-autotune"},
+      {"--autotune-log-file", "a.csv"}, {"--autotune-warmup-samples", "3"},
+      {"--autotune-steps-per-sample", "10"},
+      {"--autotune-bayes-opt-max-samples", "20"},
+      {"--autotune-gaussian-process-noise", "0.8"}, {"--max-np", "4"},
+      {"--max-num-proc", "4"}, {"--slots-per-host", "2"},
+      {"--elastic-timeout", "600"}, {"--reset-limit", "3"},
+      {"--blacklist-cooldown-range", "10", "100"},
+      {"--timeline-filename", "/t.json"}, {"--timeline-mark-cycles"},
+      {"--no-timeline-mark-cycles"}, {"--no-stall-check"}, {"--stall-check"},
+      {"--stall-check-warning-time-seconds", "60"},
+      {"--stall-check-shutdown-time-seconds", "0"}, {"--mpi-threads-disable"},
+      {"--no-mpi-threads-disable"}, {"--mpi-args=--bind-to none"}, {"--tcp"},
+      {"--binding-args", "--bind-to none"}, {"--num-nccl-streams", "2"},
+      {"--thread-affinity", "1"}, {"--gloo-timeout-seconds", "30"},
+      {"--log-level", "INFO"}, {"--log-with-timestamp"},
+      {"--log-without-timestamp"}, {"-prefix-timestamp"},
+      {"--prefix-output-with-timestamp"}, {"--log-hide-timestamp"},
+      {"--no-log-hide-timestamp"}, {"-H", "localhost:2"},
+      {"--hosts", "localhost:2"}, {"-hostfile", "/h"}, {"--hostfile", "/h"},
+      {"--gloo"}, {"--mpi"}, {"--jsrun"}, {"-v"}, {"--version"}, {"-h"},
+      {"--help"}};
+  return *flags;
+}
+
+TEST(ParseCommandLine, EveryHorovodrunFlagIsAccepted) {
+  for (const auto& flag : HorovodrunFlags()) {
+    std::vector<std::string> args = flag;
+    args.push_back("python");
+    auto o = Parse(args);
+    EXPECT_TRUE(o.ok()) << flag[0] << ": " << o.status();
+  }
+}
+
+TEST(ParseCommandLine, FlagsWithNoMeaningHereSayWhyAndTheJobGoesOn) {
+  auto o = Parse({"-np", "2", "--gloo", "--autotune", "--disable-cache",
+                  "--mpi-args=--bind-to none", "--thread-affinity", "1",
+                  "--no-autotune=x", "p"});
+  EXPECT_THAT(o.status().message(), HasSubstr("takes no value"));
+  o = Parse({"-np", "2", "--gloo", "--autotune", "--disable-cache",
+             "--mpi-args=--bind-to none", "--no-torus-allreduce", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(ValidateOptions(*o).ok());
+  EXPECT_THAT(
+      o->notes,
+      ElementsAre(HasSubstr("--gloo: hvd has one controller"),
+                  HasSubstr("--autotune: hvd has no autotuner"),
+                  HasSubstr("--disable-cache: hvdrun keeps no cache"),
+                  "--mpi-args: hvd does not use MPI (--bind-to none); "
+                  "ignored"));
+}
+
+TEST(ParseCommandLine, NoFormsAreKeptSoTheyOverrideTheEnvironment) {
+  auto o = Parse({"--no-hierarchical-allreduce", "--stall-check",
+                  "--no-timeline-mark-cycles", "--log-with-timestamp", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->hierarchical_allreduce, false);
+  EXPECT_EQ(o->no_stall_check, false);
+  EXPECT_EQ(o->timeline_mark_cycles, false);
+  EXPECT_EQ(o->log_hide_timestamp, false);
+  EXPECT_EQ(Parse({"--log-hide-timestamp", "p"})->log_hide_timestamp, true);
+  EXPECT_FALSE(o->hierarchical_allgather.has_value());
+}
+
+TEST(ParseCommandLine, AFlagAndItsNoFormTogetherAreRefused) {
+  auto o = Parse({"--hierarchical-allreduce", "--no-hierarchical-allreduce",
+                  "p"});
+  EXPECT_EQ(o.status().message(),
+            "flag --no-hierarchical-allreduce given more than once");
+}
+
+TEST(ParseCommandLine, TcpMeansTcpEverywhereAndNotesTheOneController) {
+  auto o = Parse({"--tcp", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->transport, "tcp");
+  EXPECT_TRUE(o->nccl_ib_disable);
+  EXPECT_THAT(o->notes, ElementsAre(HasSubstr("hvd has one controller")));
+  EXPECT_THAT(Parse({"--transport", "rdma", "--tcp", "p"}).status().message(),
+              HasSubstr("--tcp and --transport rdma disagree"));
+}
+
+TEST(ParseCommandLine, RepeatedNetworkInterfaceFlagsAreUnited) {
+  auto o = Parse({"--network-interface", "eth0", "--network-interface",
+                  "ib0,eth0", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_THAT(o->network_interfaces, ElementsAre("eth0", "ib0"));
+}
+
+TEST(ParseCommandLine, CooldownRangeTakesTwoOrderedValues) {
+  auto o = Parse({"--blacklist-cooldown-range", "10", "100", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->elastic.cooldown_min_s, 10);
+  EXPECT_EQ(o->elastic.cooldown_max_s, 100);
+  EXPECT_THAT(o->notes, ElementsAre(HasSubstr("apply to elastic jobs")));
+  EXPECT_THAT(Parse({"--blacklist-cooldown-range", "100", "10", "p"})
+                  .status()
+                  .message(),
+              HasSubstr("expected MIN no larger than MAX"));
+  EXPECT_THAT(Parse({"--blacklist-cooldown-range", "0", "10", "p"})
+                  .status()
+                  .message(),
+              HasSubstr("an integer from 1 to 3600"));
+  EXPECT_THAT(Parse({"--blacklist-cooldown-range", "10"}).status().message(),
+              HasSubstr("needs two values"));
+}
+
+TEST(ValidateOptions, ElasticJobsAreRefusedUntilHvdHasThem) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"--min-np", "2", "-np", "4", "p"},
+        std::vector<std::string>{"--host-discovery-script", "/d.sh", "p"}}) {
+    auto o = Parse(args);
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_THAT(ValidateOptions(*o).message(),
+                HasSubstr("elastic jobs (--min-np, --host-discovery-script) "
+                          "are not supported yet"));
+  }
+}
+
+std::string WriteConfig(const std::string& name, const std::string& text) {
+  std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Horovod's own example of the format.
+constexpr char kHorovodConfig[] = R"(controller: gloo
+
+params:
+  fusion_threshold_mb: 32
+  cycle_time_ms: 10
+  cache_capacity: 2048
+  hierarchical_allreduce: true
+
+autotune:
+  enabled: false
+  log_file: 'horovod_autotune_log.txt'
+
+timeline:
+  filename: 'horovod_timeline.json'
+  mark_cycles: true
+
+stall_check:
+  enabled: false
+  warning_time_seconds: 120
+  shutdown_time_seconds: 240
+
+library_options:
+  gloo_timeout_seconds: 60
+
+logging:
+  level: INFO
+  with_timestamp: false
+)";
+
+TEST(ConfigFile, SetsWhatItsKeysStandFor) {
+  auto o = Parse({"-np", "2", "--config-file",
+                  WriteConfig("h.yaml", kHorovodConfig), "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->fusion_threshold_mb, 32);
+  EXPECT_EQ(o->cycle_time_ms, 10);
+  EXPECT_EQ(o->cache_capacity, 2048);
+  EXPECT_EQ(o->hierarchical_allreduce, true);
+  EXPECT_EQ(o->timeline_filename, "horovod_timeline.json");
+  EXPECT_EQ(o->timeline_mark_cycles, true);
+  EXPECT_EQ(o->no_stall_check, true);
+  EXPECT_EQ(o->stall_check_warning_time_seconds, 120);
+  EXPECT_EQ(o->stall_check_shutdown_time_seconds, 240);
+  EXPECT_EQ(o->timeout_seconds, 60);
+  EXPECT_EQ(o->log_level, "info");
+  EXPECT_EQ(o->log_hide_timestamp, true);
+  EXPECT_THAT(o->notes, ElementsAre(HasSubstr("--gloo: hvd has one")));
+}
+
+TEST(ConfigFile, TheCommandLineWins) {
+  auto o = Parse({"--fusion-threshold-mb", "256", "--config-file",
+                  WriteConfig("h.yaml", kHorovodConfig), "--stall-check",
+                  "--mpi", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->fusion_threshold_mb, 256);
+  EXPECT_EQ(o->no_stall_check, false);
+  EXPECT_EQ(o->cycle_time_ms, 10);
+  EXPECT_THAT(o->notes, ElementsAre(HasSubstr("--mpi: hvd has one")));
+}
+
+TEST(ConfigFile, BadContentIsNamedWithFileAndKey) {
+  const std::string bad_value =
+      WriteConfig("v.yaml", "params:\n  cycle_time_ms: fast\n");
+  EXPECT_EQ(Parse({"--config-file", bad_value, "p"}).status().message(),
+            absl::StrCat("--config-file ", bad_value,
+                         ": params.cycle_time_ms: invalid value 'fast' for "
+                         "--cycle-time-ms: expected a non-negative number"));
+  const std::string bad_switch =
+      WriteConfig("s.yaml", "timeline:\n  mark_cycles: maybe\n");
+  EXPECT_THAT(Parse({"--config-file", bad_switch, "p"}).status().message(),
+              HasSubstr("timeline.mark_cycles: expected true or false, got "
+                        "'maybe'"));
+  EXPECT_THAT(Parse({"--config-file", WriteConfig("c.yaml", "controller: x\n"),
+                     "p"})
+                  .status()
+                  .message(),
+              HasSubstr("controller: expected gloo or mpi, got 'x'"));
+  EXPECT_THAT(Parse({"--config-file", WriteConfig("y.yaml", "params: [1,\n"),
+                     "p"})
+                  .status()
+                  .message(),
+              HasSubstr("not YAML"));
+  EXPECT_THAT(Parse({"--config-file", "/nonexistent.yaml", "p"})
+                  .status()
+                  .message(),
+              HasSubstr("/nonexistent.yaml: cannot read the file"));
+}
+
+TEST(ConfigFile, UnknownKeysAreNotedAndSkippedAsHorovodSkipsThem) {
+  auto o = Parse({"--config-file",
+                  WriteConfig("u.yaml",
+                              "params:\n  cycle_time_msec: 3\nextra: 1\n"),
+                  "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->cycle_time_ms.has_value());
+  EXPECT_THAT(o->notes,
+              ElementsAre(HasSubstr("unknown key params.cycle_time_msec"),
+                          HasSubstr("unknown section extra")));
 }
 
 TEST(ValidateOptions, NoCommand) {

@@ -5,15 +5,16 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "host/process.h"
 
 namespace hvd {
 namespace launcher {
 
 std::string PrefixLines(int rank, host::OutputStream stream,
-                        absl::string_view lines) {
+                        absl::string_view lines, absl::string_view stamp) {
   const std::string prefix = absl::StrCat(
-      "[", rank, "]<",
+      stamp, "[", rank, "]<",
       stream == host::OutputStream::kStdout ? "stdout" : "stderr", ">:");
   std::string out;
   out.reserve(lines.size() + prefix.size() * 4);
@@ -28,8 +29,9 @@ std::string PrefixLines(int rank, host::OutputStream stream,
   return out;
 }
 
-OutputSink::OutputSink(int stdout_fd, int stderr_fd, std::string dir)
-    : fds_{stdout_fd, stderr_fd}, dir_(std::move(dir)) {}
+OutputSink::OutputSink(int stdout_fd, int stderr_fd, std::string dir,
+                       host::Os* clock)
+    : fds_{stdout_fd, stderr_fd}, dir_(std::move(dir)), clock_(clock) {}
 
 OutputSink::~OutputSink() {
   absl::MutexLock lock(&mu_);
@@ -41,7 +43,13 @@ OutputSink::~OutputSink() {
 absl::Status OutputSink::Write(int rank, host::OutputStream stream,
                                absl::string_view lines) {
   if (lines.empty()) return absl::OkStatus();
-  std::string text = PrefixLines(rank, stream, lines);
+  // Python's time.asctime(), as horovodrun stamps lines.
+  const std::string stamp =
+      clock_ == nullptr ? ""
+                        : absl::FormatTime("%a %b %e %H:%M:%S %Y",
+                                           clock_->Now(),
+                                           absl::LocalTimeZone());
+  std::string text = PrefixLines(rank, stream, lines, stamp);
   absl::MutexLock lock(&mu_);
   // Best effort: a closed terminal must not end the job.
   host::WriteAll(fds_[static_cast<int>(stream)], text).IgnoreError();

@@ -1,5 +1,7 @@
 // Worker output in hvdrun: each line printed with horovodrun's prefix
-// "[rank]<stdout>:" and, with --output-filename, also kept per rank.
+// "[rank]<stdout>:" (after the local time with
+// --prefix-output-with-timestamp) and, with --output-filename, also kept per
+// rank.
 #ifndef HVD_LAUNCHER_OUTPUT_SINK_H_
 #define HVD_LAUNCHER_OUTPUT_SINK_H_
 
@@ -13,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "host/output_lines.h"
+#include "host/process.h"
 
 namespace hvd {
 namespace launcher {
@@ -25,7 +28,10 @@ class OutputSink {
   // `stdout_fd`/`stderr_fd`: where prefixed lines go (1 and 2 in hvdrun).
   // `dir`: if not empty, each rank's raw output also goes to
   // dir/rank.<r>/stdout and .../stderr (created on first use).
-  OutputSink(int stdout_fd, int stderr_fd, std::string dir);
+  // `clock`: if not null, each line printed starts with its local time, as
+  // horovodrun writes it ("Wed Nov 25 06:10:00 2026[0]<stdout>:").
+  OutputSink(int stdout_fd, int stderr_fd, std::string dir,
+             host::Os* clock = nullptr);
   ~OutputSink();
   OutputSink(const OutputSink&) = delete;
   OutputSink& operator=(const OutputSink&) = delete;
@@ -44,13 +50,15 @@ class OutputSink {
 
   const int fds_[2];
   const std::string dir_;
+  host::Os* const clock_;
   absl::Mutex mu_;
   std::map<std::pair<int, int>, FILE*> files_ ABSL_GUARDED_BY(mu_);
 };
 
-// "[3]<stdout>:" etc. before each line of `lines`.
+// "[3]<stdout>:" etc. before each line of `lines`, after `stamp`.
 std::string PrefixLines(int rank, host::OutputStream stream,
-                        absl::string_view lines);
+                        absl::string_view lines,
+                        absl::string_view stamp = "");
 
 }  // namespace launcher
 }  // namespace hvd

@@ -8,7 +8,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "host/fake_os.h"
 #include "gtest/gtest.h"
 
 namespace hvd {
@@ -68,6 +71,23 @@ TEST(OutputSink, ConcurrentRanksNeverInterleaveInsideALine) {
   std::string r2 = Slurp(dir + "/rank.2/stdout");
   EXPECT_EQ(r2.size(), 200u * 2 * 1001);
   EXPECT_EQ(r2.substr(0, 3), "ccc");
+}
+
+TEST(OutputSink, PrefixesTheLocalTimeAsHorovodrunDoesWhenGivenAClock) {
+  setenv("TZ", "UTC", 1);
+  host::FakeOs clock(absl::FromCivil(absl::CivilSecond(2026, 11, 5, 6, 10, 0),
+                                     absl::UTCTimeZone()));
+  std::string term = std::string(getenv("TEST_TMPDIR")) + "/stamped";
+  int fd = open(term.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  {
+    OutputSink sink(fd, fd, "", &clock);
+    ASSERT_TRUE(sink.Write(1, host::OutputStream::kStdout, "a\nb\n").ok());
+  }
+  close(fd);
+  EXPECT_EQ(Slurp(term),
+            "Thu Nov  5 06:10:00 2026[1]<stdout>:a\n"
+            "Thu Nov  5 06:10:00 2026[1]<stdout>:b\n");
 }
 
 TEST(OutputSink, UnwritableDirectoryIsNamed) {

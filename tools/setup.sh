@@ -15,6 +15,7 @@ PACKAGES=(
   libabsl-dev libboost1.74-dev libdlpack-dev libibverbs-dev rdma-core
   libfabric-dev libfabric-bin                # RDMA transport (rdma/), fi_info
   libgtest-dev libgmock-dev googletest
+  libyaml-cpp-dev                            # hvdrun --config-file (YAML)
   python3-torch python3-torchvision python3-numpy python3-matplotlib
   python3-pytest python3-mock python3-cloudpickle  # hvd.run; Horovod's test suite
   openmpi-bin libopenmpi-dev                  # benchmark anchor (MPI_Allreduce)

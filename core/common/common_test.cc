@@ -2,7 +2,9 @@
 
 #include "core/common/env.h"
 #include "core/common/half.h"
+#include "core/common/logging.h"
 #include "core/common/types.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace hvd {
@@ -26,6 +28,28 @@ TEST(Env, BadIntegerNamesVariableAndText) {
   ASSERT_FALSE(value.ok());
   EXPECT_EQ(value.status().message(),
             "HVD_FUSION_THRESHOLD='64MB' is not an integer");
+}
+
+std::string LoggedLine(bool show_time) {
+  SetLogTime(show_time);
+  SetLogRank(3);
+  testing::internal::CaptureStderr();
+  HVD_LOG(WARNING) << "the message";
+  std::string line = testing::internal::GetCapturedStderr();
+  SetLogRank(-1);
+  SetLogTime(true);
+  return line;
+}
+
+TEST(Logging, LinesStartWithTheLocalTimeAsHorovodsDo) {
+  EXPECT_THAT(LoggedLine(true),
+              testing::MatchesRegex("\\[[0-9]{4}-[0-9]{2}-[0-9]{2} "
+                                    "[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}: "
+                                    "hvd rank 3 WARNING\\] the message\n"));
+}
+
+TEST(Logging, HidingTheTimeLeavesTheRest) {
+  EXPECT_EQ(LoggedLine(false), "[hvd rank 3 WARNING] the message\n");
 }
 
 TEST(Half, RoundTripsExactValues) {

@@ -34,12 +34,14 @@ inline constexpr char kStallShutdownTimeSeconds[] =
     "STALL_SHUTDOWN_TIME_SECONDS";
 inline constexpr char kHierarchicalAllreduce[] = "HIERARCHICAL_ALLREDUCE";
 inline constexpr char kLogLevel[] = "LOG_LEVEL";
+inline constexpr char kLogHideTime[] = "LOG_HIDE_TIME";
 inline constexpr char kTransport[] = "TRANSPORT";
+
+inline constexpr char kTimelineMarkCycles[] = "TIMELINE_MARK_CYCLES";
+inline constexpr char kTimeoutSeconds[] = "TIMEOUT_SECONDS";
 
 // Tunables read by workers only.
 inline constexpr char kIdleCycleTime[] = "IDLE_CYCLE_TIME";
-inline constexpr char kTimelineMarkCycles[] = "TIMELINE_MARK_CYCLES";
-inline constexpr char kTimeoutSeconds[] = "TIMEOUT_SECONDS";
 inline constexpr char kStartTimeout[] = "START_TIMEOUT";
 inline constexpr char kBackgroundSpinUs[] = "BACKGROUND_SPIN_US";
 inline constexpr char kWaitSpinUs[] = "WAIT_SPIN_US";

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace hvd {
 namespace {
@@ -17,6 +19,7 @@ std::atomic<int>& LevelStore() {
 }
 
 std::atomic<int> log_rank{-1};
+std::atomic<bool> log_time{true};
 
 const char* LevelName(LogLevel level) {
   switch (level) {
@@ -54,11 +57,18 @@ void SetLogLevel(LogLevel level) { LevelStore().store(static_cast<int>(level)); 
 
 void SetLogRank(int rank) { log_rank.store(rank); }
 
+void SetLogTime(bool show) { log_time.store(show); }
+
 namespace internal {
 
 LogMessage::LogMessage(LogLevel level, const char* file, int line)
     : level_(level) {
-  stream_ << "[hvd";
+  stream_ << "[";
+  if (log_time.load()) {
+    stream_ << absl::FormatTime("%Y-%m-%d %H:%M:%E6S: ", absl::Now(),
+                                absl::LocalTimeZone());
+  }
+  stream_ << "hvd";
   if (const int rank = log_rank.load(); rank >= 0) stream_ << " rank " << rank;
   stream_ << " " << LevelName(level) << "] ";
   if (level_ <= LogLevel::kDebug) {

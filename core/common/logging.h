@@ -1,4 +1,6 @@
-// Minimal leveled logging to stderr: "[hvd rank 3 WARNING] message".
+// Minimal leveled logging to stderr:
+// "[2026-11-25 06:10:00.123456: hvd rank 3 WARNING] message", local time
+// first as Horovod's lines have it.
 //
 // Why not glog: libhvd.so is loaded into framework processes (torch ships its
 // own glog build) and glog's process-global flags and init would collide.
@@ -20,6 +22,9 @@ LogLevel CurrentLogLevel();
 void SetLogLevel(LogLevel level);
 // The rank printed in each line; -1 (the default) prints none.
 void SetLogRank(int rank);
+// Whether lines start with the time (the default; hvd_init applies
+// HVD_LOG_HIDE_TIME).
+void SetLogTime(bool show);
 
 // Names for HVD_LOG(INFO) and the like.
 namespace log_severity {

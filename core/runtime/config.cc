@@ -198,6 +198,7 @@ void ReadNegotiation(Reader& r, Config& c) {
                "trace, debug, info, warning, error or fatal", &level)) {
     c.log_level = level;
   }
+  r.Bool(names::kLogHideTime, &c.log_hide_time);
 }
 
 void ReadDataPlane(Reader& r, Config& c) {

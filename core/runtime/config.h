@@ -66,6 +66,8 @@ struct Config {
   absl::Duration wait_spin = absl::ZeroDuration();
   // Set only when HVD_LOG_LEVEL is.
   std::optional<LogLevel> log_level;
+  // Log lines without their timestamp (HVD_LOG_HIDE_TIME).
+  bool log_hide_time = false;
 
   // The data plane. `collectives`: algorithm, chunk_bytes and the
   // small-message thresholds (HVD_ALLREDUCE_ALGORITHM, HVD_CHUNK_BYTES,

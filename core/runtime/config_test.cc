@@ -210,7 +210,7 @@ TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
         n::kIface, n::kFusionThreshold, n::kCycleTime, n::kCacheCapacity,
         n::kTimeline, n::kStallCheckDisable, n::kStallCheckTimeSeconds,
         n::kStallShutdownTimeSeconds, n::kHierarchicalAllreduce, n::kLogLevel,
-        n::kIdleCycleTime, n::kTimelineMarkCycles, n::kTimeoutSeconds,
+        n::kLogHideTime,        n::kIdleCycleTime, n::kTimelineMarkCycles, n::kTimeoutSeconds,
         n::kStartTimeout, n::kBackgroundSpinUs, n::kWaitSpinUs,
         n::kFusionInPlaceBytes, n::kAllreduceAlgorithm, n::kSmallMessageBytes,
         n::kCrossHostSmallMessageBytes, n::kChunkBytes, n::kShm,
