@@ -178,6 +178,7 @@ std::map<std::string, std::string> TunableEnvironment(const Options& o) {
   }
   SetSwitch(env, names::kStallCheckDisable, o.no_stall_check);
   SetSwitch(env, names::kHierarchicalAllreduce, o.hierarchical_allreduce);
+  SetSwitch(env, names::kHierarchicalAllgather, o.hierarchical_allgather);
   SetSwitch(env, names::kTimelineMarkCycles, o.timeline_mark_cycles);
   SetSwitch(env, names::kLogHideTime, o.log_hide_timestamp);
   if (o.timeout_seconds.has_value()) {

@@ -59,6 +59,7 @@ TEST(TunableEnvironment, FlagsBecomeBothSpellings) {
 TEST(TunableEnvironment, NoFormsAreZeroAndHorovodsOtherKnobsAreMapped) {
   Options o;
   o.hierarchical_allreduce = false;
+  o.hierarchical_allgather = true;
   o.no_stall_check = false;
   o.timeline_mark_cycles = true;
   o.log_hide_timestamp = true;
@@ -66,6 +67,7 @@ TEST(TunableEnvironment, NoFormsAreZeroAndHorovodsOtherKnobsAreMapped) {
   o.nccl_ib_disable = true;
   auto env = TunableEnvironment(o);
   EXPECT_EQ(env["HVD_HIERARCHICAL_ALLREDUCE"], "0");
+  EXPECT_EQ(env["HOROVOD_HIERARCHICAL_ALLGATHER"], "1");
   EXPECT_EQ(env["HOROVOD_STALL_CHECK_DISABLE"], "0");
   EXPECT_EQ(env["HVD_TIMELINE_MARK_CYCLES"], "1");
   EXPECT_EQ(env["HOROVOD_LOG_HIDE_TIME"], "1");

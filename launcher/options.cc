@@ -101,11 +101,6 @@ void AddNotes(Options& o) {
         "--blacklist-cooldown-range apply to elastic jobs (--min-np or "
         "--host-discovery-script) only; ignored");
   }
-  if (o.hierarchical_allgather.value_or(false)) {
-    o.notes.push_back(
-        "--hierarchical-allgather: hvd's allgather has no hierarchical form; "
-        "ignored");
-  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Allgather of variable-sized blocks: a pipelined ring that forwards each
-// chunk as soon as it arrives, or one direct round for small totals.
+// chunk as soon as it arrives, one direct round for small totals, or (asked
+// for) the hierarchical form: rings across hosts, then within them.
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -24,6 +26,45 @@ absl::Status AllgatherRing(transport::Context& context, const Group& group,
   return internal::RunRingPlan(context, internal::RingPeer(group, 1),
                                internal::RingPeer(group, -1), output, plan,
                                DataType::kUint8, ReduceOp::kSum, options);
+}
+
+// A ring among `ring` (context ranks, this member among them) in which
+// member i brings the block of `owners[i]`; nothing if all are empty.
+absl::Status SubRing(transport::Context& context, const Group& group,
+                     const std::vector<int>& ring,
+                     const std::vector<int>& owners, char* output,
+                     const std::vector<Span>& blocks,
+                     const CollectiveOptions& options) {
+  std::vector<Span> ring_blocks;
+  size_t total = 0;
+  for (int owner : owners) {
+    const auto at = std::find(group.ranks.begin(), group.ranks.end(), owner);
+    ring_blocks.push_back(blocks[at - group.ranks.begin()]);
+    total += ring_blocks.back().bytes;
+  }
+  if (total == 0) return absl::OkStatus();
+  const auto me = std::find(ring.begin(), ring.end(), group.ranks[group.index]);
+  const Group sub{ring, static_cast<int>(me - ring.begin())};
+  return AllgatherRing(context, sub, output, ring_blocks, options);
+}
+
+// See CollectiveOptions::hierarchical_allgather. `layout`: balanced, with
+// several hosts of several members each.
+absl::Status AllgatherHierarchical(transport::Context& context,
+                                   const Group& group,
+                                   const internal::HostLayout& layout,
+                                   char* output,
+                                   const std::vector<Span>& blocks,
+                                   const CollectiveOptions& options) {
+  // Member i of every host gathers the blocks of the members i.
+  absl::Status status = SubRing(context, group, layout.cross.ranks,
+                                layout.cross.ranks, output, blocks, options);
+  // Then, within this host, member i brings host h's member i's block.
+  for (size_t h = 0; status.ok() && h < layout.members.size(); ++h) {
+    status = SubRing(context, group, layout.local.ranks, layout.members[h],
+                     output, blocks, options);
+  }
+  return status;
 }
 
 absl::Status AllgatherDirect(transport::Context& context, const Group& group,
@@ -68,6 +109,16 @@ absl::Status Allgather(transport::Context& context, const Group& group,
   if (internal::UseDirect(options, group, total)) {
     status = AllgatherDirect(context, group, out, blocks, options);
     return internal::Annotate(status, "Allgather (direct)", context, group);
+  }
+  if (options.hierarchical_allgather) {
+    const internal::HostLayout layout =
+        internal::LayoutOnHosts(group, options.hosts);
+    if (layout.balanced && layout.num_hosts > 1 && layout.local.size() > 1) {
+      status = AllgatherHierarchical(context, group, layout, out, blocks,
+                                     options);
+      return internal::Annotate(status, "Allgather (hierarchical)", context,
+                                group);
+    }
   }
   status = AllgatherRing(context, group, out, blocks, options);
   return internal::Annotate(status, "Allgather (ring)", context, group);

@@ -27,6 +27,7 @@ HostLayout LayoutOnHosts(const Group& group, const std::vector<int>& hosts) {
     it->second.push_back(r);
   }
   layout.num_hosts = static_cast<int>(host_order.size());
+  for (int h : host_order) layout.members.push_back(members[h]);
   const int me = group.ranks[group.index];
   const std::vector<int>& mine = members[hosts[me]];
   layout.local.ranks = mine;

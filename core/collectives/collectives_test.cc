@@ -290,6 +290,65 @@ TEST(CollectivesGroup, OnlyMembersTakePart) {
   }
 }
 
+// ----- Hierarchical allgather -----------------------------------------------
+
+CollectiveOptions Hierarchical(const std::vector<int>& hosts) {
+  CollectiveOptions options = Options(AllreduceAlgorithm::kAuto, false);
+  options.hierarchical_allgather = true;
+  options.small_message_bytes = 0;  // no direct round, whatever the size
+  options.cross_host_small_message_bytes = 0;
+  options.hosts = hosts;
+  return options;
+}
+
+// Hosts interleaved in rank order, uneven and empty blocks, in place and
+// not, and a group of two members per host in a scrambled order.
+TEST(AllgatherHierarchical, InterleavedHostsUnevenBlocksAndScrambledGroups) {
+  auto mesh = TestMesh::CreateOnHosts({0, 1, 0, 1, 0, 1});
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  for (const std::vector<int>& ranks :
+       {std::vector<int>{0, 1, 2, 3, 4, 5}, std::vector<int>{5, 2, 1, 0}}) {
+    const int n = static_cast<int>(ranks.size());
+    for (size_t base : {size_t{1}, size_t{70001}}) {
+      SCOPED_TRACE(absl::StrCat(n, " members, blocks from ", base));
+      for (bool in_place : {false, true}) {
+        ExpectAllgather(**mesh, ranks, AllgatherSizes(n, base),
+                        Hierarchical((*mesh)->hosts()), in_place);
+      }
+      ExpectAllgather(**mesh, ranks, std::vector<size_t>(n, 0),
+                      Hierarchical((*mesh)->hosts()), false);
+    }
+  }
+}
+
+// The algorithm shows in the error of a member whose peers never join.
+std::string AlgorithmOfAllgather(TestMesh& mesh, CollectiveOptions options) {
+  options.timeout = absl::Milliseconds(200);
+  transport::Context& context = mesh.context(0);
+  std::vector<char> in(1000, 1), out(4000);
+  absl::Status status = Allgather(context, Group::All(context), in.data(),
+                                  out.data(), {1000, 1000, 1000, 1000}, options);
+  const std::string message(status.message());
+  return message.substr(0, message.find(" on rank 0"));
+}
+
+TEST(AllgatherHierarchical, TakenOnlyForSeveralHostsOfSeveralMembers) {
+  auto mesh = TestMesh::Create(4, MeshTransport::kMixed);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const std::vector<int>& hosts = (*mesh)->hosts();
+  EXPECT_EQ(AlgorithmOfAllgather(**mesh, Hierarchical(hosts)),
+            "Allgather (hierarchical)");
+  CollectiveOptions flat = Hierarchical(hosts);
+  flat.hierarchical_allgather = false;
+  EXPECT_EQ(AlgorithmOfAllgather(**mesh, flat), "Allgather (ring)");
+  for (const std::vector<int>& other : {std::vector<int>{0, 1, 2, 3},
+                                        std::vector<int>{0, 0, 0, 1},
+                                        std::vector<int>{0, 0, 0, 0}}) {
+    EXPECT_EQ(AlgorithmOfAllgather(**mesh, Hierarchical(other)),
+              "Allgather (ring)");
+  }
+}
+
 // ----- Argument errors ------------------------------------------------------
 
 TEST(CollectivesErrors, RejectMismatchedSizesAndRoots) {

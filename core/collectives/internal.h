@@ -169,13 +169,15 @@ absl::Status AllreduceDirect(transport::Context& context, const Group& group,
 // (`local`, this one included, in group order) and the members in its
 // position on every host (`cross`, in order of each host's first member).
 // `balanced` when every host holds the same number of members; `known` when
-// options.hosts covers the group.
+// options.hosts covers the group. `members`: every host's members (context
+// ranks), hosts in the order of `cross`, each in group order.
 struct HostLayout {
   bool known = false;
   bool balanced = false;
   int num_hosts = 0;
   Group local;
   Group cross;
+  std::vector<std::vector<int>> members;
 };
 HostLayout LayoutOnHosts(const Group& group, const std::vector<int>& hosts);
 

@@ -50,9 +50,16 @@ struct CollectiveOptions {
   size_t small_message_bytes = size_t{64} << 10;
   size_t cross_host_small_message_bytes = size_t{32} << 10;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
-  // Host of every context rank (equal ids: same host), for kHierarchical;
-  // empty when unknown (kHierarchical is then kRing).
+  // Host of every context rank (equal ids: same host), for kHierarchical
+  // and hierarchical_allgather; empty when unknown (both are then the ring).
   std::vector<int> hosts;
+  // Allgather above the direct threshold, for a group with L members on each
+  // of H > 1 hosts (L > 1): a ring among the members at the same position of
+  // every host (member i of each host then holds the blocks of all members
+  // i), then one ring within each host per host. The blocks cross hosts as
+  // often as in the flat ring, but over L rings at once and in H-1 steps
+  // instead of N-1 (Horovod's hierarchical allgather). Else the flat ring.
+  bool hierarchical_allgather = false;
   // Allreduce: the result is multiplied by this (Scale, reduce.h), which is
   // how Average is done (Sum, then 1/N). Each element is scaled once, by the
   // member that completes its reduction, before it is passed on, instead of

@@ -33,6 +33,7 @@ inline constexpr char kStallCheckTimeSeconds[] = "STALL_CHECK_TIME_SECONDS";
 inline constexpr char kStallShutdownTimeSeconds[] =
     "STALL_SHUTDOWN_TIME_SECONDS";
 inline constexpr char kHierarchicalAllreduce[] = "HIERARCHICAL_ALLREDUCE";
+inline constexpr char kHierarchicalAllgather[] = "HIERARCHICAL_ALLGATHER";
 inline constexpr char kLogLevel[] = "LOG_LEVEL";
 inline constexpr char kLogHideTime[] = "LOG_HIDE_TIME";
 inline constexpr char kTransport[] = "TRANSPORT";

@@ -230,6 +230,8 @@ void ReadDataPlane(Reader& r, Config& c) {
               &c.transport);
   r.String(names::kRdmaProvider, &c.rdma_provider);
   r.Bool(names::kHierarchicalAllreduce, &c.hierarchical_allreduce);
+  r.Bool(names::kHierarchicalAllgather,
+         &c.collectives.hierarchical_allgather);
 }
 
 }  // namespace

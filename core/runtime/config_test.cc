@@ -101,12 +101,14 @@ TEST(ParseConfigTest, CollectiveTunablesGoToTheCollectivesOptions) {
                         {"SMALL_MESSAGE_BYTES", "100"},
                         {"CROSS_HOST_SMALL_MESSAGE_BYTES", "50"},
                         {"CHUNK_BYTES", "4096"},
+                        {"HIERARCHICAL_ALLGATHER", "1"},
                         {"FUSION_IN_PLACE_BYTES", "0"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->collectives.algorithm, collectives::AllreduceAlgorithm::kRing);
   EXPECT_EQ(c->collectives.small_message_bytes, 100u);
   EXPECT_EQ(c->collectives.cross_host_small_message_bytes, 50u);
   EXPECT_EQ(c->collectives.chunk_bytes, 4096u);
+  EXPECT_TRUE(c->collectives.hierarchical_allgather);
   EXPECT_EQ(c->fusion_in_place_bytes, 0);
 }
 
@@ -139,6 +141,8 @@ TEST(ParseConfigTest, LogLevelIsSetOnlyWhenGiven) {
   absl::StatusOr<Config> c = ParseConfig(Vars({{"LOG_LEVEL", "Info"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->log_level, LogLevel::kInfo);
+  EXPECT_FALSE(c->log_hide_time);
+  EXPECT_TRUE(ParseConfig(Vars({{"LOG_HIDE_TIME", "1"}}))->log_hide_time);
 }
 
 TEST(ParseConfigTest, StallCheckDisableWinsOverTheCheckTime) {
@@ -210,7 +214,7 @@ TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
         n::kIface, n::kFusionThreshold, n::kCycleTime, n::kCacheCapacity,
         n::kTimeline, n::kStallCheckDisable, n::kStallCheckTimeSeconds,
         n::kStallShutdownTimeSeconds, n::kHierarchicalAllreduce, n::kLogLevel,
-        n::kLogHideTime,        n::kIdleCycleTime, n::kTimelineMarkCycles, n::kTimeoutSeconds,
+        n::kLogHideTime, n::kHierarchicalAllgather,        n::kIdleCycleTime, n::kTimelineMarkCycles, n::kTimeoutSeconds,
         n::kStartTimeout, n::kBackgroundSpinUs, n::kWaitSpinUs,
         n::kFusionInPlaceBytes, n::kAllreduceAlgorithm, n::kSmallMessageBytes,
         n::kCrossHostSmallMessageBytes, n::kChunkBytes, n::kShm,
