@@ -56,10 +56,12 @@ struct CollectiveOptions {
   // Allgather above the direct threshold, for a group with L members on each
   // of H > 1 hosts (L > 1): a ring among the members at the same position of
   // every host (member i of each host then holds the blocks of all members
-  // i), then one ring within each host per host. The blocks cross hosts as
-  // often as in the flat ring, but over L rings at once and in H-1 steps
-  // instead of N-1 (Horovod's hierarchical allgather). Else the flat ring.
-  bool hierarchical_allgather = false;
+  // i), then one ring within each host per host. Each host receives
+  // (H-1)/H of the output over its links, where the flat ring brings
+  // (N-1)/N of it over the one link into each host (1.5x less at 2 hosts of
+  // 2), in H-1 steps across hosts instead of N-1. Otherwise, or when false
+  // (HVD_HIERARCHICAL_ALLGATHER=0), the flat ring.
+  bool hierarchical_allgather = true;
   // Allreduce: the result is multiplied by this (Scale, reduce.h), which is
   // how Average is done (Sum, then 1/N). Each element is scaled once, by the
   // member that completes its reduction, before it is passed on, instead of
