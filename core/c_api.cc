@@ -5,9 +5,11 @@
 #include <cmath>
 #include <map>
 #include <new>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "core/api_state.h"
 #include "core/bootstrap/connect.h"
@@ -15,6 +17,7 @@
 #include "core/dlpack_tensor.h"
 #include "core/gpu/backend_factory.h"
 #include "core/gpu/gpu_info.h"
+#include "rdma/fabric.h"
 
 namespace hvd::api {
 namespace {
@@ -141,6 +144,18 @@ int hvd_nccl_built(void) { return hvd::gpu::NcclVersionCode(); }
 int hvd_cuda_built(void) { return hvd::gpu::CudaBuilt() ? 1 : 0; }
 int hvd_mpi_built(void) { return 0; }
 int hvd_gloo_built(void) { return 0; }
+
+const char* hvd_gpu_description(void) {
+  static thread_local std::string text;
+  text = hvd::gpu::Describe();
+  return text.c_str();
+}
+
+const char* hvd_rdma_providers(void) {
+  static thread_local std::string text;
+  text = absl::StrJoin(hvd::rdma::UsableProviders(), ",");
+  return text.c_str();
+}
 
 int hvd_poll(hvd_handle handle) {
   const int state = Handles().Poll(handle);

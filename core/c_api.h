@@ -123,6 +123,12 @@ int hvd_nccl_built(void);
 int hvd_cuda_built(void);
 int hvd_mpi_built(void);  /* 0: hvd never uses MPI */
 int hvd_gloo_built(void); /* 0: hvd has its own data plane */
+/* For hvdrun --check-build, as this process finds them: the GPU backend
+   ("NCCL 2.28.9, CUDA runtime 13.0, 0 device(s)", or why there is none) and
+   the libfabric providers the RDMA transport can use, comma-separated (""
+   if none). Each valid until the calling thread calls it again. */
+const char* hvd_gpu_description(void);
+const char* hvd_rdma_providers(void);
 
 /* Collectives. `output` NULL (or equal to `input`) means in place.
  * Each returns a handle (> 0); errors found at submission fail that handle.

@@ -249,6 +249,7 @@ std::vector<Flag> HvdFlags() {
       F({"--config-file"}, 1, String(&Options::config_file)),
       F({"--version", "-v"}, 0, True(&Options::version)),
       F({"-h", "--help"}, 0, True(&Options::help)),
+      F({"-cb", "--check-build"}, 0, True(&Options::check_build)),
       F({"--agent-path"}, 1, String(&Options::agent_path)),
       F({"--kill-grace-seconds"}, 1,
         Seconds(&Options::kill_grace, "--kill-grace-seconds")),

@@ -46,6 +46,16 @@ int Failure(absl::string_view message) {
   return 1;
 }
 
+// --check-build: the report is the Python package's, which finds the
+// frameworks by importing them and asks libhvd.so the rest.
+int CheckBuild() {
+  std::fflush(stdout);
+  execlp("python3", "python3", "-m", "hvd.check_build", nullptr);
+  return Failure(absl::StrCat(
+      "--check-build runs `python3 -m hvd.check_build`, and python3 could "
+      "not be started: ", strerror(errno)));
+}
+
 // The clock of worker lines' timestamps; null: no timestamps.
 host::Os* Clock(const Options& o) {
   return o.prefix_output_with_timestamp ? host::RealOs() : nullptr;
@@ -434,6 +444,7 @@ int HvdrunMain(const std::vector<std::string>& args) {
     std::printf("hvdrun %s\n", host::kVersion);
     return 0;
   }
+  if (o.check_build) return CheckBuild();
   if (absl::Status s = ValidateOptions(o); !s.ok()) {
     return BadInput(s.message());
   }

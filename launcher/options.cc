@@ -130,7 +130,7 @@ absl::StatusOr<Options> ParseCommandLine(const std::vector<std::string>& args) {
 }
 
 absl::Status ValidateOptions(const Options& o) {
-  if (o.help || o.version) return absl::OkStatus();
+  if (o.help || o.version || o.check_build) return absl::OkStatus();
   if (ElasticRequested(o.elastic)) {
     return absl::InvalidArgumentError(
         "elastic jobs (--min-np, --host-discovery-script) are not supported "

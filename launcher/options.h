@@ -47,6 +47,7 @@ struct Options {
   std::string config_file;          // --config-file (Horovod's YAML)
   bool version = false;
   bool help = false;
+  bool check_build = false;         // -cb/--check-build
 
   // Tunables that become worker environment (unset: not passed; a boolean
   // set false by a --no- form is passed as 0, overriding the environment).

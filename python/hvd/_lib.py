@@ -117,6 +117,8 @@ _PROTOTYPES = {
     "hvd_cuda_built": (_c_int, []),
     "hvd_mpi_built": (_c_int, []),
     "hvd_gloo_built": (_c_int, []),
+    "hvd_gpu_description": (_c_str, []),
+    "hvd_rdma_providers": (_c_str, []),
     "hvd_allreduce_async": (_c_i64, [_vp, _vp, _opts]),
     "hvd_grouped_allreduce_async": (_c_i64, [_c_i32, _pvp, _pvp, _opts]),
     "hvd_allgather_async": (_c_i64, [_vp, _opts]),
