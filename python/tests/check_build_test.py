@@ -8,28 +8,16 @@ import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON_DIR = os.path.dirname(HERE)
-ROOT = os.path.dirname(PYTHON_DIR)
+from hvdrun_driver import PYTHON_DIR, find
+
 sys.path.insert(0, PYTHON_DIR)
-
-
-def _find(relative):
-    for base in (ROOT, os.path.join(ROOT, "bazel-bin")):
-        path = os.path.join(base, relative)
-        if os.path.isfile(path):
-            return path
-    raise FileNotFoundError("%s not found: bazel build //launcher:hvdrun "
-                            "//core:libhvd.so" % relative)
-
-
-os.environ["HVD_LIBRARY"] = _find("core/libhvd.so")
+os.environ["HVD_LIBRARY"] = find("core/libhvd.so")
 
 import hvd.numpy as hvd  # noqa: E402  (after HVD_LIBRARY is set)
 
 
 def _check_build(*flags, env=None):
-    return subprocess.run([_find("launcher/hvdrun")] + list(flags),
+    return subprocess.run([find("launcher/hvdrun")] + list(flags),
                           env=env or os.environ, capture_output=True,
                           text=True, timeout=60)
 
