@@ -1,0 +1,132 @@
+// Network faults during a job of 4 ranks on 2 hosts, each running a loop of
+// checked allreduces: a rank that stops reading (SIGSTOP, its socket
+// buffers fill) is named and ends the job within the data-plane timeout,
+// and a port scanner sending random bytes at every port the job listens on
+// (the rendezvous and the agents) does not disturb it. Each case: the exact outcome, in time, and nothing left
+// running. Run by netns_hosts.sh with 2 hosts.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/multihost/multihost_test_base.h"
+
+namespace hvd {
+namespace multihost {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+
+class NetworkFaultsTest : public MultiHostTest {
+ protected:
+  // hvdrun of 4 driver ranks on h1:2,h2:2, each doing `iterations`
+  // allreduces of `bytes`; returns once every rank has done one.
+  std::unique_ptr<launcher::BackgroundCommand> StartLoop(
+      int iterations, size_t bytes, std::vector<std::string> env) {
+    const std::string started = absl::StrCat(tmp_, "/started.", mark_.substr(14));
+    mkdir(started.c_str(), 0755);
+    auto job = std::make_unique<launcher::BackgroundCommand>(
+        Hvdrun({"-np", "4", "-H", "h1:2,h2:2", "--kill-grace-seconds", "1",
+                Driver(), "--allreduce", "--loop", absl::StrCat(iterations),
+                "--bytes", absl::StrCat(bytes), "--started", started}),
+        env, tmp_);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    int ranks = 0;
+    while (absl::Now() < deadline && ranks < 4) {
+      absl::SleepFor(absl::Milliseconds(20));
+      ranks = 0;
+      for (int r = 0; r < 4; ++r) {
+        ranks += access(absl::StrCat(started, "/rank.", r).c_str(), F_OK) == 0;
+      }
+    }
+    EXPECT_EQ(ranks, 4) << "not every rank started its loop within 30 s";
+    return job;
+  }
+
+  // The TCP ports listening in `host`'s namespace as ADDR:PORT, other than
+  // sshd's and those on loopback.
+  std::vector<std::string> ListeningPorts(const std::string& host) const {
+    launcher::CommandResult r = launcher::RunCommand(
+        {"/usr/sbin/ip", "netns", "exec", Var("NETNS", host), "/usr/bin/ss",
+         "-Hltn"},
+        Env(), absl::Seconds(10));
+    std::vector<std::string> ports;
+    for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+      std::vector<absl::string_view> cols =
+          absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (cols.size() < 4) continue;
+      const size_t colon = cols[3].rfind(':');
+      const absl::string_view addr = cols[3].substr(0, colon);
+      const absl::string_view port = cols[3].substr(colon + 1);
+      if (port == "22" || addr == "127.0.0.1" || addr == "[::1]") continue;
+      const bool any = addr == "0.0.0.0" || addr == "*" || addr == "[::]";
+      ports.push_back(absl::StrCat(any ? Addr(host) : std::string(addr), ":",
+                                   port));
+    }
+    return ports;
+  }
+};
+
+TEST_F(NetworkFaultsTest, ARankThatStopsReadingIsNamedWithinTheTimeout) {
+  std::vector<std::string> env = Env();
+  env.push_back("HVD_TIMEOUT_SECONDS=3");
+  auto job = StartLoop(1000000, 16 << 20, env);
+  std::vector<pid_t> rank3 = Workers("HVD_RANK=3");
+  ASSERT_EQ(rank3.size(), 1u);
+  const absl::Time stopped = absl::Now();
+  kill(rank3[0], SIGSTOP);
+  launcher::CommandResult r = job->Wait(absl::Seconds(60));
+  const absl::Duration took = absl::Now() - stopped;
+  EXPECT_EQ(r.status.ShellCode(), 1);
+  EXPECT_THAT(r.err, HasSubstr("hvdrun: rank 3 (host h2) is stopped (SIGSTOP"));
+  EXPECT_THAT(r.err, HasSubstr("; rank 3 (host h2) was stopped at the time"));
+  // Whether it stopped in negotiation or mid-transfer, whoever waited on it
+  // names it, and its address.
+  EXPECT_THAT(r.err, ContainsRegex(absl::StrCat(
+                         "(from|to) rank 3 \\((", Addr("h2"),
+                         ":[0-9]+|shared memory, pid [0-9]+)\\) not complete "
+                         "by the deadline")));
+  // The 3 s timeout, then 1 s of grace before the stopped rank's SIGKILL.
+  EXPECT_LT(took, absl::Seconds(12)) << took;
+  EXPECT_TRUE(NothingLeftWithin(absl::Seconds(10)));
+}
+
+TEST_F(NetworkFaultsTest, APortScannerDuringTheJobDoesNotDisturbIt) {
+  auto job = StartLoop(3000, 256 << 10, Env());
+  std::vector<std::string> targets;
+  for (const char* host : {"h0", "h1", "h2"}) {
+    for (const std::string& t : ListeningPorts(host)) targets.push_back(t);
+  }
+  // The rendezvous and each host's agent: a worker closes its data-plane
+  // listener once its mesh is connected, so nothing else listens.
+  ASSERT_EQ(targets.size(), 3u) << absl::StrJoin(targets, " ");
+  const std::string stop = tmp_ + "/stop-scanning";
+  std::vector<std::string> scan = {
+      "/usr/sbin/ip", "netns", "exec", Var("NETNS", "h0"), "/usr/bin/python3",
+      launcher::Runfile("tests/multihost/port_scanner.py"), stop};
+  scan.insert(scan.end(), targets.begin(), targets.end());
+  launcher::BackgroundCommand scanner(scan, Env(), tmp_);
+  launcher::CommandResult r = job->Wait(absl::Seconds(120));
+  std::ofstream(stop) << "done\n";
+  launcher::CommandResult s = scanner.Wait(absl::Seconds(30));
+  EXPECT_EQ(r.status.ShellCode(), 0) << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat(
+                           "[", rank, "]<stdout>:loop done iterations=3000 ok")));
+  }
+  EXPECT_THAT(s.out, ContainsRegex("scanned [0-9]{3,} connections")) << s.err;
+  std::printf("port scanner: %s", s.out.c_str());
+  // Not a line of warning either, from hvdrun, an agent or a worker.
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(NothingLeftWithin(absl::Seconds(10)));
+}
+
+}  // namespace
+}  // namespace multihost
+}  // namespace hvd
