@@ -81,7 +81,7 @@ absl::Status AllgatherDirect(transport::Context& context, const Group& group,
                                       blocks[me].bytes));
     }
   }
-  return internal::WaitAll(requests, options.timeout);
+  return internal::WaitAll(requests, internal::LimitsOf(options));
 }
 
 }  // namespace

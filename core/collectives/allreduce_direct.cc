@@ -29,8 +29,9 @@ absl::Status AllreduceDirect(transport::Context& context, const Group& group,
   for (int k = 1; k < n; ++k) {
     sends.push_back(context.Send(RingPeer(group, k), data, bytes));
   }
-  absl::Status status = WaitAll(recvs, options.timeout);
-  if (status.ok()) status = WaitAll(sends, options.timeout);
+  const transport::WaitLimits limits = LimitsOf(options);
+  absl::Status status = WaitAll(recvs, limits);
+  if (status.ok()) status = WaitAll(sends, limits);
   if (!status.ok()) {
     scratch.AbandonIfPending(recvs);
     return status;

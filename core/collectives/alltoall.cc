@@ -45,7 +45,7 @@ absl::Status Exchange(transport::Context& context, const Group& group,
     requests.push_back(
         context.Send(group.ranks[j], input + sends[j].offset, sends[j].bytes));
   }
-  return internal::WaitAll(requests, options.timeout);
+  return internal::WaitAll(requests, internal::LimitsOf(options));
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ absl::Status BroadcastDirect(transport::Context& context, const Group& group,
   } else {
     requests.push_back(context.Recv(group.ranks[root], data, bytes));
   }
-  return internal::WaitAll(requests, options.timeout);
+  return internal::WaitAll(requests, internal::LimitsOf(options));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // algorithms, on the whole world and on process-set groups.
 #include "core/collectives/collectives.h"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/collectives/test_mesh.h"
 #include "core/collectives/test_values.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace hvd::collectives {
@@ -347,6 +349,34 @@ TEST(AllgatherHierarchical, TakenOnlyForSeveralHostsOfSeveralMembers) {
     EXPECT_EQ(AlgorithmOfAllgather(**mesh, Hierarchical(other)),
               "Allgather (ring)");
   }
+}
+
+// ----- A peer that never comes ---------------------------------------------
+
+// Past the stall warning time, the waiting member names the peer and what is
+// missing, once, and fails only at the timeout.
+TEST(CollectivesStall, AWaitPastTheStallTimeNamesThePeerAndGoesOn) {
+  auto mesh = TestMesh::Create(2);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  CollectiveOptions options;
+  options.stall_warning = absl::Milliseconds(100);
+  options.timeout = absl::Milliseconds(400);
+  transport::Context& context = (*mesh)->context(0);
+  std::vector<char> data(64, 1);
+  ::testing::internal::CaptureStderr();
+  const absl::Time start = absl::Now();
+  absl::Status status = Broadcast(context, Group::All(context), data.data(),
+                                  data.size(), 1, options);
+  const absl::Duration took = absl::Now() - start;
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_GE(took, absl::Milliseconds(400));
+  EXPECT_THAT(log, ::testing::HasSubstr(absl::StrCat(
+                       "WARNING] Stall detected: a transfer has waited 100ms: "
+                       "rank 0: Recv from rank 1 (", context.PeerAddress(1),
+                       ") not complete by the deadline: 0 of 64 bytes "
+                       "transferred; it fails after 400ms\n")));
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
 }
 
 // ----- Argument errors ------------------------------------------------------

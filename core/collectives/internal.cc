@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 
 namespace hvd::collectives::internal {
 
@@ -183,15 +184,21 @@ bool UseDirect(const CollectiveOptions& options, const Group& group,
   return false;
 }
 
-absl::Status Wait(transport::Request& request, absl::Duration timeout) {
-  return request.Wait(absl::Now() + timeout);
+transport::WaitLimits LimitsOf(const CollectiveOptions& options) {
+  return {options.timeout, options.stall_warning};
+}
+
+absl::Status Wait(transport::Request& request,
+                  const transport::WaitLimits& limits) {
+  return transport::WaitNamingStalls(request, absl::Now(), limits,
+                                     "a transfer");
 }
 
 absl::Status WaitAll(const std::vector<RequestPtr>& requests,
-                     absl::Duration timeout) {
+                     const transport::WaitLimits& limits) {
   for (const RequestPtr& request : requests) {
     if (request == nullptr) continue;
-    absl::Status status = Wait(*request, timeout);
+    absl::Status status = Wait(*request, limits);
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "core/collectives/options.h"
 #include "core/common/types.h"
+#include "core/transport/stall_wait.h"
 #include "core/transport/transport.h"
 
 namespace hvd::collectives::internal {
@@ -95,13 +96,18 @@ size_t SmallMessageBytes(const CollectiveOptions& options, const Group& group);
 bool UseDirect(const CollectiveOptions& options, const Group& group,
                size_t bytes);
 
-// Waits for `request` with deadline now + `timeout`.
-absl::Status Wait(transport::Request& request, absl::Duration timeout);
+// How long one transfer is waited for: options.timeout, with a warning
+// after options.stall_warning.
+transport::WaitLimits LimitsOf(const CollectiveOptions& options);
+
+// Waits for `request` from now on within `limits` (transport/stall_wait.h).
+absl::Status Wait(transport::Request& request,
+                  const transport::WaitLimits& limits);
 
 // Waits for every non-null request in order, each with its own deadline;
 // returns the first error.
 absl::Status WaitAll(const std::vector<RequestPtr>& requests,
-                     absl::Duration timeout);
+                     const transport::WaitLimits& limits);
 
 // Posts a receive from every other member j of `group`, nearest predecessor
 // first (j = index - 1, index - 2, ...), of blocks[j].bytes into

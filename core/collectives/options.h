@@ -42,6 +42,10 @@ enum class AllreduceAlgorithm {
 
 struct CollectiveOptions {
   absl::Duration timeout = absl::Seconds(60);  // Per wait on one transfer.
+  // A wait on one transfer longer than this logs a warning naming the peer
+  // and what is missing, once, and goes on waiting until `timeout`; zero:
+  // no warning. (A stopped or stuck peer, named long before the timeout.)
+  absl::Duration stall_warning = absl::ZeroDuration();
   size_t chunk_bytes = size_t{1} << 20;        // Pipelining granularity.
   // kAuto's switch from kDirect to the ring: within a host, and for groups
   // that span hosts (per options.hosts), where a direct round's (N-1)-fold

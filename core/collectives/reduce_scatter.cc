@@ -76,8 +76,9 @@ absl::Status ReduceScatterDirect(transport::Context& context,
     sends.push_back(context.Send(
         group.ranks[j], job.input + job.blocks[j].offset, job.blocks[j].bytes));
   }
-  absl::Status status = internal::WaitAll(recvs, options.timeout);
-  if (status.ok()) status = internal::WaitAll(sends, options.timeout);
+  const transport::WaitLimits limits = internal::LimitsOf(options);
+  absl::Status status = internal::WaitAll(recvs, limits);
+  if (status.ok()) status = internal::WaitAll(sends, limits);
   if (!status.ok()) {
     scratch.AbandonIfPending(recvs);
     return status;

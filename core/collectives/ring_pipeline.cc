@@ -30,7 +30,7 @@ class RingRunner {
         dtype_(dtype),
         op_(op),
         elem_size_(DataTypeSize(dtype)),
-        timeout_(options.timeout),
+        limits_(LimitsOf(options)),
         postscale_(options.postscale),
         data_scratch_(data_scratch),
         scratch_(plan.slot_bytes * plan.num_slots),
@@ -60,12 +60,12 @@ class RingRunner {
             ": it waits for send ", plan_.recvs[done_].wait_send, " of ",
             sends_.size(), " posted"));
       }
-      status = Wait(*recvs_[done_], timeout_);
+      status = Wait(*recvs_[done_], limits_);
       if (!status.ok()) return status;
       Process(plan_.recvs[done_]);
       ++done_;
     }
-    return WaitAll(sends_, timeout_);
+    return WaitAll(sends_, limits_);
   }
 
   void Send(const Span& chunk) {
@@ -85,7 +85,7 @@ class RingRunner {
         transport::Request& send = *sends_[recv.wait_send];
         if (!send.Done()) {
           if (posted_ > done_) break;  // Retry once more has been processed.
-          absl::Status status = Wait(send, timeout_);
+          absl::Status status = Wait(send, limits_);
           if (!status.ok()) return status;
         }
       }
@@ -120,7 +120,7 @@ class RingRunner {
   const DataType dtype_;
   const ReduceOp op_;
   const size_t elem_size_;
-  const absl::Duration timeout_;
+  const transport::WaitLimits limits_;
   const double postscale_;
   Scratch* const data_scratch_;
   Scratch scratch_;  // kPipelineDepth slots for chunks to be reduced.

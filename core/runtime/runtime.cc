@@ -65,7 +65,14 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
   }
   ExecutorOptions options;
   options.collectives = config.collectives;
+  // A transfer waited for past the stall check time is named in a warning;
+  // past the stall shutdown time (if set), it fails.
   options.collectives.timeout = config.timeout;
+  options.collectives.stall_warning = config.stall_check_time;
+  if (config.stall_shutdown_time > absl::ZeroDuration()) {
+    options.collectives.timeout =
+        std::min(config.timeout, config.stall_shutdown_time);
+  }
   options.collectives.hosts = runtime->parts_.hosts;
   options.fusion_in_place_bytes =
       static_cast<size_t>(config.fusion_in_place_bytes);
@@ -257,6 +264,17 @@ void Runtime::Loop() {
   }
 }
 
+// A peer of a live job sends at least every HVD_IDLE_CYCLE_TIME, so a
+// negotiation wait past the stall check time is a stopped or stuck peer: it
+// is named then, and the wait ends at the stall shutdown time if one is set.
+transport::WaitLimits Runtime::NegotiationLimits() const {
+  transport::WaitLimits limits{config_.timeout, config_.stall_check_time};
+  if (config_.stall_shutdown_time > absl::ZeroDuration()) {
+    limits.timeout = std::min(limits.timeout, config_.stall_shutdown_time);
+  }
+  return limits;
+}
+
 bool Runtime::StopRequested() {
   absl::MutexLock lock(&mu_);
   return stop_requested_;
@@ -274,9 +292,11 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
   std::vector<std::string> raw(size);
   std::vector<std::unique_ptr<transport::Request>> recvs(size);
   for (int r = 1; r < size; ++r) recvs[r] = parts_.context->RecvAny(r, &raw[r]);
-  const absl::Time deadline = absl::Now() + config_.timeout;
+  const absl::Time start = absl::Now();
   for (int r = 1; r < size; ++r) {
-    if (absl::Status s = recvs[r]->Wait(deadline); !s.ok()) {
+    if (absl::Status s = transport::WaitNamingStalls(
+            *recvs[r], start, NegotiationLimits(), "negotiation");
+        !s.ok()) {
       return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
     }
     if (!lists[r].ParseFromString(raw[r])) {
@@ -314,8 +334,11 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
   for (int r = 1; r < size; ++r) {
     sends.push_back(parts_.context->Send(r, reply.data(), reply.size()));
   }
+  const absl::Time sent = absl::Now();
   for (int r = 1; r < size; ++r) {
-    if (absl::Status s = sends[r - 1]->Wait(deadline); !s.ok()) {
+    if (absl::Status s = transport::WaitNamingStalls(
+            *sends[r - 1], sent, NegotiationLimits(), "negotiation");
+        !s.ok()) {
       return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
     }
   }
@@ -359,13 +382,18 @@ RequestList Runtime::BuildRequests() {
 
 absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
   if (config_.size == 1) return coordinator_->Compute({mine}, absl::Now());
-  const absl::Time deadline = absl::Now() + config_.timeout;
+  const absl::Time start = absl::Now();
   const std::string out = mine.SerializeAsString();
   std::string in;
   auto send = parts_.context->Send(0, out.data(), out.size());
   auto recv = parts_.context->RecvAny(0, &in);
-  absl::Status s = send->Wait(deadline);
-  if (s.ok()) s = recv->Wait(deadline);
+  absl::Status s = transport::WaitNamingStalls(*send, start,
+                                               NegotiationLimits(),
+                                               "negotiation");
+  if (s.ok()) {
+    s = transport::WaitNamingStalls(*recv, start, NegotiationLimits(),
+                                    "negotiation");
+  }
   if (!s.ok()) return Annotate(s, "negotiation with rank 0 failed");
   return Parse(in, 0);
 }

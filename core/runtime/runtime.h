@@ -36,6 +36,7 @@
 #include "core/runtime/process_sets.h"
 #include "core/runtime/response_cache.h"
 #include "core/runtime/timeline.h"
+#include "core/transport/stall_wait.h"
 #include "core/transport/transport.h"
 
 namespace hvd::runtime {
@@ -99,6 +100,7 @@ class Runtime {
   RequestList BuildRequests();
   // Size 1, or a rank other than 0: one round trip with rank 0.
   absl::StatusOr<ResponseList> Negotiate(const RequestList& mine);
+  transport::WaitLimits NegotiationLimits() const;
   // Rank 0 of a larger job; *busy: whether any rank announced work.
   absl::StatusOr<ResponseList> CoordinatorCycle(bool* busy);
   absl::Status Execute(const ResponseList& responses);

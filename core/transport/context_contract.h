@@ -283,6 +283,12 @@ TYPED_TEST_P(ContextContractTest, AnOversizedControlMessageFailsUnreserved) {
   ExpectOversizedRecvAnyFails(*contexts[0], *contexts[1], Deadline());
 }
 
+TYPED_TEST_P(ContextContractTest, AWaitPastItsDeadlineCanBeWaitedForAgain) {
+  auto contexts = this->Connect(2);
+  ExpectAWaitPastItsDeadlineCanBeWaitedForAgain(*contexts[0], *contexts[1],
+                                                Deadline());
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     ContextContractTest, SizeOneContextNeedsNoStore,
     RecvAndRecvAnyInterleaveInOrder, ManyMessagesArriveInSendOrder,
@@ -291,7 +297,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     AbortTellsPeersTheReason, WaitPastDeadlineNamesPeerAndByteCount,
     DestroyingContextCancelsItsPendingRequests,
     SelfOrOutOfRangePeerIsInvalidArgument, PollingDoneCompletesASmallReceive,
-    AnOversizedControlMessageFailsUnreserved);
+    AnOversizedControlMessageFailsUnreserved,
+    AWaitPastItsDeadlineCanBeWaitedForAgain);
 
 }  // namespace hvd::transport::testing
 

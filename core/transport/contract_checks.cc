@@ -31,4 +31,18 @@ void ExpectOversizedRecvAnyFails(Context& sender, Context& receiver,
   EXPECT_LT(got.capacity(), size_t{1} << 20);
 }
 
+void ExpectAWaitPastItsDeadlineCanBeWaitedForAgain(Context& sender,
+                                                   Context& receiver,
+                                                   absl::Time deadline) {
+  const std::string sent(64, 'w');
+  std::string got(64, '\0');
+  auto recv = receiver.Recv(sender.rank(), got.data(), got.size());
+  const absl::Status early = recv->Wait(absl::Now() + absl::Milliseconds(20));
+  EXPECT_EQ(early.code(), absl::StatusCode::kDeadlineExceeded) << early;
+  EXPECT_TRUE(
+      sender.Send(receiver.rank(), sent.data(), sent.size())->Wait(deadline).ok());
+  EXPECT_TRUE(recv->Wait(deadline).ok());
+  EXPECT_EQ(got, sent);
+}
+
 }  // namespace hvd::transport::testing

@@ -14,6 +14,13 @@ namespace hvd::transport::testing {
 void ExpectOversizedRecvAnyFails(Context& sender, Context& receiver,
                                  absl::Time deadline);
 
+// `receiver` waits for a Recv from `sender` past a short deadline
+// (DeadlineExceeded), then `sender` sends, and the same request waited for
+// again completes with the data.
+void ExpectAWaitPastItsDeadlineCanBeWaitedForAgain(Context& sender,
+                                                   Context& receiver,
+                                                   absl::Time deadline);
+
 }  // namespace hvd::transport::testing
 
 #endif  // HVD_CORE_TRANSPORT_CONTRACT_CHECKS_H_

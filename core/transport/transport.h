@@ -18,13 +18,15 @@
 
 namespace hvd::transport {
 
-// One posted send or receive. Wait() may be called once, from any thread.
+// One posted send or receive. Wait() may be called once, from any thread,
+// and again after it returned DeadlineExceeded.
 class Request {
  public:
   virtual ~Request() = default;
   // OK when the transfer finished. DeadlineExceeded naming the peer and byte
-  // count if `deadline` passes first (the request stays posted: the context
-  // is then unusable and should be aborted). After Context::Abort, or when the
+  // count if `deadline` passes first: the request stays posted, and may be
+  // waited for again (a later deadline) or given up (the context is then
+  // unusable and should be aborted). After Context::Abort, or when the
   // peer's connection failed, the recorded error naming the peer.
   virtual absl::Status Wait(absl::Time deadline) = 0;
   // True once Wait() would return without blocking.

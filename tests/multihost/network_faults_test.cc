@@ -1,6 +1,8 @@
 // Network faults during a job of 4 ranks on 2 hosts, each running a loop of
 // checked allreduces: a rank that stops reading (SIGSTOP, its socket
 // buffers fill) is named and ends the job within the data-plane timeout,
+// or, with a stall check and shutdown time, is named by the stall warning
+// and ends the job at the shutdown time,
 // and a port scanner sending random bytes at every port the job listens on
 // (the rendezvous and the agents) does not disturb it. Each case: the exact outcome, in time, and nothing left
 // running. Run by netns_hosts.sh with 2 hosts.
@@ -93,6 +95,32 @@ TEST_F(NetworkFaultsTest, ARankThatStopsReadingIsNamedWithinTheTimeout) {
                          ":[0-9]+|shared memory, pid [0-9]+)\\) not complete "
                          "by the deadline")));
   // The 3 s timeout, then 1 s of grace before the stopped rank's SIGKILL.
+  EXPECT_LT(took, absl::Seconds(12)) << took;
+  EXPECT_TRUE(NothingLeftWithin(absl::Seconds(10)));
+}
+
+// Small tensors: the rank stops in negotiation or in a transfer, whichever;
+// either way whoever waits on it names it once the stall check time has
+// passed, and the stall shutdown time ends the job (not the 120 s timeout).
+TEST_F(NetworkFaultsTest, AStoppedRankIsNamedByTheStallCheckAndShutDown) {
+  std::vector<std::string> env = Env();
+  env.push_back("HVD_STALL_CHECK_TIME_SECONDS=1");
+  env.push_back("HVD_STALL_SHUTDOWN_TIME_SECONDS=4");
+  auto job = StartLoop(100000000, 4, env);
+  std::vector<pid_t> rank3 = Workers("HVD_RANK=3");
+  ASSERT_EQ(rank3.size(), 1u);
+  const absl::Time stopped = absl::Now();
+  kill(rank3[0], SIGSTOP);
+  launcher::CommandResult r = job->Wait(absl::Seconds(60));
+  const absl::Duration took = absl::Now() - stopped;
+  EXPECT_EQ(r.status.ShellCode(), 1);
+  EXPECT_THAT(r.err, ContainsRegex(absl::StrCat(
+                         "WARNING\\] Stall detected: (negotiation|a transfer) "
+                         "has waited 1s: rank [0-2]: [A-Za-z]+ from rank 3 \\((",
+                         Addr("h2"), ":[0-9]+|shared memory, pid [0-9]+)\\) "
+                         "not complete by the deadline: .*; it fails after "
+                         "4s\n")));
+  EXPECT_THAT(r.err, HasSubstr("; rank 3 (host h2) was stopped at the time"));
   EXPECT_LT(took, absl::Seconds(12)) << took;
   EXPECT_TRUE(NothingLeftWithin(absl::Seconds(10)));
 }

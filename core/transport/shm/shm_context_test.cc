@@ -168,6 +168,12 @@ TEST_F(ShmContextTest, AnOversizedControlMessageFailsRecvAnyUnreserved) {
   testing::ExpectOversizedRecvAnyFails(*contexts[0], *contexts[1], Deadline());
 }
 
+TEST_F(ShmContextTest, AWaitPastItsDeadlineCanBeWaitedForAgain) {
+  auto contexts = ConnectAll(2);
+  testing::ExpectAWaitPastItsDeadlineCanBeWaitedForAgain(
+      *contexts[0], *contexts[1], Deadline());
+}
+
 TEST_F(ShmContextTest, EachThreadTalksToItsOwnPeerConcurrently) {
   auto contexts = ConnectAll(4);
   // Rank 0 exchanges with 1, 2 and 3 from three threads at once; each peer
