@@ -40,14 +40,17 @@ bazel build --noshow_progress //launcher:hvdrun //agent:hvd-agent //core:libhvd.
 install -m 0755 bazel-bin/launcher/hvdrun /usr/local/bin/hvdrun
 install -m 0755 bazel-bin/agent/hvd-agent /usr/local/bin/hvd-agent
 
-# Python: Debian's python3 reads /usr/local/lib/python3.X/dist-packages.
+# Python: the hvd wheel (python/pyproject.toml, with libhvd.so inside),
+# installed by pip into Debian's python3, which reads
+# /usr/local/lib/python3.X/dist-packages (PEP 668 makes pip say so with
+# --break-system-packages). `pip uninstall hvd` removes it.
 SITE=$(/usr/bin/python3 -c 'import sys; print(f"/usr/local/lib/python3.{sys.version_info[1]}/dist-packages")')
-if [[ -d python/hvd ]]; then
-  mkdir -p "$SITE"
+PIP=(/usr/bin/python3 -m pip --disable-pip-version-check)
+# An older setup copied the packages there without pip's record of them.
+if ! "${PIP[@]}" show -q hvd 2>/dev/null; then
   rm -rf "$SITE/hvd" "$SITE/horovod"
-  cp -r python/hvd "$SITE/hvd"
-  [[ -d python/horovod ]] && cp -r python/horovod "$SITE/horovod"
-  install -m 0755 bazel-bin/core/libhvd.so "$SITE/hvd/libhvd.so"
-  find "$SITE/hvd" "$SITE/horovod" -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null || true
 fi
-echo "setup: done (hvdrun $(command -v hvdrun), python package in $SITE)"
+wheel=$(bash tools/wheel/build_wheel.sh "$ROOT/out/wheel")
+"${PIP[@]}" install -q --no-index --no-deps --force-reinstall \
+  --break-system-packages --root-user-action=ignore "$wheel"
+echo "setup: done (hvdrun $(command -v hvdrun), $(basename "$wheel") in $SITE)"
