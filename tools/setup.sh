@@ -35,7 +35,8 @@ if ((${#missing[@]})); then
 fi
 
 echo "setup: building (bazel, offline)"
-bazel build --noshow_progress //launcher:hvdrun //agent:hvd-agent //core:libhvd.so
+bazel build --noshow_progress --ui_event_filters=-info --show_result=0 \
+  //launcher:hvdrun //agent:hvd-agent //core:libhvd.so
 
 install -m 0755 bazel-bin/launcher/hvdrun /usr/local/bin/hvdrun
 install -m 0755 bazel-bin/agent/hvd-agent /usr/local/bin/hvd-agent

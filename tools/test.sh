@@ -12,7 +12,11 @@ cd "$(dirname "$0")/.."
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-bazel test //... --keep_going --noshow_progress "$@" 2>&1 | tee "$tmp/suite"
+# What a user reads: the test summary and the failures, without Bazel's
+# INFO events or the trace Debian's linux-sandbox adds to a failing test's
+# log.
+bazel test //... --keep_going --noshow_progress --ui_event_filters=-info \
+  "$@" 2>&1 | grep -av "src/main/tools/linux-sandbox" | tee "$tmp/suite"
 status=${PIPESTATUS[0]}
 
 # Each other build has an output base of its own (one per checkout):
