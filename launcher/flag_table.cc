@@ -250,6 +250,20 @@ std::vector<Flag> HvdFlags() {
       F({"--version", "-v"}, 0, True(&Options::version)),
       F({"-h", "--help"}, 0, True(&Options::help)),
       F({"-cb", "--check-build"}, 0, True(&Options::check_build)),
+      F({"--self-test"}, 0, True(&Options::self_test)),
+      F({"--self-test-mb"}, 1,
+        Int(&Options::self_test_mb, "--self-test-mb", 1, 4096)),
+      F({"--self-test-threshold"}, 1,
+        One([](Options& o, const std::string& v) -> absl::Status {
+          double f;
+          if (!absl::SimpleAtod(v, &f) || !(f > 0 && f <= 1)) {
+            return BadValue("--self-test-threshold", v,
+                            "a fraction of the best pair, above 0 and at "
+                            "most 1");
+          }
+          o.self_test_threshold = f;
+          return absl::OkStatus();
+        })),
       F({"--agent-path"}, 1, String(&Options::agent_path)),
       F({"--kill-grace-seconds"}, 1,
         Seconds(&Options::kill_grace, "--kill-grace-seconds")),

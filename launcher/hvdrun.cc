@@ -28,6 +28,7 @@
 #include "launcher/job.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
+#include "launcher/self_test.h"
 #include "core/rendezvous/rendezvous_server.h"
 #include "proto/job_token.h"
 
@@ -445,6 +446,10 @@ int HvdrunMain(const std::vector<std::string>& args) {
     return 0;
   }
   if (o.check_build) return CheckBuild();
+  if (o.self_test) {
+    absl::Status s = PrepareSelfTest(&o, SelfDir() + "/hvd-selftest");
+    if (!s.ok()) return BadInput(s.message());
+  }
   if (absl::Status s = ValidateOptions(o); !s.ok()) {
     return BadInput(s.message());
   }

@@ -300,6 +300,9 @@ TEST_F(HvdrunTest, BadCommandLines) {
        "-H/--hosts and --hostfile cannot be used together"},
       {{"--bogus-flag", "-np", "2"}, "unknown flag '--bogus-flag'"},
       {{"--min-np", "1", "-np", "2"}, "elastic jobs"},
+      {{"--self-test"}, "--self-test runs its own workers: give no command"},
+      {{"--self-test-threshold", "2"},
+       "invalid value '2' for --self-test-threshold"},
       {{"-np", "1", "--config-file", "/nonexistent/c.yaml"},
        "--config-file /nonexistent/c.yaml: cannot read the file"},
   };

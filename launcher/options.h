@@ -48,6 +48,9 @@ struct Options {
   bool version = false;
   bool help = false;
   bool check_build = false;         // -cb/--check-build
+  bool self_test = false;           // --self-test (hvd's own)
+  std::optional<double> self_test_threshold;  // --self-test-threshold
+  std::optional<int> self_test_mb;            // --self-test-mb
 
   // Tunables that become worker environment (unset: not passed; a boolean
   // set false by a --no- form is passed as 0, overriding the environment).

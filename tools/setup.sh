@@ -40,6 +40,7 @@ bazel build --noshow_progress --ui_event_filters=-info --show_result=0 \
 
 install -m 0755 bazel-bin/launcher/hvdrun /usr/local/bin/hvdrun
 install -m 0755 bazel-bin/agent/hvd-agent /usr/local/bin/hvd-agent
+install -m 0755 bazel-bin/launcher/hvd-selftest /usr/local/bin/hvd-selftest
 
 # Python: the hvd wheel (python/pyproject.toml, with libhvd.so inside),
 # installed by pip into Debian's python3, which reads

@@ -44,6 +44,8 @@
 # Names are unique per run (hvdmh-<owner pid>-<random>-<host>), so parallel
 # runs cannot collide.
 set -euo pipefail
+# tc, sshd and friends live in sbin, which a test's PATH lacks.
+export PATH="$PATH:/usr/sbin:/sbin"
 
 # Addresses differ per run too (a random /24 in 10.64.0.0/10 for the bridge,
 # a /16 in 172.16.0.0/12 for the dead interfaces), although each run's hosts
