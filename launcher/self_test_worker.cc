@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -76,19 +77,14 @@ bool Done(hvd_handle h, const char* what) {
   return true;
 }
 
-// Seconds per allreduce of `data` over process set `set`: the median of
-// `iterations` after one warm-up.
-double TimeAllreduce(std::vector<float>& data, int32_t set, int iterations,
-                     bool* ok) {
-  int64_t shape[1];
+// Seconds per call of `run` (which says whether it succeeded): the median
+// of `iterations` after one warm-up. *ok false once one fails.
+double MedianSeconds(int iterations, bool* ok,
+                     const std::function<bool()>& run) {
   std::vector<double> times;
   for (int i = 0; i <= iterations && *ok; ++i) {
-    DLTensor t = Tensor(data.data(), shape, data.size(), kDLFloat);
-    hvd_options o = hvd_default_options();
-    o.name = "selftest.allreduce";
-    o.process_set_id = set;
     const auto start = std::chrono::steady_clock::now();
-    *ok = Done(hvd_allreduce_async(&t, nullptr, &o), "allreduce");
+    *ok = run();
     const std::chrono::duration<double> took =
         std::chrono::steady_clock::now() - start;
     if (i > 0) times.push_back(took.count());
@@ -96,28 +92,35 @@ double TimeAllreduce(std::vector<float>& data, int32_t set, int iterations,
   return hvd::launcher::Median(times);
 }
 
+double TimeAllreduce(std::vector<float>& data, int32_t set, int iterations,
+                     bool* ok) {
+  return MedianSeconds(iterations, ok, [&] {
+    int64_t shape[1];
+    DLTensor t = Tensor(data.data(), shape, data.size(), kDLFloat);
+    hvd_options o = hvd_default_options();
+    o.name = "selftest.allreduce";
+    o.process_set_id = set;
+    return Done(hvd_allreduce_async(&t, nullptr, &o), "allreduce");
+  });
+}
+
 double TimeAllgather(std::vector<char>& data, int iterations, bool* ok) {
-  int64_t shape[1];
-  std::vector<double> times;
-  for (int i = 0; i <= iterations && *ok; ++i) {
+  return MedianSeconds(iterations, ok, [&] {
+    int64_t shape[1];
     DLTensor t = Tensor(data.data(), shape, data.size(), kDLUInt);
     hvd_options o = hvd_default_options();
     o.name = "selftest.allgather";
-    const auto start = std::chrono::steady_clock::now();
     hvd_handle h = hvd_allgather_async(&t, &o);
-    *ok = hvd_wait(h, 600) == HVD_OK;
-    if (!*ok) {
+    const bool done = hvd_wait(h, 600) == HVD_OK;
+    if (!done) {
       std::fprintf(stderr, "hvd-selftest: allgather failed: %s\n",
                    hvd_handle_error(h));
     }
-    DLManagedTensor* out = *ok ? hvd_handle_output(h, 0) : nullptr;
+    DLManagedTensor* out = done ? hvd_handle_output(h, 0) : nullptr;
     if (out != nullptr) out->deleter(out);
     hvd_release(h);
-    const std::chrono::duration<double> took =
-        std::chrono::steady_clock::now() - start;
-    if (i > 0) times.push_back(took.count());
-  }
-  return hvd::launcher::Median(times);
+    return done;
+  });
 }
 
 // Every rank's host name (HVD_HOSTNAME), in rank order, by an allgather of

@@ -51,6 +51,18 @@ class NetworkFaultsTest : public MultiHostTest {
     return job;
   }
 
+  // SIGSTOPs rank 3 and waits for the job to end; *took: since the stop.
+  launcher::CommandResult StopRank3(launcher::BackgroundCommand& job,
+                                    absl::Duration* took) {
+    std::vector<pid_t> rank3 = Workers("HVD_RANK=3");
+    EXPECT_EQ(rank3.size(), 1u);
+    const absl::Time stopped = absl::Now();
+    if (rank3.size() == 1) kill(rank3[0], SIGSTOP);
+    launcher::CommandResult r = job.Wait(absl::Seconds(60));
+    *took = absl::Now() - stopped;
+    return r;
+  }
+
   // The TCP ports listening in `host`'s namespace as ADDR:PORT, other than
   // sshd's and those on loopback.
   std::vector<std::string> ListeningPorts(const std::string& host) const {
@@ -79,12 +91,8 @@ TEST_F(NetworkFaultsTest, ARankThatStopsReadingIsNamedWithinTheTimeout) {
   std::vector<std::string> env = Env();
   env.push_back("HVD_TIMEOUT_SECONDS=3");
   auto job = StartLoop(1000000, 16 << 20, env);
-  std::vector<pid_t> rank3 = Workers("HVD_RANK=3");
-  ASSERT_EQ(rank3.size(), 1u);
-  const absl::Time stopped = absl::Now();
-  kill(rank3[0], SIGSTOP);
-  launcher::CommandResult r = job->Wait(absl::Seconds(60));
-  const absl::Duration took = absl::Now() - stopped;
+  absl::Duration took;
+  launcher::CommandResult r = StopRank3(*job, &took);
   EXPECT_EQ(r.status.ShellCode(), 1);
   EXPECT_THAT(r.err, HasSubstr("hvdrun: rank 3 (host h2) is stopped (SIGSTOP"));
   EXPECT_THAT(r.err, HasSubstr("; rank 3 (host h2) was stopped at the time"));
@@ -107,12 +115,8 @@ TEST_F(NetworkFaultsTest, AStoppedRankIsNamedByTheStallCheckAndShutDown) {
   env.push_back("HVD_STALL_CHECK_TIME_SECONDS=1");
   env.push_back("HVD_STALL_SHUTDOWN_TIME_SECONDS=4");
   auto job = StartLoop(100000000, 4, env);
-  std::vector<pid_t> rank3 = Workers("HVD_RANK=3");
-  ASSERT_EQ(rank3.size(), 1u);
-  const absl::Time stopped = absl::Now();
-  kill(rank3[0], SIGSTOP);
-  launcher::CommandResult r = job->Wait(absl::Seconds(60));
-  const absl::Duration took = absl::Now() - stopped;
+  absl::Duration took;
+  launcher::CommandResult r = StopRank3(*job, &took);
   EXPECT_EQ(r.status.ShellCode(), 1);
   EXPECT_THAT(r.err, ContainsRegex(absl::StrCat(
                          "WARNING\\] Stall detected: (negotiation|a transfer) "
