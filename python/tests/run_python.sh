@@ -20,4 +20,11 @@ if [[ -n "${HVD_TEST_ASAN_PRELOAD:-}" ]]; then
   export LD_PRELOAD="${HVD_TEST_ASAN_PRELOAD}"
   export ASAN_OPTIONS="${ASAN_OPTIONS:+${ASAN_OPTIONS}:}detect_leaks=0"
 fi
+# Under --config=tsan, likewise the ThreadSanitizer runtime. What torch,
+# numpy and Python do is not instrumented and not reported
+# (ignore_noninstrumented_modules); races in libhvd.so are.
+if [[ -n "${HVD_TEST_TSAN_PRELOAD:-}" ]]; then
+  export LD_PRELOAD="${HVD_TEST_TSAN_PRELOAD}"
+  export TSAN_OPTIONS="${TSAN_OPTIONS:+${TSAN_OPTIONS}:}ignore_noninstrumented_modules=1:second_deadlock_stack=1"
+fi
 exec "${HVD_TEST_PYTHON:-/usr/bin/python3}" "$@"
