@@ -29,7 +29,7 @@
 #include "host/bootstrap.h"
 #include "host/netif.h"
 #include "host/process.h"
-#include "host/version.h"
+#include "core/common/version.h"
 #include "proto/job_token.h"
 
 namespace {
@@ -76,7 +76,7 @@ int ApplyFlag(const std::string& name,
     std::fputs(kUsage, stdout);
     return 0;
   } else if (name == "--version") {
-    std::printf("hvd-agent %s\n", hvd::host::kVersion);
+    std::printf("hvd-agent %s\n", hvd::kVersion);
     return 0;
   } else if (name == "--launcher-stdin") {
     a->launcher_stdin = true;

@@ -14,6 +14,7 @@
 #include "core/api_state.h"
 #include "core/bootstrap/connect.h"
 #include "core/common/logging.h"
+#include "core/common/version.h"
 #include "core/dlpack_tensor.h"
 #include "core/gpu/backend_factory.h"
 #include "core/gpu/gpu_info.h"
@@ -116,7 +117,7 @@ int hvd_is_initialized(void) { return Current() != nullptr; }
 const char* hvd_last_error(void) { return hvd::api::t_last_error.c_str(); }
 int hvd_last_error_code(void) { return hvd::api::t_last_error_code; }
 
-const char* hvd_version(void) { return "0.1.0"; }
+const char* hvd_version(void) { return hvd::kVersion; }
 
 int hvd_rank(void) { return hvd::api::Topology(&hvd::runtime::Config::rank); }
 int hvd_size(void) { return hvd::api::Topology(&hvd::runtime::Config::size); }

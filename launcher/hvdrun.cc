@@ -21,7 +21,7 @@
 #include "host/bootstrap.h"
 #include "host/netif.h"
 #include "host/process.h"
-#include "host/version.h"
+#include "core/common/version.h"
 #include "launcher/agent_starter.h"
 #include "launcher/environment.h"
 #include "launcher/hosts.h"
@@ -442,7 +442,7 @@ int HvdrunMain(const std::vector<std::string>& args) {
     return 0;
   }
   if (o.version) {
-    std::printf("hvdrun %s\n", host::kVersion);
+    std::printf("hvdrun %s\n", kVersion);
     return 0;
   }
   if (o.check_build) return CheckBuild();

@@ -31,6 +31,9 @@ def report():
 
 def test_it_names_the_version_and_the_frameworks_found(report):
     assert report[0] == "hvd v%s:" % hvd.version()
+    # One version: the library's (core/common/version.h) is the package's.
+    import hvd as package
+    assert hvd.version() == package.__version__
     import numpy
     import torch
     assert "    [X] PyTorch (%s)" % torch.__version__ in report
