@@ -21,7 +21,10 @@ echo "built $name"
 
 /usr/bin/python3 -m venv --system-site-packages "$tmp/env"
 pip=("$tmp/env/bin/python" -m pip --disable-pip-version-check)
-"${clean[@]}" "${pip[@]}" install -q --no-index --no-deps "$wheel"
+# --ignore-installed: setup.sh has put hvd 0.1.0 into Debian's python3, which
+# the venv sees; without it pip calls the requirement satisfied there.
+"${clean[@]}" "${pip[@]}" install -q --no-index --no-deps --ignore-installed \
+  "$wheel"
 site=$("$tmp/env/bin/python" -c \
   'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 "${clean[@]}" "${pip[@]}" show hvd | grep -x "Version: 0.1.0" >/dev/null ||
