@@ -11,6 +11,12 @@ tmp=${TEST_TMPDIR:-$(mktemp -d)}
 fail() { echo "wheel_test: FAIL: $*" >&2; exit 1; }
 # Nothing may reach the source tree's package or library.
 clean=(env -u PYTHONPATH -u HVD_LIBRARY -u PYTHONHOME)
+# Under --config=asan the wheel's libhvd.so is instrumented: the interpreter
+# needs the ASan runtime preloaded, for the reasons run_python.sh gives.
+if [[ -n "${HVD_TEST_ASAN_PRELOAD:-}" ]]; then
+  clean+=("LD_PRELOAD=$HVD_TEST_ASAN_PRELOAD"
+          "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+fi
 
 wheel=$(bash tools/wheel/build_wheel.sh "$tmp/dist" "$root/core/libhvd.so")
 name=$(basename "$wheel")
