@@ -46,7 +46,7 @@ std::vector<std::string> OrderCandidates(std::vector<std::string> candidates) {
 host::WorkerIdentity IdentityOf(const launcher::LaunchSpec& spec,
                                     const launcher::WorkerSpec& w,
                                     const std::string& rendezvous_addr,
-                                    const std::string& token) {
+                                    const AgentOptions& options) {
   host::WorkerIdentity id;
   id.rank = w.rank();
   id.size = spec.size();
@@ -56,7 +56,9 @@ host::WorkerIdentity IdentityOf(const launcher::LaunchSpec& spec,
   id.cross_size = w.cross_size();
   id.hostname = spec.hostname();
   id.rendezvous_addr = rendezvous_addr;
-  id.job_token = token;
+  id.job_token = options.token;
+  id.rendezvous_ca_pem = options.tls.ca_pem;
+  id.rendezvous_tls_name = options.tls.server_name;
   id.iface = spec.data_plane_address();
   return id;
 }
@@ -116,7 +118,8 @@ absl::Status Agent::Connect() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   auto channel = grpc::CreateCustomChannel(
-      rendezvous_addr_, grpc::InsecureChannelCredentials(), args);
+      rendezvous_addr_, rendezvous::ChannelCredentials(options_.tls, &args),
+      args);
   stub_ = launcher::AgentService::NewStub(channel);
   context_ = std::make_unique<grpc::ClientContext>();
   context_->AddMetadata(rendezvous::kJobTokenMetadataKey, options_.token);
@@ -186,7 +189,7 @@ void Agent::Launch(const launcher::LaunchSpec& spec) {
     o.argv = command;
     o.env = host::WorkerEnvironment(
         base, overlay,
-        IdentityOf(spec, w, rendezvous_addr_, options_.token));
+        IdentityOf(spec, w, rendezvous_addr_, options_));
     o.cwd = spec.cwd();
     o.new_process_group = true;
     // Delivered when this (the main) thread ends: with the agent.

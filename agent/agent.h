@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "agent/reaper.h"
 #include "agent/worker.h"
+#include "core/rendezvous/tls.h"
 #include "host/process.h"
 #include "proto/launcher.grpc.pb.h"
 
@@ -30,6 +31,8 @@ struct AgentOptions {
   // "a.b.c.d:port" candidates for the rendezvous server, preferred first.
   std::vector<std::string> rendezvous;
   std::string token;
+  // TLS to the rendezvous; passed on to the workers. Empty: plaintext.
+  rendezvous::ClientTls tls;
   // Started by hvdrun: its index in hvdrun's host list; -1: started by an
   // orchestrator (joins with `slots`, gets an index in join order).
   int host_index = -1;

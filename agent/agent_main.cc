@@ -26,6 +26,7 @@
 #include "core/common/config_names.h"
 #include "core/common/env.h"
 #include "core/common/logging.h"
+#include "core/rendezvous/tls.h"
 #include "host/bootstrap.h"
 #include "host/netif.h"
 #include "host/process.h"
@@ -192,6 +193,7 @@ int OptionsFromLauncher(Args* args, hvd::agent::AgentOptions* options) {
   }
   options->rendezvous = b->rendezvous;
   options->token = b->token;
+  options->tls = {b->tls_ca_pem, b->tls_name};
   options->host_index = b->host_index;
   options->hostname = b->host_name;
   options->connect_timeout = b->connect_timeout;
@@ -205,6 +207,17 @@ int OptionsFromLauncher(Args* args, hvd::agent::AgentOptions* options) {
 // environment. Returns -1, or the exit code for bad input.
 int OptionsFromFlags(const Args& args, hvd::agent::AgentOptions* options) {
   if (int rc = ReadToken(args, &options->token); rc >= 0) return rc;
+  // TLS: the CA of the rendezvous' certificate, passed on to the workers.
+  if (auto ca = hvd::GetConfig(hvd::config_names::kRendezvousCa)) {
+    absl::StatusOr<std::string> pem = hvd::rendezvous::PemOrFile(*ca);
+    if (!pem.ok()) {
+      return BadInput(absl::StrCat("HVD_RENDEZVOUS_CA: ", pem.status().message()));
+    }
+    options->tls.ca_pem = *std::move(pem);
+  }
+  if (auto name = hvd::GetConfig(hvd::config_names::kRendezvousTlsName)) {
+    options->tls.server_name = *name;
+  }
   // A list is tried in order (hvdrun prints all its addresses).
   options->rendezvous =
       absl::StrSplit(args.rendezvous, ',', absl::SkipEmpty());

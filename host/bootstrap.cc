@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,7 +26,8 @@ std::string SerializeBootstrap(const Bootstrap& b) {
                       b.probe ? 1 : 0, "\n",
                       "connect_timeout_ms ",
                       absl::ToInt64Milliseconds(b.connect_timeout), "\n",
-                      "end\n");
+                      "tls_ca ", absl::Base64Escape(b.tls_ca_pem), "\n",
+                      "tls_name ", b.tls_name, "\n", "end\n");
 }
 
 absl::StatusOr<Bootstrap> ParseBootstrap(const std::string& text) {
@@ -64,6 +66,12 @@ absl::StatusOr<Bootstrap> ParseBootstrap(const std::string& text) {
         return absl::InvalidArgumentError("bootstrap: bad connect_timeout_ms");
       }
       b.connect_timeout = absl::Milliseconds(ms);
+    } else if (key == "tls_ca") {
+      if (!absl::Base64Unescape(value, &b.tls_ca_pem)) {
+        return absl::InvalidArgumentError("bootstrap: bad tls_ca");
+      }
+    } else if (key == "tls_name") {
+      b.tls_name = std::string(value);
     }
   }
   if (!ended) return absl::InvalidArgumentError("bootstrap: truncated");

@@ -28,6 +28,10 @@ struct Bootstrap {
   // plane addresses by probing); a one-host job, or one with named
   // interfaces, does not probe, and its agent listens on nothing.
   bool probe = true;
+  // TLS to the rendezvous: the job's CA certificate (PEM) and the name the
+  // server's certificate carries; empty: plaintext.
+  std::string tls_ca_pem;
+  std::string tls_name;
 };
 
 // Text lines "key value", ending with "end".

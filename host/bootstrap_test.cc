@@ -21,6 +21,8 @@ TEST(Bootstrap, RoundTripsThroughAPipe) {
   b.verbose = true;
   b.connect_timeout = absl::Milliseconds(2500);
   b.probe = false;
+  b.tls_ca_pem = "-----BEGIN CERTIFICATE-----\nMIIB\nend\n-----END CERTIFICATE-----\n";
+  b.tls_name = "hvd-rendezvous";
   int p[2];
   ASSERT_EQ(pipe(p), 0);
   std::string text = SerializeBootstrap(b);
@@ -37,6 +39,8 @@ TEST(Bootstrap, RoundTripsThroughAPipe) {
   EXPECT_TRUE(got->verbose);
   EXPECT_EQ(got->connect_timeout, absl::Milliseconds(2500));
   EXPECT_FALSE(got->probe);
+  EXPECT_EQ(got->tls_ca_pem, b.tls_ca_pem) << "multi-line PEM, even an \"end\" line";
+  EXPECT_EQ(got->tls_name, "hvd-rendezvous");
   b.probe = true;
   auto probing = ParseBootstrap(SerializeBootstrap(b));
   ASSERT_TRUE(probing.ok()) << probing.status();

@@ -17,7 +17,7 @@ constexpr const char* kIdentityNames[] = {
     names::kRank,       names::kSize,      names::kLocalRank,
     names::kLocalSize,  names::kCrossRank, names::kCrossSize,
     names::kHostname,   names::kRendezvousAddr, names::kJobToken,
-    names::kIface,
+    names::kIface,      names::kRendezvousCa,   names::kRendezvousTlsName,
 };
 
 }  // namespace
@@ -66,6 +66,12 @@ std::vector<std::string> WorkerEnvironment(
   SetBothSpellings(env, names::kRendezvousAddr, id.rendezvous_addr);
   SetBothSpellings(env, names::kJobToken, id.job_token);
   if (!id.iface.empty()) SetBothSpellings(env, names::kIface, id.iface);
+  if (!id.rendezvous_ca_pem.empty()) {
+    SetBothSpellings(env, names::kRendezvousCa, id.rendezvous_ca_pem);
+  }
+  if (!id.rendezvous_tls_name.empty()) {
+    SetBothSpellings(env, names::kRendezvousTlsName, id.rendezvous_tls_name);
+  }
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [name, value] : env) out.push_back(absl::StrCat(name, "=", value));

@@ -22,6 +22,10 @@ struct WorkerIdentity {
   std::string hostname;
   std::string rendezvous_addr;
   std::string job_token;
+  // TLS to the rendezvous (HVD_RENDEZVOUS_CA, HVD_RENDEZVOUS_TLS_NAME);
+  // empty: not set.
+  std::string rendezvous_ca_pem;
+  std::string rendezvous_tls_name;
   std::string iface;  // HVD_IFACE; empty: not set
 };
 

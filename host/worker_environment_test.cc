@@ -47,6 +47,17 @@ TEST(WorkerEnvironment, InheritedIfaceDoesNotLeak) {
   EXPECT_THAT(env, Not(Contains("HVD_IFACE=eth9")));
 }
 
+TEST(WorkerEnvironment, TheJobsCaReplacesAnInheritedOneAndNoneLeaks) {
+  WorkerIdentity id;
+  auto plain = WorkerEnvironment({"HVD_RENDEZVOUS_CA=/old/ca.pem"}, {}, id);
+  EXPECT_THAT(plain, Not(Contains("HVD_RENDEZVOUS_CA=/old/ca.pem")));
+  id.rendezvous_ca_pem = "-----BEGIN CERTIFICATE-----\nX\n";
+  id.rendezvous_tls_name = "hvd-rendezvous";
+  auto tls = WorkerEnvironment({"HVD_RENDEZVOUS_CA=/old/ca.pem"}, {}, id);
+  EXPECT_THAT(tls, Contains("HVD_RENDEZVOUS_CA=-----BEGIN CERTIFICATE-----\nX\n"));
+  EXPECT_THAT(tls, Contains("HVD_RENDEZVOUS_TLS_NAME=hvd-rendezvous"));
+}
+
 TEST(IsIdentityVariable, BothSpellingsOfTheIdentityOnly) {
   EXPECT_TRUE(IsIdentityVariable("HVD_RANK"));
   EXPECT_TRUE(IsIdentityVariable("HOROVOD_JOB_TOKEN"));

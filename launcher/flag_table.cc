@@ -270,6 +270,9 @@ std::vector<Flag> HvdFlags() {
       F({"--rendezvous-only"}, 0, True(&Options::rendezvous_only)),
       F({"--port"}, 1, Int(&Options::port, "--port", 0, 65535)),
       F({"--rendezvous-file"}, 1, String(&Options::rendezvous_file)),
+      F({"--no-tls"}, 0, True(&Options::no_tls)),
+      F({"--tls-cert"}, 1, String(&Options::tls_cert)),
+      F({"--tls-key"}, 1, String(&Options::tls_key)),
   };
 }
 

@@ -30,6 +30,8 @@
 #include "launcher/output_sink.h"
 #include "launcher/self_test.h"
 #include "core/rendezvous/rendezvous_server.h"
+#include "core/rendezvous/tls.h"
+#include "launcher/job_tls.h"
 #include "proto/job_token.h"
 
 namespace hvd {
@@ -255,6 +257,9 @@ int RendezvousOnly(const Options& o) {
   RendezvousServerOptions so;
   so.address = absl::StrCat("0.0.0.0:", o.port.value_or(0));
   so.token = token;
+  absl::StatusOr<rendezvous::ServerTls> tls = OrchestratorTls(o);
+  if (!tls.ok()) return BadInput(tls.status().message());
+  so.tls = *std::move(tls);
   so.extra_services = {job};
   so.size = *o.num_proc;
   so.on_register =
@@ -294,6 +299,7 @@ struct LaunchPlan {
   std::vector<std::string> launcher_addrs;  // for remote agents to dial
   std::string token;
   std::string cwd;
+  rendezvous::JobCertificates certs;  // empty: plaintext
 };
 
 // How hvdrun starts the agents: the local binary (looked up only if some
@@ -373,6 +379,10 @@ host::Bootstrap AgentBootstrap(const Options& o, const LaunchPlan& plan,
   b.connect_timeout = o.start_timeout;
   // Addresses are probed only between several hosts without named ones.
   b.probe = plan.assignment.size() > 1 && o.network_interfaces.empty();
+  if (!plan.certs.ca_pem.empty()) {
+    b.tls_ca_pem = plan.certs.ca_pem;
+    b.tls_name = rendezvous::kJobServerName;
+  }
   if (plan.local[i]) {
     b.rendezvous = {absl::StrCat("127.0.0.1:", port)};
   } else {
@@ -398,6 +408,7 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   const char* host = plan.any_remote ? "0.0.0.0" : "127.0.0.1";
   so.address = absl::StrCat(host, ":", o.port.value_or(0));
   so.token = plan.token;
+  so.tls = plan.certs.server;
   so.extra_services = {job};
   so.size = plan.np;
   so.on_register =
@@ -464,6 +475,10 @@ int HvdrunMain(const std::vector<std::string>& args) {
   if (o.rendezvous_only) return RendezvousOnly(o);
   LaunchPlan plan;
   if (int code = PlanLaunch(o, &plan); code >= 0) return code;
+  absl::StatusOr<rendezvous::JobCertificates> certs =
+      LaunchedJobTls(o, plan.any_remote);
+  if (!certs.ok()) return Failure(certs.status().message());
+  plan.certs = *std::move(certs);
   return RunLaunchedJob(o, plan);
 }
 

@@ -140,6 +140,14 @@ absl::Status ValidateOptions(const Options& o) {
     return absl::InvalidArgumentError(
         "-H/--hosts and --hostfile cannot be used together");
   }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert and --tls-key go together: give both");
+  }
+  if (o.no_tls && !o.tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--no-tls and --tls-cert contradict each other: give one");
+  }
   if (o.rendezvous_only) {
     if (!o.num_proc.has_value()) {
       return absl::InvalidArgumentError(
@@ -154,6 +162,11 @@ absl::Status ValidateOptions(const Options& o) {
   if (!o.rendezvous_file.empty()) {
     return absl::InvalidArgumentError(
         "--rendezvous-file is only meaningful with --rendezvous-only");
+  }
+  if (!o.tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert/--tls-key are for --rendezvous-only: a launched job makes "
+        "its own certificates");
   }
   if (!o.num_proc.has_value() && o.hosts.empty() && o.hostfile.empty()) {
     return absl::InvalidArgumentError(

@@ -76,6 +76,11 @@ struct Options {
   bool rendezvous_only = false;     // --rendezvous-only
   std::optional<int> port;          // --port
   std::string rendezvous_file;      // --rendezvous-file F
+  // TLS to the rendezvous: a launched job with remote hosts uses its own CA
+  // unless --no-tls; --rendezvous-only serves the given certificate.
+  bool no_tls = false;              // --no-tls
+  std::string tls_cert;             // --tls-cert FILE (--rendezvous-only)
+  std::string tls_key;              // --tls-key FILE (--rendezvous-only)
 
   // One line for each horovodrun flag given that means nothing in hvd,
   // saying why (hvdrun prints them and goes on).

@@ -96,6 +96,13 @@ constexpr char kHelpBeforeExcluded[] =
     "  --port P                   its port (default: any free port)\n"
     "  --rendezvous-file F        write address and token to F (mode 0600)\n"
     "                             instead of printing them\n"
+    "  --tls-cert F --tls-key F   serve TLS with this certificate and key;\n"
+    "                             give agents and workers its CA in\n"
+    "                             HVD_RENDEZVOUS_CA (docs/security.md)\n"
+    "\n"
+    "TLS: a job with remote hosts makes its own CA and talks TLS to the\n"
+    "rendezvous. --no-tls             plaintext instead (the token crosses\n"
+    "                             the network in clear; a warning says so)\n"
     "\n"
     "Environment: workers get hvdrun's environment, except variables that\n"
     "belong to one host or session: ";

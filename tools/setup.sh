@@ -16,6 +16,7 @@ PACKAGES=(
   libfabric-dev libfabric-bin                # RDMA transport (rdma/), fi_info
   libgtest-dev libgmock-dev googletest
   libyaml-cpp-dev                            # hvdrun --config-file (YAML)
+  libssl-dev                                 # the rendezvous's per-job TLS CA
   python3-torch python3-torchvision python3-numpy python3-matplotlib
   python3-pytest python3-mock python3-cloudpickle  # hvd.run; Horovod's test suite
   openmpi-bin libopenmpi-dev                  # benchmark anchor (MPI_Allreduce)

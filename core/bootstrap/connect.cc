@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/bootstrap/data_plane_token.h"
 #include "core/rendezvous/grpc_store.h"
 #include "core/transport/composite/composite_context.h"
 #include "core/transport/shm/shm_context.h"
@@ -35,7 +36,7 @@ transport::TcpOptions TcpOptionsOf(const Config& config) {
   transport::TcpOptions options;
   options.iface = config.iface;
   options.hostname = config.hostname;
-  options.token = config.token;
+  options.token = DataPlaneToken(config.token);
   options.connect_timeout = config.start_timeout;
   options.tuning = config.tcp;
   return options;
@@ -45,7 +46,7 @@ rdma::RdmaOptions RdmaOptionsOf(const Config& config) {
   rdma::RdmaOptions options;
   options.provider = config.rdma_provider;
   options.hostname = config.hostname;
-  options.token = config.token;
+  options.token = DataPlaneToken(config.token);
   options.connect_timeout = config.start_timeout;
   return options;
 }
@@ -97,8 +98,10 @@ absl::StatusOr<bool> AgreeOnRdma(const Config& config, Store& store) {
 // The rendezvous store, registered, scoped to this connect. The scoped view
 // keeps the connection alive.
 absl::StatusOr<std::shared_ptr<Store>> ReachRendezvous(const Config& config) {
+  GrpcStoreOptions options;
+  options.tls = {config.rendezvous_ca_pem, config.rendezvous_tls_name};
   auto store = GrpcStore::Connect(config.rendezvous_addr, config.token,
-                                  config.start_timeout);
+                                  config.start_timeout, options);
   if (!store.ok()) {
     return Annotate(store.status(), absl::StrCat("rank ", config.rank,
                                                  ": cannot reach the rendezvous"));

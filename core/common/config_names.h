@@ -21,6 +21,10 @@ inline constexpr char kCrossSize[] = "CROSS_SIZE";
 inline constexpr char kHostname[] = "HOSTNAME";
 inline constexpr char kRendezvousAddr[] = "RENDEZVOUS_ADDR";
 inline constexpr char kJobToken[] = "JOB_TOKEN";  // a secret: never logged
+// TLS to the rendezvous: the CA certificate (PEM text, or a file holding it)
+// and the name the server's certificate carries (default: the host dialled).
+inline constexpr char kRendezvousCa[] = "RENDEZVOUS_CA";
+inline constexpr char kRendezvousTlsName[] = "RENDEZVOUS_TLS_NAME";
 inline constexpr char kIface[] = "IFACE";
 
 // Tunables that hvdrun's flags set.

@@ -130,13 +130,19 @@ absl::StatusOr<std::unique_ptr<GrpcStore>> GrpcStore::Connect(
   // Workers may start before the server listens: retry connecting often.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      rendezvous::ChannelCredentials(options.tls, &args);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(address, credentials, args);
   if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
     return absl::UnavailableError(absl::StrCat(
         "rendezvous ", address, ": not reachable within ",
         absl::FormatDuration(timeout), " (",
-        StateName(channel->GetState(false)), ")"));
+        StateName(channel->GetState(false)), ")",
+        options.tls.enabled()
+            ? "; over TLS: is the server up with a certificate signed by "
+              "the CA given (HVD_RENDEZVOUS_CA)?"
+            : ""));
   }
   return std::unique_ptr<GrpcStore>(
       new GrpcStore(std::move(address), std::move(token), options,

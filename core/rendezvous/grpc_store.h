@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/rendezvous/store.h"
+#include "core/rendezvous/tls.h"
 
 namespace hvd {
 
@@ -34,6 +35,9 @@ struct GrpcStoreOptions {
   // Longest server-side wait one Get or Barrier RPC asks for; longer waits
   // take several RPCs. The server caps it at 60 s.
   absl::Duration max_wait_per_rpc = absl::Seconds(10);
+  // TLS: the CA the server's certificate must chain to; plaintext when
+  // tls.ca_pem is empty.
+  rendezvous::ClientTls tls;
 };
 
 // What Register returns.

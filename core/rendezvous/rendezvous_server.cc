@@ -82,8 +82,8 @@ absl::Status RendezvousServer::Impl::Start() {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(
                                  options_.idle_connection_timeout)));
-  builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(),
-                           &port_);
+  builder.AddListeningPort(options_.address,
+                           rendezvous::ServerCredentials(options_.tls), &port_);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port_ == 0) {

@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/rendezvous/tls.h"
 
 namespace grpc {
 class Service;
@@ -61,6 +62,7 @@ struct RendezvousLimits {
 struct RendezvousServerOptions {
   std::string address = "0.0.0.0:0";  // host:port to listen on; port 0 = ephemeral
   std::string token;                   // job token every RPC must carry (required)
+  rendezvous::ServerTls tls;           // empty: plaintext
   // Further services on the same server and port, e.g. the launcher's agent
   // service. Not owned; each must outlive the server, be registered with no
   // other server meanwhile, and implement its methods with gRPC's synchronous

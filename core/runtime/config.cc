@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "core/common/config_names.h"
 #include "core/common/env.h"
+#include "core/rendezvous/tls.h"
 
 namespace hvd::runtime {
 namespace {
@@ -39,6 +40,20 @@ class Reader {
 
   void String(const char* name, std::string* out) {
     if (auto text = Text(name)) *out = *text;
+  }
+
+  // A CA certificate: PEM text, or a file holding it.
+  void Ca(const char* name, std::string* pem) {
+    auto text = Text(name);
+    if (!text || text->empty()) return;
+    absl::StatusOr<std::string> read = rendezvous::PemOrFile(*text);
+    if (read.ok()) {
+      *pem = *std::move(read);
+    } else {
+      Fail(absl::InvalidArgumentError(absl::StrCat(
+          names::kPrefix, name, ": ", read.status().message(),
+          ": expected a PEM certificate or a file holding one")));
+    }
   }
 
   // A whole number >= `min` that fits `T`.
@@ -153,6 +168,8 @@ void ReadIdentity(Reader& r, Config& c) {
   r.String(names::kHostname, &c.hostname);
   r.String(names::kRendezvousAddr, &c.rendezvous_addr);
   r.String(names::kJobToken, &c.token);
+  r.Ca(names::kRendezvousCa, &c.rendezvous_ca_pem);
+  r.String(names::kRendezvousTlsName, &c.rendezvous_tls_name);
   r.String(names::kIface, &c.iface);
   if (!r.status().ok()) return;
   if (c.rank >= c.size) {

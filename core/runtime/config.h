@@ -41,6 +41,10 @@ struct Config {
   std::string hostname;
   std::string rendezvous_addr;  // empty: no rendezvous (size must be 1)
   std::string token;            // secret: never logged
+  // TLS to the rendezvous: the CA's PEM (read from the file when
+  // HVD_RENDEZVOUS_CA names one) and the server's name; empty: plaintext.
+  std::string rendezvous_ca_pem;
+  std::string rendezvous_tls_name;
   std::string iface;            // data-plane interface or address; empty: all
 
   // Negotiation and fusion.

@@ -132,6 +132,19 @@ TEST(ParseConfigTest, TransportAndRdmaProviderAreRead) {
   EXPECT_EQ(ParseConfig(Vars({}))->transport, Transport::kAuto);
 }
 
+TEST(ParseConfigTest, RendezvousCaIsPemTextOrAFileHoldingIt) {
+  const std::string pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  absl::StatusOr<Config> c = ParseConfig(
+      Vars({{"RENDEZVOUS_CA", pem}, {"RENDEZVOUS_TLS_NAME", "rdzv.svc"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rendezvous_ca_pem, pem);
+  EXPECT_EQ(c->rendezvous_tls_name, "rdzv.svc");
+  EXPECT_TRUE(ParseConfig(Vars({}))->rendezvous_ca_pem.empty());
+  EXPECT_THAT(ErrorOf({{"RENDEZVOUS_CA", "/nonexistent/ca.pem"}}),
+              ::testing::StartsWith("HVD_RENDEZVOUS_CA: cannot read CA "
+                                    "certificate file '/nonexistent/ca.pem'"));
+}
+
 TEST(ParseConfigTest, UnknownTransportNamesTheVariable) {
   EXPECT_THAT(ErrorOf({{"TRANSPORT", "ib"}}),
               ::testing::StartsWith("HVD_TRANSPORT='ib' is not valid"));
@@ -211,10 +224,11 @@ TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
   for (const char* name :
        {n::kRank, n::kSize, n::kLocalRank, n::kLocalSize, n::kCrossRank,
         n::kCrossSize, n::kHostname, n::kRendezvousAddr, n::kJobToken,
+        n::kRendezvousCa, n::kRendezvousTlsName,
         n::kIface, n::kFusionThreshold, n::kCycleTime, n::kCacheCapacity,
         n::kTimeline, n::kStallCheckDisable, n::kStallCheckTimeSeconds,
         n::kStallShutdownTimeSeconds, n::kHierarchicalAllreduce, n::kLogLevel,
-        n::kLogHideTime, n::kHierarchicalAllgather,        n::kIdleCycleTime, n::kTimelineMarkCycles, n::kTimeoutSeconds,
+        n::kLogHideTime, n::kHierarchicalAllgather, n::kIdleCycleTime, n::kTimelineMarkCycles, n::kTimeoutSeconds,
         n::kStartTimeout, n::kBackgroundSpinUs, n::kWaitSpinUs,
         n::kFusionInPlaceBytes, n::kAllreduceAlgorithm, n::kSmallMessageBytes,
         n::kCrossHostSmallMessageBytes, n::kChunkBytes, n::kShm,

@@ -93,6 +93,30 @@ TEST_F(LaunchTest, NetworkInterfacesFlagNamesTheDataPlane) {
   EXPECT_TRUE(NothingLeftWithin(absl::Seconds(10)));
 }
 
+// Over ssh the rendezvous speaks TLS with the job's own CA, which the
+// workers get (the job running at all shows the handshakes succeed: the
+// server speaks nothing else); --no-tls is plaintext, with a warning.
+TEST_F(LaunchTest, RemoteJobsUseTlsUnlessNoTlsIsAskedFor) {
+  const std::string show =
+      "echo tls ca=${HVD_RENDEZVOUS_CA:+set} name=$HVD_RENDEZVOUS_TLS_NAME";
+  launcher::CommandResult tls =
+      Run({"-np", "2", "-H", "h1:1,h2:1", Driver(), "--allreduce"});
+  ASSERT_TRUE(tls.status.ok()) << tls.err;
+  EXPECT_THAT(tls.out, HasSubstr("[1]<stdout>:allreduce sum=1 expected=1 ok"));
+  EXPECT_THAT(tls.err, Not(HasSubstr("warning")));
+  launcher::CommandResult env =
+      Run({"-np", "2", "-H", "h1:1,h2:1", "sh", "-c", show});
+  ASSERT_TRUE(env.status.ok()) << env.err;
+  EXPECT_THAT(env.out, HasSubstr("[1]<stdout>:tls ca=set name=hvd-rendezvous"));
+  launcher::CommandResult plain =
+      Run({"--no-tls", "-np", "2", "-H", "h1:1,h2:1", "sh", "-c", show});
+  ASSERT_TRUE(plain.status.ok()) << plain.err;
+  EXPECT_THAT(plain.out, HasSubstr("[1]<stdout>:tls ca= name=\n"));
+  EXPECT_THAT(plain.err, HasSubstr("hvdrun: warning: --no-tls: the job token "
+                                   "crosses the network in clear"));
+  EXPECT_TRUE(NothingLeftWithin(absl::Seconds(10)));
+}
+
 }  // namespace
 }  // namespace multihost
 }  // namespace hvd
