@@ -25,11 +25,23 @@ absl::StatusOr<ResponseList> Parse(const std::string& bytes, int from) {
   return list;
 }
 
+// A peer of a live job sends at least every HVD_IDLE_CYCLE_TIME, so a wait
+// past the stall check time is a stopped or stuck peer: it is named then,
+// and the wait ends at the stall shutdown time if one is set.
+transport::WaitLimits WaitLimitsOf(const Config& config) {
+  transport::WaitLimits limits{config.timeout, config.stall_check_time};
+  if (config.stall_shutdown_time > absl::ZeroDuration()) {
+    limits.timeout = std::min(limits.timeout, config.stall_shutdown_time);
+  }
+  return limits;
+}
+
 }  // namespace
 
 Runtime::Runtime(const Config& config, RuntimeParts parts,
                  HandleTable* handles)
     : config_(config),
+      wait_limits_(WaitLimitsOf(config)),
       parts_(std::move(parts)),
       handles_(handles),
       sets_(config.size),
@@ -65,14 +77,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
   }
   ExecutorOptions options;
   options.collectives = config.collectives;
-  // A transfer waited for past the stall check time is named in a warning;
-  // past the stall shutdown time (if set), it fails.
-  options.collectives.timeout = config.timeout;
-  options.collectives.stall_warning = config.stall_check_time;
-  if (config.stall_shutdown_time > absl::ZeroDuration()) {
-    options.collectives.timeout =
-        std::min(config.timeout, config.stall_shutdown_time);
-  }
+  options.collectives.timeout = runtime->wait_limits_.timeout;
+  options.collectives.stall_warning = runtime->wait_limits_.stall_warning;
   options.collectives.hosts = runtime->parts_.hosts;
   options.fusion_in_place_bytes =
       static_cast<size_t>(config.fusion_in_place_bytes);
@@ -264,17 +270,6 @@ void Runtime::Loop() {
   }
 }
 
-// A peer of a live job sends at least every HVD_IDLE_CYCLE_TIME, so a
-// negotiation wait past the stall check time is a stopped or stuck peer: it
-// is named then, and the wait ends at the stall shutdown time if one is set.
-transport::WaitLimits Runtime::NegotiationLimits() const {
-  transport::WaitLimits limits{config_.timeout, config_.stall_check_time};
-  if (config_.stall_shutdown_time > absl::ZeroDuration()) {
-    limits.timeout = std::min(limits.timeout, config_.stall_shutdown_time);
-  }
-  return limits;
-}
-
 bool Runtime::StopRequested() {
   absl::MutexLock lock(&mu_);
   return stop_requested_;
@@ -295,7 +290,7 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
   const absl::Time start = absl::Now();
   for (int r = 1; r < size; ++r) {
     if (absl::Status s = transport::WaitNamingStalls(
-            *recvs[r], start, NegotiationLimits(), "negotiation");
+            *recvs[r], start, wait_limits_, "negotiation");
         !s.ok()) {
       return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
     }
@@ -337,7 +332,7 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
   const absl::Time sent = absl::Now();
   for (int r = 1; r < size; ++r) {
     if (absl::Status s = transport::WaitNamingStalls(
-            *sends[r - 1], sent, NegotiationLimits(), "negotiation");
+            *sends[r - 1], sent, wait_limits_, "negotiation");
         !s.ok()) {
       return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
     }
@@ -388,10 +383,10 @@ absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
   auto send = parts_.context->Send(0, out.data(), out.size());
   auto recv = parts_.context->RecvAny(0, &in);
   absl::Status s = transport::WaitNamingStalls(*send, start,
-                                               NegotiationLimits(),
+                                               wait_limits_,
                                                "negotiation");
   if (s.ok()) {
-    s = transport::WaitNamingStalls(*recv, start, NegotiationLimits(),
+    s = transport::WaitNamingStalls(*recv, start, wait_limits_,
                                     "negotiation");
   }
   if (!s.ok()) return Annotate(s, "negotiation with rank 0 failed");

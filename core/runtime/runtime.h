@@ -100,13 +100,16 @@ class Runtime {
   RequestList BuildRequests();
   // Size 1, or a rank other than 0: one round trip with rank 0.
   absl::StatusOr<ResponseList> Negotiate(const RequestList& mine);
-  transport::WaitLimits NegotiationLimits() const;
   // Rank 0 of a larger job; *busy: whether any rank announced work.
   absl::StatusOr<ResponseList> CoordinatorCycle(bool* busy);
   absl::Status Execute(const ResponseList& responses);
   void FailAll(const absl::Status& status);
 
   Config config_;
+  // Every wait for a peer, in negotiation and in the collectives: a warning
+  // naming it past the stall check time, failure at the stall shutdown time
+  // (if set) or the timeout. Derived from config_ once.
+  const transport::WaitLimits wait_limits_;
   RuntimeParts parts_;
   HandleTable* handles_;
   ProcessSetTable sets_;
