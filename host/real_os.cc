@@ -16,7 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "host/process.h"
 
 namespace hvd {
@@ -69,7 +72,8 @@ struct ChildError {
 // Whether a live member of group `pgid` exists.
 // State, parent and group of process `pid` from /proc/<pid>/stat; false if
 // it cannot be read (gone).
-bool ReadProcStat(const char* pid, char* state, long* pgrp) {
+bool ReadProcStat(const char* pid, char* state, long* pgrp,
+                  long* parent = nullptr) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
   std::string line;
   if (!std::getline(in, line)) return false;
@@ -78,7 +82,23 @@ bool ReadProcStat(const char* pid, char* state, long* pgrp) {
   if (close_paren == std::string::npos) return false;
   std::istringstream rest(line.substr(close_paren + 1));
   long ppid;
-  return static_cast<bool>(rest >> *state >> ppid >> *pgrp);
+  if (!(rest >> *state >> ppid >> *pgrp)) return false;
+  if (parent != nullptr) *parent = ppid;
+  return true;
+}
+
+// The TracerPid of /proc/<pid>/status; 0 when none or unreadable.
+long TracerOf(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(in, line);) {
+    absl::string_view rest = line;
+    long tracer = 0;
+    if (absl::ConsumePrefix(&rest, "TracerPid:") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &tracer)) {
+      return tracer;
+    }
+  }
+  return 0;
 }
 
 bool ProcGroupExists(pid_t pgid) {
@@ -105,8 +125,17 @@ bool ProcStopped(pid_t pid) {
   char state;
   long pgrp;
   // T: stopped by a signal; t: stopped by a tracer (a debugger).
-  return ReadProcStat(absl::StrCat(pid).c_str(), &state, &pgrp) &&
-         (state == 'T' || state == 't');
+  if (!ReadProcStat(absl::StrCat(pid).c_str(), &state, &pgrp)) return false;
+  if (state != 't') return state == 'T';
+  // A tracer the process forked itself is a sanitizer's leak check at exit
+  // holding it for a moment (LeakSanitizer's stop-the-world), not a stop.
+  const long tracer = TracerOf(pid);
+  char tracer_state;
+  long tracer_pgrp, tracer_parent = 0;
+  return !(tracer > 0 &&
+           ReadProcStat(absl::StrCat(tracer).c_str(), &tracer_state,
+                        &tracer_pgrp, &tracer_parent) &&
+           tracer_parent == pid);
 }
 
 absl::StatusOr<ExitStatus> WaitPid(pid_t pid, int flags) {
