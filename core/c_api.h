@@ -108,6 +108,23 @@ const char* hvd_last_error(void);
 int hvd_last_error_code(void);
 const char* hvd_version(void);
 
+/* Elastic jobs (hvdrun --min-np or --host-discovery-script): the process
+ * has HVD_ELASTIC_WORKER_ID, and each hvd_init joins the next round of the
+ * job (proto/elastic.proto), whose rank and size replace the launch-time
+ * ones. While a round runs, a loss anywhere in the job fails every pending
+ * and later collective at once (HVD_ERROR, StatusCode ABORTED, the message
+ * naming what was lost); the caller shuts down and inits again. An init
+ * whose worker is no longer in the job (its host was removed) fails with
+ * StatusCode CANCELLED and a message starting "removed from the elastic
+ * job: ": the process should exit 0. */
+int hvd_elastic_enabled(void); /* 1 in an elastic job's worker, else 0 */
+int hvd_elastic_round(void);   /* the round last joined; -1 before any */
+/* Host updates the launcher announced to this process (in any round): *seq
+ * gets the newest update's number (0: none yet); *added and *removed get 1
+ * if any update numbered above `after_seq` added or removed hosts. */
+int hvd_elastic_host_updates(int64_t after_seq, int64_t* seq, int* added,
+                             int* removed);
+
 /* Topology; -1 before init. */
 int hvd_rank(void);
 int hvd_size(void);
