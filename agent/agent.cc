@@ -60,6 +60,7 @@ host::WorkerIdentity IdentityOf(const launcher::LaunchSpec& spec,
   id.rendezvous_ca_pem = options.tls.ca_pem;
   id.rendezvous_tls_name = options.tls.server_name;
   id.iface = spec.data_plane_address();
+  id.elastic_worker_id = w.elastic_worker_id();
   return id;
 }
 

@@ -18,6 +18,7 @@ constexpr const char* kIdentityNames[] = {
     names::kLocalSize,  names::kCrossRank, names::kCrossSize,
     names::kHostname,   names::kRendezvousAddr, names::kJobToken,
     names::kIface,      names::kRendezvousCa,   names::kRendezvousTlsName,
+    names::kElasticWorkerId,
 };
 
 }  // namespace
@@ -66,6 +67,9 @@ std::vector<std::string> WorkerEnvironment(
   SetBothSpellings(env, names::kRendezvousAddr, id.rendezvous_addr);
   SetBothSpellings(env, names::kJobToken, id.job_token);
   if (!id.iface.empty()) SetBothSpellings(env, names::kIface, id.iface);
+  if (!id.elastic_worker_id.empty()) {
+    SetBothSpellings(env, names::kElasticWorkerId, id.elastic_worker_id);
+  }
   if (!id.rendezvous_ca_pem.empty()) {
     SetBothSpellings(env, names::kRendezvousCa, id.rendezvous_ca_pem);
   }

@@ -27,6 +27,8 @@ struct WorkerIdentity {
   std::string rendezvous_ca_pem;
   std::string rendezvous_tls_name;
   std::string iface;  // HVD_IFACE; empty: not set
+  // HVD_ELASTIC_WORKER_ID in an elastic job; empty: not set.
+  std::string elastic_worker_id;
 };
 
 // Whether `name` is one of hvd's per-worker identity variables, in either

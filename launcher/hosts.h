@@ -36,6 +36,7 @@ struct WorkerSlot {
   int local_size = 1;
   int cross_rank = 0;  // index of this host among hosts with this local_rank
   int cross_size = 1;  // number of hosts with this local_rank
+  std::string elastic_id;  // elastic jobs: HVD_ELASTIC_WORKER_ID
 };
 
 struct HostAssignment {

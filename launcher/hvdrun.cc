@@ -23,6 +23,7 @@
 #include "host/process.h"
 #include "core/common/version.h"
 #include "launcher/agent_starter.h"
+#include "launcher/elastic_launch.h"
 #include "launcher/environment.h"
 #include "launcher/hosts.h"
 #include "launcher/job.h"
@@ -330,20 +331,26 @@ absl::StatusOr<AgentStarterOptions> StarterOptions(const Options& o,
 // Fills `plan`; returns -1, or the exit code when the job cannot start
 // (2 for bad input, 1 for anything else).
 int PlanLaunch(const Options& o, LaunchPlan* plan) {
-  absl::StatusOr<std::vector<HostSlots>> hosts = LaunchHosts(o);
-  if (!hosts.ok()) return BadInput(hosts.status().message());
-  int slots = 0;
-  for (const HostSlots& h : *hosts) slots += h.slots;
-  plan->np = o.num_proc.value_or(slots);
-  absl::StatusOr<std::vector<HostAssignment>> assignment =
-      AssignRanks(*hosts, plan->np);
-  if (!assignment.ok()) return BadInput(assignment.status().message());
-  plan->assignment = *std::move(assignment);
+  if (IsElastic(o)) {
+    // Hosts come and go: the driver starts their agents (MakeDriver).
+    plan->np = o.num_proc.value_or(o.elastic.min_np.value_or(1));
+    plan->any_remote = true;
+  } else {
+    absl::StatusOr<std::vector<HostSlots>> hosts = LaunchHosts(o);
+    if (!hosts.ok()) return BadInput(hosts.status().message());
+    int slots = 0;
+    for (const HostSlots& h : *hosts) slots += h.slots;
+    plan->np = o.num_proc.value_or(slots);
+    absl::StatusOr<std::vector<HostAssignment>> assignment =
+        AssignRanks(*hosts, plan->np);
+    if (!assignment.ok()) return BadInput(assignment.status().message());
+    plan->assignment = *std::move(assignment);
+  }
   if (!o.output_filename.empty() && !MakeDirs(o.output_filename)) {
     return BadInput(absl::StrCat("cannot create --output-filename directory ",
                                  o.output_filename, ": ", strerror(errno)));
   }
-  bool any_local = false;
+  bool any_local = IsElastic(o);
   for (const HostAssignment& a : plan->assignment) {
     plan->local.push_back(host::IsLocalHost(a.name));
     plan->any_remote = plan->any_remote || !plan->local.back();
@@ -370,20 +377,22 @@ int PlanLaunch(const Options& o, LaunchPlan* plan) {
 // name, and the rendezvous addresses it may dial (loopback for this
 // machine).
 host::Bootstrap AgentBootstrap(const Options& o, const LaunchPlan& plan,
-                               size_t i, int port) {
+                               int index, const std::string& name, bool local,
+                               int port) {
   host::Bootstrap b;
   b.token = plan.token;
-  b.host_index = static_cast<int>(i);
-  b.host_name = plan.assignment[i].name;
+  b.host_index = index;
+  b.host_name = name;
   b.verbose = o.verbose;
   b.connect_timeout = o.start_timeout;
   // Addresses are probed only between several hosts without named ones.
-  b.probe = plan.assignment.size() > 1 && o.network_interfaces.empty();
+  b.probe = !IsElastic(o) && plan.assignment.size() > 1 &&
+            o.network_interfaces.empty();
   if (!plan.certs.ca_pem.empty()) {
     b.tls_ca_pem = plan.certs.ca_pem;
     b.tls_name = rendezvous::kJobServerName;
   }
-  if (plan.local[i]) {
+  if (local) {
     b.rendezvous = {absl::StrCat("127.0.0.1:", port)};
   } else {
     for (const std::string& a : plan.launcher_addrs) {
@@ -391,6 +400,33 @@ host::Bootstrap AgentBootstrap(const Options& o, const LaunchPlan& plan,
     }
   }
   return b;
+}
+
+// An elastic job's driver, whose agents `starter` (set before the job runs)
+// starts; null for a fixed job. Its discovery starts here, after the
+// termination signals are blocked, so that its thread inherits the mask.
+absl::StatusOr<std::unique_ptr<ElasticDriver>> MakeDriver(
+    const Options& o, const LaunchPlan& plan, OutputSink* sink,
+    std::unique_ptr<HostDiscovery>* discovery, AgentStarter** starter,
+    const int* port) {
+  if (!IsElastic(o)) return nullptr;
+  absl::StatusOr<ElasticSettings> settings = ElasticSettingsOf(o);
+  if (!settings.ok()) return settings.status();
+  absl::StatusOr<std::unique_ptr<HostDiscovery>> d =
+      StartHostDiscovery(o, host::RealOs());
+  if (!d.ok()) return d.status();
+  *discovery = *std::move(d);
+  auto start = [&o, &plan, sink, starter, port](
+                   int h, const std::string& name) -> absl::Status {
+    const bool local = host::IsLocalHost(name);
+    if (o.verbose) sink->Message(absl::StrCat("hvdrun: starting the agent "
+                                              "of ", name));
+    return (*starter)->Start(
+        h, name, local, AgentBootstrap(o, plan, h, name, local, *port));
+  };
+  return std::make_unique<ElasticDriver>(*std::move(settings),
+                                         discovery->get(), std::move(start),
+                                         host::RealOs());
 }
 
 int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
@@ -401,6 +437,13 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   c.env = ForwardedEnvironment(host::CurrentEnvironment(), o.env);
   for (const auto& [k, v] : TunableEnvironment(o)) c.env[k] = v;
   c.cwd = plan.cwd;
+  std::unique_ptr<HostDiscovery> discovery;
+  AgentStarter* starter_of_driver = nullptr;
+  int port = 0;
+  absl::StatusOr<std::unique_ptr<ElasticDriver>> driver =
+      MakeDriver(o, plan, &sink, &discovery, &starter_of_driver, &port);
+  if (!driver.ok()) return Failure(driver.status().message());
+  c.elastic = driver->get();
   auto* job = new Job(c, &sink);  // lives until exit: the signal thread uses it
   WatchSignals(signals, job);
 
@@ -410,11 +453,14 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   so.token = plan.token;
   so.tls = plan.certs.server;
   so.extra_services = {job};
-  so.size = plan.np;
+  if (*driver) so.extra_services.push_back(driver->get());
+  // An elastic job's ranks move between processes: the server checks none.
+  so.size = *driver ? 0 : plan.np;
   so.on_register =
       RegistrationCounter(host::RealOs(), &sink, plan.np, o.verbose);
   RendezvousServer server(so);
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
+  port = server.port();
 
   AgentStarter starter(
       plan.starter, host::RealOs(),
@@ -423,19 +469,21 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
       },
       [&](int host, std::string line) {
         if (o.verbose) {
-          sink.Message(absl::StrCat("hvdrun: [agent ",
-                                    plan.assignment[host].name, "] ", line));
+          sink.Message(absl::StrCat("hvdrun: [agent #", host, "] ", line));
         }
       });
+  starter_of_driver = &starter;
   for (size_t i = 0; i < plan.assignment.size(); ++i) {
-    host::Bootstrap b = AgentBootstrap(o, plan, i, server.port());
-    absl::Status s =
-        starter.Start(static_cast<int>(i), b.host_name, plan.local[i], b);
+    const int h = static_cast<int>(i);
+    host::Bootstrap b = AgentBootstrap(o, plan, h, plan.assignment[i].name,
+                                       plan.local[i], port);
+    absl::Status s = starter.Start(h, b.host_name, plan.local[i], b);
     if (!s.ok()) {
       job->AgentStartFailed(static_cast<int>(i), std::string(s.message()));
     }
   }
   int code = job->Run();
+  if (*driver) (*driver)->Stop();
   job->CloseStreams();
   starter.KillAll(absl::Seconds(1));
   server.Shutdown();

@@ -171,6 +171,10 @@ void Job::OnMessage(AgentConn* conn, const AgentMessage& m) {
     case AgentMessage::kExit: {
       host.exited.insert(m.exit().rank());
       host.stopped.erase(m.exit().rank());
+      if (config_.elastic != nullptr) {
+        config_.elastic->OnWorkerExit(*this, conn->host(), m.exit());
+        break;
+      }
       std::optional<JobFailure> f = WorkerExitFailure(m.exit(), host.name);
       if (f.has_value()) Fail(f->code, f->message);
       break;
@@ -247,6 +251,10 @@ void Job::Step(absl::Time now) {
                                      strsignal(signal_), "); ending the job"));
   }
   Heartbeats(now);
+  if (config_.elastic != nullptr && phase_ < Phase::kTerminating) {
+    StepElastic(now);
+    return;
+  }
   switch (phase_) {
     case Phase::kWaiting: return StepWaiting(now);
     case Phase::kProbing: return StepProbing(now);

@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "host/process.h"
+#include "launcher/elastic_driver.h"
 #include "launcher/job_config.h"
 #include "launcher/output_sink.h"
 #include "proto/launcher.grpc.pb.h"
@@ -42,7 +43,7 @@ namespace launcher {
 class AgentConn;  // launcher/agent_conn.h
 struct JobHost;   // launcher/job_host.h
 
-class Job final : public AgentService::Service {
+class Job final : public AgentService::Service, private ElasticJobControl {
  public:
   // `sink` (not owned) must outlive the job. `os` gives the clock every
   // deadline and heartbeat is measured with.
@@ -134,9 +135,18 @@ class Job final : public AgentService::Service {
   void StepShutdown(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllWorkersExited() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // ---- Elastic jobs (job_elastic.cc) ----
+  // Launches the hosts whose agents joined, starts the agents' clocks, and
+  // steps the driver.
+  void StepElastic(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ElasticJobControl: called by the driver with mu_ held.
+  int AddHost(const std::string& name, std::vector<WorkerSlot> workers) override;
+  void RemoveHost(int h, const std::string& why) override;
+  void EndJob(int code, const std::string& message) override;
+
   // ---- Shared (job.cc) ----
   void Send(int host, LauncherMessage m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Say(const std::string& line);  // hvdrun's own stderr line
+  void Say(const std::string& line) override;  // hvdrun's own stderr line
   std::vector<int> InJob() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string HostName(int host) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -13,6 +13,8 @@
 namespace hvd {
 namespace launcher {
 
+class ElasticDriver;  // launcher/elastic_driver.h
+
 struct JobConfig {
   // false: hvdrun started the agents, one per entry of `hosts`, and knows
   // each one's index. true: agents join by themselves (orchestrator mode);
@@ -32,6 +34,10 @@ struct JobConfig {
   absl::Duration heartbeat_timeout = absl::Seconds(10);
   absl::Duration probe_timeout = absl::Seconds(2);
   bool verbose = false;
+  // Elastic jobs (not owned; outlives the job): the driver adds and removes
+  // hosts, and a worker's failure or a lost agent is its to handle instead
+  // of ending the job. `hosts` is then empty.
+  ElasticDriver* elastic = nullptr;
 };
 
 }  // namespace launcher

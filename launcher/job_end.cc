@@ -77,6 +77,10 @@ void Job::HostLost(int h, const std::string& why) {
     host.conn->Cancel();
   }
   if (config_.orchestrated && !host.in_job) return;
+  if (config_.elastic != nullptr && phase_ < Phase::kTerminating) {
+    config_.elastic->OnHostLost(*this, h, why);
+    return;
+  }
   Fail(1, absl::StrCat("hvdrun: host ", host.name, ": ", why));
 }
 

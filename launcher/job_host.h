@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "launcher/agent_conn.h"
 #include "launcher/hosts.h"
 #include "proto/launcher.pb.h"
@@ -39,6 +40,9 @@ struct JobHost {
   int started = 0;         // workers reported started
   std::set<int> exited;    // ranks reported exited
   std::set<int> stopped;   // ranks reported stopped (SIGSTOP, a debugger)
+  // Elastic jobs: when the host was added, and whether its LaunchSpec went.
+  absl::Time added;
+  bool launched = false;
 };
 
 }  // namespace launcher

@@ -42,6 +42,7 @@ LauncherMessage LaunchMessage(const JobConfig& config, const JobHost& host) {
     ws->set_local_size(w.local_size);
     ws->set_cross_rank(w.cross_rank);
     ws->set_cross_size(w.cross_size);
+    ws->set_elastic_worker_id(w.elastic_id);
   }
   spec->set_data_plane_address(host.data_plane);
   return m;

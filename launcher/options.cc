@@ -7,6 +7,8 @@
 // does it, with errors worded for this tool.
 #include "launcher/options.h"
 
+#include <unistd.h>
+
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -103,6 +105,47 @@ void AddNotes(Options& o) {
   }
 }
 
+// An elastic job's flags, against each other and the rest.
+absl::Status ValidateElastic(const Options& o) {
+  const ElasticOptions& e = o.elastic;
+  if (o.rendezvous_only) {
+    return absl::InvalidArgumentError(
+        "--rendezvous-only cannot run an elastic job (--min-np, "
+        "--host-discovery-script): hvdrun must start the workers itself");
+  }
+  const bool script = !e.host_discovery_script.empty();
+  if (script && (!o.hosts.empty() || !o.hostfile.empty())) {
+    return absl::InvalidArgumentError(
+        "give --host-discovery-script or -H/--hostfile, not both");
+  }
+  if (!script && o.hosts.empty() && o.hostfile.empty()) {
+    return absl::InvalidArgumentError(
+        "--min-np needs hosts: -H, --hostfile or --host-discovery-script");
+  }
+  const int np = o.num_proc.value_or(e.min_np.value_or(1));
+  const int min_np = e.min_np.value_or(np);
+  if (e.max_np.has_value() && min_np > *e.max_np) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--min-np ", min_np, " is larger than --max-np ", *e.max_np));
+  }
+  if (min_np > np) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--min-np ", min_np, " is larger than -np ", np));
+  }
+  if (e.max_np.has_value() && np > *e.max_np) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-np ", np, " is larger than --max-np ", *e.max_np));
+  }
+  if (script && access(e.host_discovery_script.c_str(), X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--host-discovery-script ", e.host_discovery_script, ": ",
+        access(e.host_discovery_script.c_str(), F_OK) != 0
+            ? "no such file"
+            : "not executable (chmod +x it)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Options> ParseCommandLine(const std::vector<std::string>& args) {
@@ -129,12 +172,12 @@ absl::StatusOr<Options> ParseCommandLine(const std::vector<std::string>& args) {
   return o;
 }
 
+bool IsElastic(const Options& o) { return ElasticRequested(o.elastic); }
+
 absl::Status ValidateOptions(const Options& o) {
   if (o.help || o.version || o.check_build) return absl::OkStatus();
   if (ElasticRequested(o.elastic)) {
-    return absl::InvalidArgumentError(
-        "elastic jobs (--min-np, --host-discovery-script) are not supported "
-        "yet: give a fixed -np with -H or --hostfile");
+    if (absl::Status s = ValidateElastic(o); !s.ok()) return s;
   }
   if (!o.hosts.empty() && !o.hostfile.empty()) {
     return absl::InvalidArgumentError(

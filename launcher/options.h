@@ -14,9 +14,8 @@
 namespace hvd {
 namespace launcher {
 
-// An elastic job's flags (Horovod's names). Parsed so that scripts carry
-// over; hvd runs fixed-size jobs only, so ValidateOptions refuses a job that
-// asks for elastic mode (--min-np or --host-discovery-script).
+// An elastic job's flags (Horovod's names). A job is elastic when it gives
+// --min-np or --host-discovery-script (launcher/elastic_driver.h).
 struct ElasticOptions {
   std::optional<int> min_np;               // --min-np/--min-num-proc
   std::optional<int> max_np;               // --max-np/--max-num-proc
@@ -104,6 +103,9 @@ absl::StatusOr<Options> ParseCommandLine(const std::vector<std::string>& args);
 
 // Cross-flag checks that need no file or network access: np > 0, -H and
 // --hostfile not both, a command unless --rendezvous-only, and so on.
+// Whether `o` asks for an elastic job.
+bool IsElastic(const Options& o);
+
 absl::Status ValidateOptions(const Options& options);
 
 // The --help text (flags, and which variables are not forwarded).

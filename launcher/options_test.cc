@@ -257,16 +257,37 @@ TEST(ParseCommandLine, CooldownRangeTakesTwoOrderedValues) {
               HasSubstr("needs two values"));
 }
 
-TEST(ValidateOptions, ElasticJobsAreRefusedUntilHvdHasThem) {
-  for (std::vector<std::string> args :
-       {std::vector<std::string>{"--min-np", "2", "-np", "4", "p"},
-        std::vector<std::string>{"--host-discovery-script", "/d.sh", "p"}}) {
-    auto o = Parse(args);
+TEST(ValidateOptions, ElasticFlagsAreCheckedAgainstEachOther) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const std::string not_exec = absl::StrCat(getenv("TEST_TMPDIR"), "/d.sh");
+  std::ofstream(not_exec) << "echo h1\n";
+  std::vector<Case> cases = {
+      {{"--min-np", "3", "--max-np", "2", "-H", "a:4", "p"},
+       "--min-np 3 is larger than --max-np 2"},
+      {{"--min-np", "3", "-np", "2", "-H", "a:4", "p"},
+       "--min-np 3 is larger than -np 2"},
+      {{"--min-np", "1", "-np", "3", "--max-np", "2", "-H", "a:4", "p"},
+       "-np 3 is larger than --max-np 2"},
+      {{"--min-np", "1", "p"}, "--min-np needs hosts"},
+      {{"--host-discovery-script", "/nonexistent/d.sh", "p"}, "no such file"},
+      {{"--host-discovery-script", not_exec, "p"}, "not executable"},
+      {{"--host-discovery-script", not_exec, "-H", "a", "p"},
+       "not both"},
+      {{"--min-np", "1", "-np", "2", "--rendezvous-only"},
+       "--rendezvous-only cannot run an elastic job"},
+  };
+  for (const Case& c : cases) {
+    auto o = Parse(c.args);
     ASSERT_TRUE(o.ok()) << o.status();
-    EXPECT_THAT(ValidateOptions(*o).message(),
-                HasSubstr("elastic jobs (--min-np, --host-discovery-script) "
-                          "are not supported yet"));
+    EXPECT_THAT(ValidateOptions(*o).message(), HasSubstr(c.error));
   }
+  auto ok = Parse({"--min-np", "1", "-np", "2", "-H", "a:2", "p"});
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ValidateOptions(*ok).ok());
+  EXPECT_TRUE(IsElastic(*ok));
 }
 
 std::string WriteConfig(const std::string& name, const std::string& text) {

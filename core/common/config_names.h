@@ -26,6 +26,11 @@ inline constexpr char kJobToken[] = "JOB_TOKEN";  // a secret: never logged
 inline constexpr char kRendezvousCa[] = "RENDEZVOUS_CA";
 inline constexpr char kRendezvousTlsName[] = "RENDEZVOUS_TLS_NAME";
 inline constexpr char kIface[] = "IFACE";
+// An elastic job's worker: the id hvdrun gave this process, which stays the
+// same while its rank changes from round to round (proto/elastic.proto).
+inline constexpr char kElasticWorkerId[] = "ELASTIC_WORKER_ID";
+// hvdrun's --elastic-timeout when the flag is not given (seconds).
+inline constexpr char kElasticTimeout[] = "ELASTIC_TIMEOUT";
 
 // Tunables that hvdrun's flags set.
 inline constexpr char kFusionThreshold[] = "FUSION_THRESHOLD";
