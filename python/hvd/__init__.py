@@ -17,9 +17,10 @@ from hvd.basics import (  # noqa: F401
     local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
     rank, rocm_built, shutdown, size, start_timeline, stop_timeline)
 from hvd.exceptions import (  # noqa: F401
-    HvdAbortedError, HvdError, HvdInternalError, HvdInvalidArgumentError,
-    HvdNotInitializedError, HvdNotSupportedError, HvdStallError,
-    HvdTimeoutError)
+    HostsUpdatedInterrupt, HvdAbortedError, HvdError, HvdInternalError,
+    HvdInvalidArgumentError, HvdNotInitializedError, HvdNotSupportedError,
+    HvdStallError, HvdTimeoutError, HvdWorkerRemovedError)
 from hvd.process_sets import (  # noqa: F401
     ProcessSet, add_process_set, global_process_set, remove_process_set)
 from hvd._run import HvdRunError, run  # noqa: F401,E402
+from hvd import elastic  # noqa: F401,E402

@@ -94,6 +94,7 @@ _pvp = ctypes.POINTER(ctypes.c_void_p)
 _opts = ctypes.POINTER(Options)
 _pi32 = ctypes.POINTER(ctypes.c_int32)
 _pi64 = ctypes.POINTER(ctypes.c_int64)
+_pint = ctypes.POINTER(ctypes.c_int)
 
 # name: (restype, argtypes). DLTensor* and DLTensor** pass as void pointers:
 # the bindings hand over the DLTensor at offset 0 of a DLManagedTensor.
@@ -147,6 +148,15 @@ _PROTOTYPES = {
     "hvd_process_set_ids": (_c_int, [_pi32, _c_i32]),
     "hvd_start_timeline": (_c_int, [_c_str, _c_int]),
     "hvd_stop_timeline": (_c_int, []),
+}
+
+# Declared when the library has them, and not required of it: the bindings
+# still load a library built before these were added. optional(name) gives
+# the function or None.
+_OPTIONAL_PROTOTYPES = {
+    "hvd_elastic_enabled": (_c_int, []),
+    "hvd_elastic_round": (_c_int, []),
+    "hvd_elastic_host_updates": (_c_int, [_c_i64, _pi64, _pint, _pint]),
 }
 
 _LIB_NAME = "libhvd.so"
@@ -211,6 +221,17 @@ def _declare(handle, path):
     if missing:
         raise ImportError("hvd: %s lacks %s: it does not match these "
                           "bindings" % (path, ", ".join(missing)))
+    for name, (restype, argtypes) in _OPTIONAL_PROTOTYPES.items():
+        fn = getattr(handle, name, None)
+        if fn is not None:
+            fn.restype = restype
+            fn.argtypes = argtypes
+
+
+def optional(name):
+    """The library's function `name` of _OPTIONAL_PROTOTYPES, declared, or
+    None if this build of the library lacks it."""
+    return getattr(lib(), name, None)
 
 
 def decode(raw):

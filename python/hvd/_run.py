@@ -40,7 +40,7 @@ _ENV_CHUNK_CHARS = 96 * 1024
 STREAM_CHUNK_CHARS = 48 * 1024
 STREAM_END = "end"
 
-# Horovod's elastic arguments: hvd's host list is fixed at start.
+# Horovod's elastic arguments: hvd.run starts fixed jobs only.
 _ELASTIC = ("min_num_proc", "max_num_proc", "slots", "reset_limit",
             "cooldown_range", "host_discovery_script")
 
@@ -93,8 +93,9 @@ def run(func, args=(), kwargs=None, num_proc=None, min_num_proc=None,
     use_gloo and disable_cache are accepted and change nothing
     (hvd has one transport and no cached checks). The elastic arguments
     (min/max_num_proc, min/max_np, slots, reset_limit, cooldown_range,
-    host_discovery_script) and use_mpi/mpi_args raise ValueError: hvd has no
-    elastic jobs and no MPI.
+    host_discovery_script) raise ValueError: hvd.run starts fixed jobs only
+    (hvdrun starts elastic ones). use_mpi/mpi_args raise ValueError: hvd
+    has no MPI.
 
     Raises ValueError for a bad argument (also hvdrun's usage errors, with
     its message; nothing is started), TypeError when func or its arguments
@@ -121,9 +122,10 @@ def run(func, args=(), kwargs=None, num_proc=None, min_num_proc=None,
     for name in _ELASTIC:
         if given[name] is not None:
             raise ValueError(
-                "hvd.run(%s=...): hvd has no elastic jobs (the host list is "
-                "fixed when the job starts); give num_proc and hosts or "
-                "hostfile instead" % name)
+                "hvd.run(%s=...): hvd.run starts fixed jobs only (no "
+                "elastic jobs); give num_proc and hosts or hostfile, or "
+                "start an elastic job with hvdrun --min-np / "
+                "--host-discovery-script (docs/elastic.md)" % name)
     if use_gloo and use_mpi:
         raise ValueError("hvd.run: use_gloo and use_mpi cannot both be True")
     if use_mpi:

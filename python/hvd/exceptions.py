@@ -7,11 +7,17 @@
          ├─ HvdTimeoutError           a bounded wait expired (also TimeoutError)
          ├─ HvdNotInitializedError    hvd.init() has not run, or shutdown did
          └─ HvdAbortedError           a peer was lost, or the job is shutting down
-             └─ HvdStallError         a tensor waited past HVD_STALL_SHUTDOWN_TIME_SECONDS
+             ├─ HvdStallError         a tensor waited past HVD_STALL_SHUTDOWN_TIME_SECONDS
+             └─ HvdWorkerRemovedError init: this worker is no longer in the elastic job
+    HostsUpdatedInterrupt (RuntimeError)  elastic: hosts were added or removed
 
 Every collective error derives from HvdInternalError, so code written for
 Horovod (`except HorovodInternalError`) catches all of them. The message is the
 core's, unchanged: it names the rank, the tensor and the mismatched values.
+
+HostsUpdatedInterrupt is not an error of the core: hvd.elastic's
+State.commit() and check_host_updates() raise it on every rank at once when
+the launcher announced new or removed hosts (see hvd/elastic).
 """
 
 
@@ -53,7 +59,31 @@ class HvdStallError(HvdAbortedError):
     message names the tensor and the ranks that never submitted it."""
 
 
+class HvdWorkerRemovedError(HvdAbortedError):
+    """hvd.init() in an elastic job whose launcher no longer counts this
+    worker in (its host was removed). The process should exit with status
+    0; hvd.elastic.run does that."""
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Elastic jobs: hosts were added to or removed from the job. Raised by
+    State.commit() and State.check_host_updates() on every rank together;
+    hvd.elastic.run catches it and resets without restoring the last commit.
+
+    Arguments:
+        skip_sync: True if hosts were only removed: the remaining workers
+            already hold the same state, so the state is not broadcast again
+            after the reset.
+    """
+
+    def __init__(self, skip_sync=False):
+        super().__init__("hosts updated" + (" (removed only)" if skip_sync
+                                            else ""))
+        self.skip_sync = skip_sync
+
+
 _STALL_PREFIX = "stall shutdown: "
+_REMOVED_PREFIX = "removed from the elastic job: "
 
 
 # absl::StatusCode values (gRPC's codes).
@@ -87,6 +117,8 @@ def from_status(code, message):
     cls = _BY_CODE.get(code, HvdInternalError)
     if code == _ABORTED and _STALL_PREFIX in (message or ""):
         cls = HvdStallError
+    if code == _CANCELLED and _REMOVED_PREFIX in (message or ""):
+        cls = HvdWorkerRemovedError
     if not message:
         message = "hvd operation failed (status code %d, no message)" % code
     return cls(message, code)

@@ -1,12 +1,8 @@
-"""horovod.common.exceptions over hvd.exceptions."""
+"""horovod.common.exceptions over hvd.exceptions: HorovodInternalError is
+hvd's HvdInternalError (every collective error derives from it), and
+HostsUpdatedInterrupt is the one hvd.elastic raises when the launcher of an
+elastic job (hvdrun --min-np / --host-discovery-script) adds or removes
+hosts."""
 
+from hvd.exceptions import HostsUpdatedInterrupt  # noqa: F401
 from hvd.exceptions import HvdInternalError as HorovodInternalError  # noqa: F401
-
-
-class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod elastic's signal that hosts changed. hvd has no elastic mode,
-    so it is never raised; it exists so that scripts importing it run."""
-
-    def __init__(self, skip_sync=False):
-        super().__init__("hosts updated")
-        self.skip_sync = skip_sync

@@ -23,8 +23,9 @@ from hvd.basics import (  # noqa: F401
     rank, resolve_op, rocm_built, shutdown, size, start_timeline,
     stop_timeline, version)
 from hvd.exceptions import (  # noqa: F401
-    HvdAbortedError, HvdError, HvdInternalError, HvdInvalidArgumentError,
-    HvdNotInitializedError, HvdNotSupportedError, HvdTimeoutError)
+    HostsUpdatedInterrupt, HvdAbortedError, HvdError, HvdInternalError,
+    HvdInvalidArgumentError, HvdNotInitializedError, HvdNotSupportedError,
+    HvdTimeoutError, HvdWorkerRemovedError)
 from hvd.process_sets import (  # noqa: F401
     ProcessSet, add_process_set, global_process_set, remove_process_set)
 
@@ -330,3 +331,7 @@ def broadcast_object(obj, root_rank=0, name=None,
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's `obj` (picklable), as a list in rank order."""
     return _objects.allgather_object(_OBJECTS, obj, name, process_set)
+
+
+# hvd.elastic with `import hvd.numpy as hvd`; last: it imports the above.
+from hvd.numpy import elastic  # noqa: F401,E402

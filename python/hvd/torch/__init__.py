@@ -20,9 +20,9 @@ from hvd.basics import (  # noqa: F401
     local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
     rank, rocm_built, shutdown, size, start_timeline, stop_timeline, version)
 from hvd.exceptions import (  # noqa: F401
-    HvdAbortedError, HvdError, HvdInternalError, HvdInvalidArgumentError,
-    HvdNotInitializedError, HvdNotSupportedError, HvdStallError,
-    HvdTimeoutError)
+    HostsUpdatedInterrupt, HvdAbortedError, HvdError, HvdInternalError,
+    HvdInvalidArgumentError, HvdNotInitializedError, HvdNotSupportedError,
+    HvdStallError, HvdTimeoutError, HvdWorkerRemovedError)
 from hvd.process_sets import (  # noqa: F401
     ProcessSet, add_process_set, global_process_set, remove_process_set)
 from hvd.torch.compression import Compression  # noqa: F401
@@ -42,3 +42,6 @@ from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 
 # Horovod's name for the collective error.
 HorovodInternalError = HvdInternalError
+
+# hvd.elastic with `import hvd.torch as hvd`; last: it imports the above.
+from hvd.torch import elastic  # noqa: F401,E402

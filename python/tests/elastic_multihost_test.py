@@ -1,0 +1,170 @@
+"""Elastic jobs across ssh hosts: network-namespace hosts h1..h3 with their
+own sshd (tests/multihost/netns_hosts.sh), hvdrun on the client host h0, and
+a Horovod elastic training script (elastic_train_script.py) that commits a
+step counter every step.
+
+Each test asserts the job's exit, the sizes of the rounds the script saw,
+and that the final state of every rank holds exactly the steps trained: a
+committed step lost or done twice would show as step != done or a size
+sequence out of place.
+
+Run by `netns_hosts.sh run --hosts 3 -- run_python.sh <this file>` (root).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.dirname(HERE)
+_IN_H0 = "ELASTIC_MULTIHOST_IN_H0"
+
+if os.environ.get("HVD_MH_CLIENT_NETNS") and not os.environ.get(_IN_H0):
+    os.environ[_IN_H0] = "1"
+    os.execvp("ip", ["ip", "netns", "exec", os.environ["HVD_MH_CLIENT_NETNS"],
+                     sys.executable, os.path.abspath(__file__)] + sys.argv[1:])
+
+sys.path.insert(0, HERE)
+import run_api_test  # noqa: E402,F401  (points HVD_* paths at the build)
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("HVD_MH_SSH_CONFIG"),
+    reason="needs tests/multihost/netns_hosts.sh run (root)")
+
+SCRIPT = os.path.join(HERE, "elastic_train_script.py")
+
+
+class Job:
+    def __init__(self, tmp, steps=20, fail="", sleep=0.2):
+        self.log = os.path.join(tmp, "log")
+        self.env = dict(os.environ, ELASTIC_LOG=self.log,
+                        ELASTIC_STEPS=str(steps), ELASTIC_SLEEP=str(sleep),
+                        ELASTIC_FAIL=fail, PYTHONPATH=PYTHON_DIR,
+                        HVD_START_TIMEOUT="30")
+
+    def argv(self, flags):
+        return ([os.environ["HVD_HVDRUN_PATH"],
+                 "--ssh-config-file", os.environ["HVD_MH_SSH_CONFIG"],
+                 "-i", os.environ["HVD_MH_SSH_KEY"],
+                 "--agent-path", os.environ["HVD_AGENT_PATH"],
+                 "-x", "HVD_LIBRARY", "-x", "PYTHONPATH",
+                 "-x", "ELASTIC_LOG", "-x", "ELASTIC_STEPS",
+                 "-x", "ELASTIC_SLEEP", "-x", "ELASTIC_FAIL"] + flags +
+                ["/usr/bin/python3", SCRIPT])
+
+    def start(self, flags):
+        return subprocess.Popen(self.argv(flags), env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+
+    def run(self, flags, timeout=240):
+        p = self.start(flags)
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+
+    def commits(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return [json.loads(line) for line in f]
+
+    def finals(self):
+        path = self.log + ".final"
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [json.loads(line) for line in f]
+
+
+def sizes(commits):
+    """The sizes of the rounds in order, each run of equal sizes once."""
+    out = []
+    for c in commits:
+        if not out or out[-1] != c["size"]:
+            out.append(c["size"])
+    return out
+
+
+def check_state(job, steps, final_size):
+    finals = job.finals()
+    assert len(finals) == final_size, finals
+    for f in finals:
+        assert f["step"] == steps and f["done"] == steps, f
+        assert f["size"] == final_size, f
+    committed = [c["step"] for c in job.commits()]
+    assert committed[-1] == steps
+    # Steps after a reset resume from the last commit: never backwards by
+    # more than the step in flight, never skipped.
+    for a, b in zip(committed, committed[1:]):
+        assert b in (a + 1, a), committed
+
+
+def test_a_killed_worker_blacklists_its_host_and_the_job_goes_on():
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Job(tmp, fail="w2:6:kill")
+        code, out, err = job.run(["-np", "3", "--min-np", "2",
+                                  "-H", "h1:2,h2:1"])
+        assert code == 0, err
+        assert "host h2 is blacklisted" in err, err
+        assert sizes(job.commits()) == [3, 2], job.commits()
+        check_state(job, 20, 2)
+
+
+def test_a_raising_worker_with_discovery_then_a_host_added():
+    with tempfile.TemporaryDirectory() as tmp:
+        hosts = os.path.join(tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("h1:1\nh2:1\n")
+        script = os.path.join(tmp, "discover.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\ncat %s\n" % hosts)
+        os.chmod(script, 0o755)
+        job = Job(tmp, steps=40, fail="w1:4:exception", sleep=0.3)
+        p = job.start(["-np", "2", "--min-np", "1",
+                       "--host-discovery-script", script])
+        deadline = 120
+        import time
+        start = time.time()
+        while time.time() - start < deadline:
+            if sizes(job.commits())[-1:] == [1]:
+                break
+            time.sleep(0.2)
+        with open(hosts, "w") as f:
+            f.write("h1:1\nh3:1\n")
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+        assert sizes(job.commits()) == [2, 1, 2], (job.commits(), err)
+        assert "host h3 added" in err, err
+        check_state(job, 40, 2)
+
+
+def test_too_few_slots_for_the_elastic_timeout_ends_the_job():
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Job(tmp, fail="w1:3:kill")
+        code, out, err = job.run(["-np", "2", "--min-np", "2",
+                                  "--elastic-timeout", "3",
+                                  "-H", "h1:1,h2:1"])
+        assert code != 0
+        assert "fewer than the 2 needed (--min-np)" in err, err
+
+
+def test_a_failing_discovery_script_starts_nothing():
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "discover.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho inventory unreachable >&2\nexit 4\n")
+        os.chmod(script, 0o755)
+        job = Job(tmp)
+        code, out, err = job.run(["-np", "1", "--host-discovery-script",
+                                  script], timeout=60)
+        assert code == 1
+        assert "exited with code 4: inventory unreachable" in err, err
+        assert not job.commits()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-x"] + sys.argv[1:]))

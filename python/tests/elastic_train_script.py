@@ -1,0 +1,76 @@
+"""A Horovod elastic training script, as users write it, for the elastic
+multi-host tests (elastic_multihost_test.py): a model, an optimizer and a
+step counter in a TorchState, committed every step.
+
+Environment (set by the test):
+  ELASTIC_LOG     a file every rank 0 appends one JSON line to per commit
+  ELASTIC_STEPS   the step to train up to
+  ELASTIC_SLEEP   seconds between steps
+  ELASTIC_FAIL    "<worker id>:<step>:<exception|kill>": that worker fails
+                  once, at that step (a marker file keeps it to once)
+"""
+
+import json
+import os
+import signal
+import socket
+import time
+
+import torch
+
+import horovod.torch as hvd
+
+hvd.init()
+LOG = os.environ["ELASTIC_LOG"]
+STEPS = int(os.environ.get("ELASTIC_STEPS", "20"))
+SLEEP = float(os.environ.get("ELASTIC_SLEEP", "0.2"))
+FAIL = os.environ.get("ELASTIC_FAIL", "")
+ME = os.environ.get("HVD_ELASTIC_WORKER_ID", "")
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+optimizer = hvd.DistributedOptimizer(
+    torch.optim.SGD(model.parameters(), lr=0.01),
+    named_parameters=model.named_parameters())
+
+
+def maybe_fail(step):
+    if not FAIL:
+        return
+    worker, at, how = FAIL.split(":")
+    marker = LOG + ".failed"
+    if worker != ME or step != int(at) or os.path.exists(marker):
+        return
+    open(marker, "w").close()
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError("injected failure of worker %s at step %d" % (ME, step))
+
+
+@hvd.elastic.run
+def train(state):
+    while state.step < STEPS:
+        maybe_fail(state.step + 1)
+        x = torch.randn(8, 4)
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+        size = int(hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum).item())
+        state.step += 1
+        state.done += 1
+        state.commit()
+        if hvd.rank() == 0:
+            with open(LOG, "a") as f:
+                f.write(json.dumps({"step": state.step, "done": state.done,
+                                    "size": size, "hvd_size": hvd.size(),
+                                    "host": socket.gethostname(),
+                                    "worker": ME}) + "\n")
+        time.sleep(SLEEP)
+
+
+state = hvd.elastic.TorchState(model=model, optimizer=optimizer, step=0,
+                               done=0)
+train(state)
+with open(LOG + ".final", "a") as f:
+    f.write(json.dumps({"worker": ME, "rank": hvd.rank(), "size": hvd.size(),
+                        "step": state.step, "done": state.done}) + "\n")
