@@ -97,8 +97,9 @@ def check_state(job, steps, final_size):
         assert f["size"] == final_size, f
     committed = [c["step"] for c in job.commits()]
     assert committed[-1] == steps
-    # Steps after a reset resume from the last commit: never backwards by
-    # more than the step in flight, never skipped.
+    # Logged before each commit: a step after a reset is the one after the
+    # last commit, so the log never skips a step, and goes back at most to
+    # redo the step that was in flight.
     for a, b in zip(committed, committed[1:]):
         assert b in (a + 1, a), committed
 

@@ -3,7 +3,7 @@ multi-host tests (elastic_multihost_test.py): a model, an optimizer and a
 step counter in a TorchState, committed every step.
 
 Environment (set by the test):
-  ELASTIC_LOG     a file every rank 0 appends one JSON line to per commit
+  ELASTIC_LOG     a file rank 0 appends one JSON line to per step
   ELASTIC_STEPS   the step to train up to
   ELASTIC_SLEEP   seconds between steps
   ELASTIC_FAIL    "<worker id>:<step>:<exception|kill>": that worker fails
@@ -58,13 +58,16 @@ def train(state):
         size = int(hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum).item())
         state.step += 1
         state.done += 1
-        state.commit()
+        # Logged before the commit: a commit that saves and then raises (a
+        # host update) must not leave its step out of the log; a step redone
+        # after a reset shows as the same step twice.
         if hvd.rank() == 0:
             with open(LOG, "a") as f:
                 f.write(json.dumps({"step": state.step, "done": state.done,
                                     "size": size, "hvd_size": hvd.size(),
                                     "host": socket.gethostname(),
                                     "worker": ME}) + "\n")
+        state.commit()
         time.sleep(SLEEP)
 
 
