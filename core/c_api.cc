@@ -68,6 +68,11 @@ void ForgetGeneratedNames(int process_set) {
   });
 }
 
+void ResetGeneratedNames() {
+  absl::MutexLock lock(&g_names_mu);
+  NameCounters().clear();
+}
+
 namespace {
 
 int Topology(int runtime::Config::*field) {
@@ -93,22 +98,40 @@ int hvd_init(void) {
   if (config->log_level) hvd::SetLogLevel(*config->log_level);
   hvd::SetLogTime(!config->log_hide_time);
   Handles().SetWaitSpin(config->wait_spin);
+  hvd::api::ResetGeneratedNames();
+  // An elastic worker's identity is the round's.
+  if (absl::Status s = hvd::api::JoinElasticRound(&*config); !s.ok()) {
+    return hvd::api::SetLastError(s);
+  }
   auto parts = hvd::bootstrap::ConnectJob(*config);
-  if (!parts.ok()) return hvd::api::SetLastError(parts.status());
-  auto rt = hvd::runtime::Runtime::Start(*config, *std::move(parts),
-                                         &Handles(), hvd::gpu::BackendFactory());
-  if (!rt.ok()) return hvd::api::SetLastError(rt.status());
-  hvd::api::g_runtime = std::move(*rt);
+  if (!parts.ok()) {
+    return hvd::api::SetLastError(
+        hvd::api::ElasticConnectError(*config, parts.status()));
+  }
+  auto started = hvd::runtime::Runtime::Start(
+      *config, *std::move(parts), &Handles(), hvd::gpu::BackendFactory());
+  if (!started.ok()) return hvd::api::SetLastError(started.status());
+  std::shared_ptr<hvd::runtime::Runtime> rt = std::move(*started);
+  if (absl::Status s = hvd::api::WatchElasticRound(*config, rt); !s.ok()) {
+    rt->Shutdown();
+    return hvd::api::SetLastError(s);
+  }
+  hvd::api::g_runtime = std::move(rt);
   return HVD_OK;
 }
 
 int hvd_shutdown(void) {
   std::shared_ptr<hvd::runtime::Runtime> rt;
+  std::unique_ptr<hvd::bootstrap::RoundWatcher> watcher;
   {
     absl::MutexLock lock(&hvd::api::g_mu);
     rt = std::move(hvd::api::g_runtime);
+    watcher = hvd::api::TakeElasticWatcher();
   }
+  // The watcher outlives the runtime's shutdown: a round that ends
+  // meanwhile (a peer lost) still cuts a stop negotiation short.
   if (rt) rt->Shutdown();
+  watcher.reset();
   return HVD_OK;
 }
 

@@ -24,8 +24,7 @@ namespace {
 
 using runtime::Config;
 
-// Each connect of a process gets fresh rendezvous keys, so a job can shut
-// down and init again.
+// Counts the connects of this process (KeyPrefix).
 std::atomic<int> connect_epoch{0};
 
 absl::Status Annotate(const absl::Status& status, absl::string_view what) {
@@ -95,8 +94,20 @@ absl::StatusOr<bool> AgreeOnRdma(const Config& config, Store& store) {
   return all;
 }
 
+// The store keys of this connect: fresh for each connect of a process, so
+// a job can shut down and init again. In an elastic job every member of a
+// round must use the same ones, whatever its history: the round's.
+std::string KeyPrefix(const Config& config) {
+  if (config.elastic()) {
+    return absl::StrCat("core/e", config.elastic_round, "/");
+  }
+  return absl::StrCat("core/", connect_epoch.fetch_add(1), "/");
+}
+
 // The rendezvous store, registered, scoped to this connect. The scoped view
-// keeps the connection alive.
+// keeps the connection alive. Elastic workers do not register: their ranks
+// move between processes from round to round, and the server keeps a rank
+// for the process that registered it first.
 absl::StatusOr<std::shared_ptr<Store>> ReachRendezvous(const Config& config) {
   GrpcStoreOptions options;
   options.tls = {config.rendezvous_ca_pem, config.rendezvous_tls_name};
@@ -106,15 +117,16 @@ absl::StatusOr<std::shared_ptr<Store>> ReachRendezvous(const Config& config) {
     return Annotate(store.status(), absl::StrCat("rank ", config.rank,
                                                  ": cannot reach the rendezvous"));
   }
-  auto registration =
-      (*store)->Register(config.rank, config.hostname, getpid(), {});
-  if (!registration.ok()) {
-    return Annotate(registration.status(),
-                    absl::StrCat("rank ", config.rank, ": register"));
+  if (!config.elastic()) {
+    auto registration =
+        (*store)->Register(config.rank, config.hostname, getpid(), {});
+    if (!registration.ok()) {
+      return Annotate(registration.status(),
+                      absl::StrCat("rank ", config.rank, ": register"));
+    }
   }
   std::shared_ptr<Store> base = std::move(*store);
-  const std::string prefix =
-      absl::StrCat("core/", connect_epoch.fetch_add(1), "/");
+  const std::string prefix = KeyPrefix(config);
   return std::shared_ptr<Store>(new PrefixStore(base.get(), prefix),
                                 [base](Store* scoped) { delete scoped; });
 }

@@ -9,6 +9,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "core/rendezvous/channel.h"
 #include "proto/job_token.h"
 #include "proto/rendezvous.grpc.pb.h"
 
@@ -16,6 +17,7 @@ namespace hvd {
 namespace {
 
 namespace pb = ::hvd::rendezvous;
+using rendezvous::RendezvousCallError;
 
 // The network's allowance on top of a blocking RPC's server-side wait.
 constexpr absl::Duration kMaxWaitGrace = absl::Seconds(5);
@@ -23,17 +25,6 @@ constexpr char kBarrierArrivedKey[] = "hvd-barrier-arrived";
 
 std::string Quote(absl::string_view bytes) {
   return absl::StrCat("'", absl::CHexEscape(bytes), "'");
-}
-
-const char* StateName(grpc_connectivity_state state) {
-  switch (state) {
-    case GRPC_CHANNEL_IDLE: return "idle";
-    case GRPC_CHANNEL_CONNECTING: return "connecting";
-    case GRPC_CHANNEL_READY: return "ready";
-    case GRPC_CHANNEL_TRANSIENT_FAILURE: return "connection failing";
-    case GRPC_CHANNEL_SHUTDOWN: return "shut down";
-  }
-  return "unknown";
 }
 
 std::string RandomId() {
@@ -101,52 +92,15 @@ class GrpcStore::Rpc {
   std::unique_ptr<pb::Rendezvous::Stub> stub_;
 };
 
-namespace {
-
-// Same code as gRPC's; the message says which server and which call.
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view address,
-                      absl::string_view call) {
-  return absl::Status(
-      static_cast<absl::StatusCode>(status.error_code()),
-      absl::StrCat("rendezvous ", address, ": ", call, ": ",
-                   status.error_message()));
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<GrpcStore>> GrpcStore::Connect(
     std::string address, std::string token, absl::Duration timeout,
     GrpcStoreOptions options) {
-  if (address.empty()) {
-    return absl::InvalidArgumentError("rendezvous address is empty");
-  }
-  if (absl::Status s = rendezvous::ValidateJobToken(token); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rendezvous ", address, ": ", s.message()));
-  }
-  grpc::ChannelArguments args;
-  // A cluster's http_proxy must not capture traffic to the launcher.
-  args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
-  // Workers may start before the server listens: retry connecting often.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      rendezvous::ChannelCredentials(options.tls, &args);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(address, credentials, args);
-  if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
-    return absl::UnavailableError(absl::StrCat(
-        "rendezvous ", address, ": not reachable within ",
-        absl::FormatDuration(timeout), " (",
-        StateName(channel->GetState(false)), ")",
-        options.tls.enabled()
-            ? "; over TLS: is the server up with a certificate signed by "
-              "the CA given (HVD_RENDEZVOUS_CA)?"
-            : ""));
-  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      rendezvous::DialRendezvous(address, token, options.tls, timeout);
+  if (!channel.ok()) return channel.status();
   return std::unique_ptr<GrpcStore>(
       new GrpcStore(std::move(address), std::move(token), options,
-                    std::make_unique<Rpc>(std::move(channel))));
+                    std::make_unique<Rpc>(*std::move(channel))));
 }
 
 GrpcStore::GrpcStore(std::string address, std::string token,
@@ -171,7 +125,7 @@ absl::StatusOr<Registration> GrpcStore::Register(
   Rpc::Prepare(&context, token_, options_.rpc_timeout);
   pb::RegisterResponse response;
   grpc::Status status = rpc_->stub().Register(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status, address_, "Register");
+  if (!status.ok()) return RendezvousCallError(status, address_, "Register");
   return Registration{response.rank(), response.size()};
 }
 
@@ -184,7 +138,8 @@ absl::Status GrpcStore::Set(absl::string_view key, absl::string_view value) {
   pb::SetResponse response;
   grpc::Status status = rpc_->stub().Set(&context, request, &response);
   if (!status.ok()) {
-    return FromGrpc(status, address_, absl::StrCat("Set ", Quote(key)));
+    return RendezvousCallError(status, address_,
+                               absl::StrCat("Set ", Quote(key)));
   }
   return absl::OkStatus();
 }
@@ -204,7 +159,8 @@ absl::StatusOr<std::string> GrpcStore::Get(absl::string_view key,
       });
   if (status.ok()) return std::move(*response.mutable_value());
   if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return FromGrpc(status, address_, absl::StrCat("Get ", Quote(key)));
+    return RendezvousCallError(status, address_,
+                               absl::StrCat("Get ", Quote(key)));
   }
   return absl::DeadlineExceededError(
       absl::StrCat("rendezvous ", address_, ": key ", Quote(key),
@@ -233,7 +189,8 @@ absl::Status GrpcStore::Barrier(absl::string_view name, int count,
       });
   if (status.ok()) return absl::OkStatus();
   if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return FromGrpc(status, address_, absl::StrCat("Barrier ", Quote(name)));
+    return RendezvousCallError(status, address_,
+                               absl::StrCat("Barrier ", Quote(name)));
   }
   return absl::DeadlineExceededError(absl::StrCat(
       "rendezvous ", address_, ": barrier ", Quote(name), ": ", arrived,

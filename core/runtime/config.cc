@@ -171,7 +171,18 @@ void ReadIdentity(Reader& r, Config& c) {
   r.Ca(names::kRendezvousCa, &c.rendezvous_ca_pem);
   r.String(names::kRendezvousTlsName, &c.rendezvous_tls_name);
   r.String(names::kIface, &c.iface);
+  r.String(names::kElasticWorkerId, &c.elastic_worker_id);
   if (!r.status().ok()) return;
+  if (c.elastic()) {
+    if (c.rendezvous_addr.empty()) {
+      r.Fail(absl::InvalidArgumentError(absl::StrCat(
+          names::kPrefix, names::kElasticWorkerId, " is set but ",
+          names::kPrefix, names::kRendezvousAddr,
+          " is not: an elastic worker joins each round of its job at the "
+          "rendezvous; start the job with hvdrun")));
+    }
+    return;
+  }
   if (c.rank >= c.size) {
     r.Fail(absl::InvalidArgumentError(absl::StrCat(
         "HVD_RANK=", c.rank, " and HVD_SIZE=", c.size,

@@ -31,7 +31,8 @@ enum class GpuDataPath { kAuto, kNccl, kStaged };
 enum class Transport { kAuto, kRdma, kTcp };
 
 struct Config {
-  // Identity: set by hvdrun's agents or an orchestrator (HVD_RANK, ...).
+  // Identity: set by hvdrun's agents or an orchestrator (HVD_RANK, ...). In
+  // an elastic job, replaced at each init by the round's assignment.
   int rank = 0;
   int size = 1;
   int local_rank = 0;
@@ -46,6 +47,12 @@ struct Config {
   std::string rendezvous_ca_pem;
   std::string rendezvous_tls_name;
   std::string iface;            // data-plane interface or address; empty: all
+  // HVD_ELASTIC_WORKER_ID; empty: not an elastic job.
+  std::string elastic_worker_id;
+  bool elastic() const { return !elastic_worker_id.empty(); }
+  // The round this init joined (not a variable: hvd_init sets it with the
+  // round's identity); -1 outside elastic jobs.
+  int elastic_round = -1;
 
   // Negotiation and fusion.
   absl::Duration cycle_time = absl::Milliseconds(1);
@@ -96,7 +103,9 @@ using ConfigLookup =
 
 // Parses every variable through `lookup`. A process with no HVD_RANK/HVD_SIZE
 // is a job of size 1. InvalidArgument naming the variable for a malformed,
-// out-of-range or inconsistent value.
+// out-of-range or inconsistent value. An elastic worker needs
+// HVD_RENDEZVOUS_ADDR but no identity: the identity variables are still
+// parsed, but not checked against each other (each round replaces them).
 absl::StatusOr<Config> ParseConfig(const ConfigLookup& lookup);
 // ParseConfig over this process's environment.
 absl::StatusOr<Config> ConfigFromEnv();

@@ -211,6 +211,42 @@ TEST(ParseConfigTest, InconsistentIdentityIsRefused) {
             "with hvdrun, or point the workers at a rendezvous server");
 }
 
+TEST(ParseConfigTest, ElasticWorkerIdMakesTheJobElastic) {
+  absl::StatusOr<Config> plain = ParseConfig(Vars({}));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->elastic());
+  absl::StatusOr<Config> c = ParseConfig(Vars(
+      {{"ELASTIC_WORKER_ID", "h1:0"}, {"RENDEZVOUS_ADDR", "10.0.0.1:29500"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->elastic());
+  EXPECT_EQ(c->elastic_worker_id, "h1:0");
+}
+
+// The launch-time identity is replaced by each round's: an elastic worker
+// needs none, and one that does not add up is not an error.
+TEST(ParseConfigTest, ElasticWorkerNeedsNoConsistentIdentity) {
+  absl::StatusOr<Config> c = ParseConfig(
+      Vars({{"ELASTIC_WORKER_ID", "h1:0"},
+            {"RENDEZVOUS_ADDR", "10.0.0.1:29500"},
+            {"RANK", "3"},
+            {"SIZE", "2"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->elastic());
+}
+
+TEST(ParseConfigTest, ElasticWorkerWithoutRendezvousIsRefused) {
+  EXPECT_EQ(ErrorOf({{"ELASTIC_WORKER_ID", "h1:0"}}),
+            "HVD_ELASTIC_WORKER_ID is set but HVD_RENDEZVOUS_ADDR is not: an "
+            "elastic worker joins each round of its job at the rendezvous; "
+            "start the job with hvdrun");
+}
+
+TEST(ParseConfigTest, EmptyElasticWorkerIdIsNotElastic) {
+  absl::StatusOr<Config> c = ParseConfig(Vars({{"ELASTIC_WORKER_ID", ""}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->elastic());
+}
+
 // Every variable the core reads is named once, in config_names.h; a typo in
 // a name read here would leave its variable silently unread.
 TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
@@ -225,7 +261,8 @@ TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
        {n::kRank, n::kSize, n::kLocalRank, n::kLocalSize, n::kCrossRank,
         n::kCrossSize, n::kHostname, n::kRendezvousAddr, n::kJobToken,
         n::kRendezvousCa, n::kRendezvousTlsName,
-        n::kIface, n::kFusionThreshold, n::kCycleTime, n::kCacheCapacity,
+        n::kIface, n::kElasticWorkerId, n::kFusionThreshold, n::kCycleTime,
+        n::kCacheCapacity,
         n::kTimeline, n::kStallCheckDisable, n::kStallCheckTimeSeconds,
         n::kStallShutdownTimeSeconds, n::kHierarchicalAllreduce, n::kLogLevel,
         n::kLogHideTime, n::kHierarchicalAllgather, n::kIdleCycleTime, n::kTimelineMarkCycles, n::kTimeoutSeconds,
@@ -237,6 +274,18 @@ TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
         n::kGpuDataPath}) {
     EXPECT_TRUE(asked.count(name)) << name;
   }
+}
+
+TEST(ConfigFromEnvTest, ElasticWorkerIdInEitherSpelling) {
+  setenv("HOROVOD_RENDEZVOUS_ADDR", "127.0.0.1:1", 1);
+  setenv("HOROVOD_ELASTIC_WORKER_ID", "h2:1", 1);
+  EXPECT_EQ(ConfigFromEnv()->elastic_worker_id, "h2:1");
+  setenv("HVD_ELASTIC_WORKER_ID", "h3:0", 1);
+  EXPECT_EQ(ConfigFromEnv()->elastic_worker_id, "h3:0");
+  unsetenv("HVD_ELASTIC_WORKER_ID");
+  unsetenv("HOROVOD_ELASTIC_WORKER_ID");
+  unsetenv("HOROVOD_RENDEZVOUS_ADDR");
+  EXPECT_FALSE(ConfigFromEnv()->elastic());
 }
 
 TEST(ConfigFromEnvTest, ReadsBothSpellingsHvdFirst) {

@@ -178,7 +178,12 @@ absl::Status Executor::Execute(const Response& response,
   if (OnDevice(response)) return RunOnDevice(response, entries, group);
   absl::Status status = RunData(response, entries, group);
   if (!status.ok()) {
-    FailEntries(entries, status);
+    // The caller fails them with everything else, with the job's status.
+    for (auto& entry : entries) {
+      if (!entry || !entry->done) continue;
+      const std::string& name = entry->request.name();
+      pending[{response.process_set(), name}].push_front(std::move(entry));
+    }
     return status;
   }
   for (auto& entry : entries) {

@@ -57,7 +57,8 @@ class Executor {
   // Executes `response`, completing the entries it names (taken out of
   // `pending`). An error response or a bad local argument fails just those
   // entries; a non-OK return means the data plane failed and the job cannot
-  // go on (the caller fails everything).
+  // go on: the response's entries not completed are back in `pending`, and
+  // the caller fails everything.
   absl::Status Execute(const Response& response, PendingTable& pending);
 
  private:

@@ -143,13 +143,24 @@ absl::StatusOr<int64_t> Runtime::Submit(
         absl::MutexLock lock(&names_mu_);
         in_flight_.erase(key);
       }
-      table->Complete(handle, static_cast<int>(i), status, std::move(result));
+      // After Abort, whatever failed (a transfer the abort cut short) failed
+      // because of it: the caller sees the reason, not the transfer.
+      absl::Status final_status = status;
+      if (!status.ok()) {
+        if (absl::Status aborted = AbortStatus(); !aborted.ok()) {
+          final_status = std::move(aborted);
+        }
+      }
+      table->Complete(handle, static_cast<int>(i), final_status,
+                      std::move(result));
     };
   }
+  const absl::Status aborted = AbortStatus();
   absl::MutexLock lock(&mu_);
-  if (stopped_ || stop_requested_) {
+  if (!aborted.ok() || stopped_ || stop_requested_) {
     const absl::Status status =
-        final_status_.ok()
+        !aborted.ok() ? aborted
+        : final_status_.ok()
             ? absl::FailedPreconditionError("hvd has been shut down")
             : final_status_;
     FailEntries(entries, status);
@@ -183,7 +194,42 @@ void Runtime::Shutdown() {
     coordinator_.reset();
   }
   timeline_.Stop();
+  absl::MutexLock lock(&data_plane_mu_);
+  data_plane_closed_ = true;
   parts_.context.reset();
+}
+
+void Runtime::Abort(const absl::Status& reason) {
+  const absl::Status status =
+      reason.ok() ? absl::AbortedError("the runtime was aborted") : reason;
+  {
+    absl::MutexLock lock(&abort_mu_);
+    if (!abort_status_.ok()) return;
+    abort_status_ = status;
+  }
+  {
+    // Every wait on a peer returns now, in negotiation or a collective.
+    absl::MutexLock lock(&data_plane_mu_);
+    if (!data_plane_closed_) {
+      if (parts_.context) parts_.context->Abort(status);
+      if (device_ops_) device_ops_->Abort(status);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  aborted_ = true;  // and the waits for work
+  has_work_.store(true, std::memory_order_release);
+}
+
+absl::Status Runtime::AbortStatus() {
+  absl::MutexLock lock(&abort_mu_);
+  return abort_status_;
+}
+
+bool Runtime::FailIfAborted() {
+  absl::Status aborted = AbortStatus();
+  if (aborted.ok()) return false;
+  FailAll(std::move(aborted));
+  return true;
 }
 
 Coordinator::Stats Runtime::negotiation_stats() {
@@ -208,7 +254,7 @@ bool Runtime::WaitForWork(absl::Time cycle_start) {
   }
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !queue_.empty() || stop_requested_;
+    return !queue_.empty() || stop_requested_ || aborted_;
   };
   mu_.AwaitWithDeadline(absl::Condition(&ready), cycle_end);
   return stop_requested_;
@@ -229,6 +275,7 @@ void Runtime::Loop() {
   int resends = 0;
   bool resend_now = false;
   while (true) {
+    if (FailIfAborted()) return;
     absl::StatusOr<ResponseList> responses;
     bool busy = false;
     if (config_.rank == 0 && config_.size > 1) {
@@ -236,6 +283,7 @@ void Runtime::Loop() {
     } else {
       const bool stop =
           resend_now ? StopRequested() : WaitForWork(cycle_start);
+      if (FailIfAborted()) return;
       cycle_start = absl::Now();
       timeline_.MarkCycle();
       RequestList mine = BuildRequests();
@@ -316,10 +364,11 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stop_requested_;
+        return !queue_.empty() || stop_requested_ || aborted_;
       };
       mu_.AwaitWithDeadline(absl::Condition(&ready), hold_end);
     }
+    if (absl::Status aborted = AbortStatus(); !aborted.ok()) return aborted;
     // The coordinator has the peers' requests now; their cache bits still
     // count, as every cycle.
     for (int r = 1; r < size; ++r) lists[r].clear_requests();
@@ -407,7 +456,15 @@ absl::Status Runtime::Execute(const ResponseList& responses) {
   return absl::OkStatus();
 }
 
-void Runtime::FailAll(const absl::Status& status) {
+void Runtime::FailAll(absl::Status status) {
+  // Whatever failed after an Abort failed because of it. In an elastic job
+  // any failure of the data plane ends the round: the caller inits again.
+  if (absl::Status aborted = AbortStatus(); !aborted.ok()) {
+    status = std::move(aborted);
+  } else if (config_.elastic() && !absl::IsFailedPrecondition(status) &&
+             !absl::IsAborted(status)) {
+    status = absl::AbortedError(status.message());
+  }
   if (!status.ok() && !absl::IsFailedPrecondition(status)) {
     HVD_LOG(ERROR) << status.message();
   }

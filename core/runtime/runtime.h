@@ -88,6 +88,16 @@ class Runtime {
       std::vector<std::unique_ptr<TensorEntry>> entries);
   // Asks every rank to stop, waits for this rank's background thread.
   void Shutdown();
+  // Ends this rank's part of the job from outside (an elastic round is
+  // over): every pending and later op fails with `reason` (give ABORTED,
+  // naming what was lost), within milliseconds: the data plane and the
+  // device backend are aborted, so waits on a peer, in negotiation or inside
+  // a collective, return at once. Thread-safe and callable from any thread
+  // at any time, before or during Shutdown too; the first reason is kept.
+  // Shutdown is still called afterwards (and then returns at once). In an
+  // elastic job (Config::elastic()) a failure that ends the job any other
+  // way -- a peer lost, or aborted first -- is ABORTED too, with its message.
+  void Abort(const absl::Status& reason);
   // Rank 0's negotiation counters, final once Shutdown has returned (zero on
   // other ranks).
   Coordinator::Stats negotiation_stats();
@@ -103,7 +113,11 @@ class Runtime {
   // Rank 0 of a larger job; *busy: whether any rank announced work.
   absl::StatusOr<ResponseList> CoordinatorCycle(bool* busy);
   absl::Status Execute(const ResponseList& responses);
-  void FailAll(const absl::Status& status);
+  void FailAll(absl::Status status);
+  // OK, or the reason Abort was given.
+  absl::Status AbortStatus();
+  // Fails everything with the abort reason if Abort was called; true then.
+  bool FailIfAborted();
 
   Config config_;
   // Every wait for a peer, in negotiation and in the collectives: a warning
@@ -125,9 +139,19 @@ class Runtime {
   absl::Mutex names_mu_;
   std::set<std::pair<int, std::string>> in_flight_ ABSL_GUARDED_BY(names_mu_);
 
+  // The reason Abort was given (read on every failed completion).
+  absl::Mutex abort_mu_;
+  absl::Status abort_status_ ABSL_GUARDED_BY(abort_mu_);
+  // Keeps Abort from reaching the data plane and the device backend while
+  // Shutdown closes them (the background thread needs no lock: it is
+  // joined before they are closed).
+  absl::Mutex data_plane_mu_;
+  bool data_plane_closed_ ABSL_GUARDED_BY(data_plane_mu_) = false;
+
   absl::Mutex mu_;
   std::vector<std::unique_ptr<TensorEntry>> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;  // wakes the loop's waits
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);  // why the loop ended
   Coordinator::Stats final_stats_ ABSL_GUARDED_BY(mu_);  // set at Shutdown

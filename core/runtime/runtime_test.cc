@@ -13,7 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "core/collectives/test_mesh.h"
 #include "core/runtime/handle_table.h"
 #include "gmock/gmock.h"
@@ -25,10 +28,15 @@ namespace {
 using collectives::MeshTransport;
 using ::testing::HasSubstr;
 
+// Wraps a rank's data plane before its runtime gets it.
+using WrapContext = std::function<std::unique_ptr<transport::Context>(
+    int rank, std::unique_ptr<transport::Context>)>;
+
 // A job of `size` runtimes in this process.
 class Job {
  public:
-  Job(int size, MeshTransport transport, Config base = {}) {
+  Job(int size, MeshTransport transport, Config base = {},
+      const WrapContext& wrap = nullptr) {
     auto mesh = collectives::TestMesh::Create(size, transport);
     EXPECT_TRUE(mesh.ok()) << mesh.status();
     if (!mesh.ok()) return;
@@ -40,6 +48,7 @@ class Job {
       config.timeout = absl::Seconds(20);
       RuntimeParts parts;
       parts.context = (*mesh)->TakeContext(rank);
+      if (wrap) parts.context = wrap(rank, std::move(parts.context));
       parts.hosts = (*mesh)->hosts();
       handles_.push_back(std::make_unique<HandleTable>());
       auto runtime =
@@ -278,6 +287,185 @@ TEST_P(RuntimeTest, SubmitAfterShutdownFailsAtOnce) {
   absl::Status status = job.Run(0, One(Allreduce("late", data)));
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(status.message()), HasSubstr("shut down"));
+}
+
+// A data plane whose sends of kHeldBytes or more never leave: they
+// complete only when the context is aborted. Small (negotiation) messages
+// go through. So a collective on a large tensor stops midway, for good.
+class HoldingContext : public transport::Context {
+ public:
+  static constexpr size_t kHeldBytes = 16 << 10;
+
+  explicit HoldingContext(std::unique_ptr<transport::Context> inner)
+      : inner_(std::move(inner)) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::unique_ptr<transport::Request> Send(int peer, const void* data,
+                                           size_t len) override {
+    if (len < kHeldBytes) return inner_->Send(peer, data, len);
+    held_.fetch_add(1);
+    return std::make_unique<Held>(this);
+  }
+  std::unique_ptr<transport::Request> Recv(int peer, void* data,
+                                           size_t len) override {
+    return inner_->Recv(peer, data, len);
+  }
+  std::unique_ptr<transport::Request> RecvAny(int peer,
+                                              std::string* out) override {
+    return inner_->RecvAny(peer, out);
+  }
+  void Abort(absl::Status reason) override {
+    inner_->Abort(reason);
+    absl::MutexLock lock(&mu_);
+    if (reason_.ok()) reason_ = std::move(reason);
+  }
+  absl::Status status() const override { return inner_->status(); }
+  std::string PeerAddress(int peer) const override {
+    return inner_->PeerAddress(peer);
+  }
+  int held() const { return held_.load(); }
+
+ private:
+  class Held : public transport::Request {
+   public:
+    explicit Held(HoldingContext* context) : context_(context) {}
+    absl::Status Wait(absl::Time deadline) override {
+      absl::MutexLock lock(&context_->mu_);
+      auto aborted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(context_->mu_) {
+        return !context_->reason_.ok();
+      };
+      if (!context_->mu_.AwaitWithDeadline(absl::Condition(&aborted),
+                                           deadline)) {
+        return absl::DeadlineExceededError("held send");
+      }
+      return context_->reason_;
+    }
+    bool Done() override {
+      absl::MutexLock lock(&context_->mu_);
+      return !context_->reason_.ok();
+    }
+
+   private:
+    HoldingContext* context_;
+  };
+
+  std::unique_ptr<transport::Context> inner_;
+  std::atomic<int> held_{0};
+  absl::Mutex mu_;
+  absl::Status reason_ ABSL_GUARDED_BY(mu_);
+};
+
+// Submits `entries` on `rank` and returns the handle.
+int64_t SubmitOne(Job& job, int rank, std::unique_ptr<TensorEntry> entry) {
+  return job.runtime(rank).Submit(One(std::move(entry))).value();
+}
+
+// An elastic job's configuration.
+Config Elastic() {
+  Config config;
+  config.elastic_worker_id = "worker";
+  return config;
+}
+
+// Aborts every rank, one after the other, from this (foreign) thread, as the
+// launcher's abort reaches each process of a round. Expects each handle in
+// `handles` to fail within a second: ABORTED, naming the reason (a rank
+// whose peer was aborted first may hear of it from that peer, which names
+// it). Then a later op fails at once with the reason itself, and Shutdown
+// returns at once.
+void ExpectAbortFailsEverything(Job& job, const std::vector<int64_t>& handles,
+                                const absl::Status& reason) {
+  const absl::Time start = absl::Now();
+  for (int rank = 0; rank < job.size(); ++rank) job.runtime(rank).Abort(reason);
+  for (int rank = 0; rank < job.size(); ++rank) {
+    if (handles[rank] < 0) continue;
+    ASSERT_EQ(job.handles(rank).Wait(handles[rank], absl::Seconds(5)),
+              HandleTable::kDone) << "rank " << rank;
+    const absl::Status status = job.handles(rank).GetStatus(handles[rank]);
+    EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+    EXPECT_THAT(std::string(status.message()),
+                HasSubstr(std::string(reason.message())));
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  std::vector<float> late(4, 1.0f);
+  for (int rank = 0; rank < job.size(); ++rank) {
+    EXPECT_EQ(job.Run(rank, One(Allreduce("late", late))), reason);
+    job.runtime(rank).Abort(absl::InternalError("a second reason"));
+  }
+  const absl::Time stop = absl::Now();
+  job.RunOnEveryRank([&](int rank) { job.runtime(rank).Shutdown(); });
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(1));
+}
+
+TEST_P(RuntimeTest, AbortMidCollectiveFailsEveryRanksHandleAtOnce) {
+  if (size() == 1) GTEST_SKIP() << "needs a peer to wait for";
+  std::vector<HoldingContext*> holding(size());
+  Job job(size(), transport(), Elastic(),
+          [&](int rank, std::unique_ptr<transport::Context> inner) {
+            auto context = std::make_unique<HoldingContext>(std::move(inner));
+            holding[rank] = context.get();
+            return context;
+          });
+  ASSERT_EQ(job.size(), size());
+  std::vector<std::vector<float>> data(size(),
+                                       std::vector<float>(1 << 20, 1.0f));
+  std::vector<int64_t> handles(size());
+  for (int rank = 0; rank < size(); ++rank) {
+    handles[rank] = SubmitOne(job, rank, Allreduce("big", data[rank]));
+  }
+  // Every rank is inside the collective once each has sent a large piece.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  for (int rank = 0; rank < size(); ++rank) {
+    while (holding[rank]->held() == 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ASSERT_GT(holding[rank]->held(), 0) << "rank " << rank;
+  }
+  absl::SleepFor(absl::Milliseconds(50));
+  ExpectAbortFailsEverything(
+      job, handles, absl::AbortedError("lost rank 2 on host h3: exited 1"));
+}
+
+// Ranks other than 0 wait in negotiation for rank 0, which never submits;
+// rank 0 waits for work.
+TEST_P(RuntimeTest, AbortWhileNegotiatingFailsPendingAndLaterOps) {
+  Job job(size(), transport(), Elastic());
+  ASSERT_EQ(job.size(), size());
+  std::vector<std::vector<float>> data(size(), std::vector<float>(4, 1.0f));
+  std::vector<int64_t> handles(size(), -1);
+  for (int rank = 1; rank < size(); ++rank) {
+    handles[rank] = SubmitOne(job, rank, Allreduce("waits", data[rank]));
+  }
+  absl::SleepFor(absl::Milliseconds(50));
+  for (int rank = 1; rank < size(); ++rank) {
+    EXPECT_EQ(job.handles(rank).Poll(handles[rank]), 0);
+  }
+  ExpectAbortFailsEverything(job, handles,
+                             absl::AbortedError("lost the launcher"));
+}
+
+// The launcher's abort reaches rank 0 first; the others learn of it from
+// the data plane, and in an elastic job that, too, ends the round: ABORTED,
+// naming what was lost.
+TEST_P(RuntimeTest, InAnElasticJobAPeersAbortFailsTheOthersAsAborted) {
+  if (size() == 1) GTEST_SKIP() << "needs a peer to hear of the abort";
+  Job job(size(), transport(), Elastic());
+  ASSERT_EQ(job.size(), size());
+  std::vector<std::vector<float>> data(size(), std::vector<float>(4, 1.0f));
+  std::vector<int64_t> handles(size(), -1);
+  for (int rank = 1; rank < size(); ++rank) {
+    handles[rank] = SubmitOne(job, rank, Allreduce("waits", data[rank]));
+  }
+  absl::SleepFor(absl::Milliseconds(50));
+  job.runtime(0).Abort(absl::AbortedError("lost host h3"));
+  for (int rank = 1; rank < size(); ++rank) {
+    ASSERT_EQ(job.handles(rank).Wait(handles[rank], absl::Seconds(5)),
+              HandleTable::kDone);
+    const absl::Status status = job.handles(rank).GetStatus(handles[rank]);
+    EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("lost host h3"));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

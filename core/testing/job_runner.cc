@@ -91,7 +91,8 @@ std::vector<WorkerResult> RunJob(const JobSpec& spec) {
   RendezvousServerOptions options;
   options.address = "127.0.0.1:0";
   options.token = kToken;
-  options.size = spec.size;
+  options.size = spec.server_size < 0 ? spec.size : spec.server_size;
+  options.extra_services = spec.services;
   RendezvousServer server(options);
   std::vector<WorkerResult> results(spec.size);
   if (absl::Status s = server.Start(); !s.ok()) {

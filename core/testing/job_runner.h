@@ -10,6 +10,10 @@
 
 #include "absl/time/time.h"
 
+namespace grpc {
+class Service;
+}  // namespace grpc
+
 namespace hvd::testing {
 
 struct WorkerResult {
@@ -27,6 +31,11 @@ struct JobSpec {
   std::map<int, std::map<std::string, std::string>> rank_env;  // per rank
   absl::Duration timeout = absl::Seconds(60);
   bool bare = false;  // no HVD_* at all: a plain process, a job of size 1
+  // Hosted on the rendezvous server beside it, e.g. a launcher's elastic
+  // service (not owned; each outlives the job).
+  std::vector<grpc::Service*> services;
+  // The job size the server knows; -1: `size`. 0 leaves ranks unbounded.
+  int server_size = -1;
 };
 
 // Runs the job to completion. Workers still alive at the timeout are
