@@ -89,15 +89,14 @@ void ElasticDriver::TryForm(ElasticJobControl& job, absl::Time now) {
   // Members of the last round first, in their old order; then new workers
   // by number.
   const Round* last = Current();
-  auto key = [&](const std::string& id) {
+  auto key = [&](const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const int old = last ? RankIn(*last, id) : -1;
     return std::make_pair(old < 0 ? 1 : 0,
                           old < 0 ? workers_[id].number : old);
   };
   std::sort(round.members.begin(), round.members.end(),
-            [&](const std::string& a, const std::string& b) {
-              return key(a) < key(b);
-            });
+            [&](const std::string& a, const std::string& b)
+                ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return key(a) < key(b); });
   std::vector<std::string> host_of;
   for (const std::string& id : round.members) {
     host_of.push_back(workers_[id].host);
