@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "core/bootstrap/elastic_client.h"
 #include "core/c_api.h"
+#include "core/common/cancellation.h"
 #include "core/runtime/config.h"
 #include "core/runtime/handle_table.h"
 #include "core/runtime/runtime.h"
@@ -43,11 +44,16 @@ void ResetGeneratedNames();
 // JoinRound's errors (CANCELLED: the worker is no longer in the job).
 absl::Status JoinElasticRound(runtime::Config* config);
 // In an elastic job, watches the round `config` joined until
-// TakeElasticWatcher: the round's abort aborts `runtime` (ABORTED, the
-// launcher's reason), its host updates are kept for
-// hvd_elastic_host_updates. No-op outside elastic jobs.
-absl::Status WatchElasticRound(const runtime::Config& config,
-                               std::weak_ptr<runtime::Runtime> runtime);
+// TakeElasticWatcher, from before its members connect: the round's abort
+// cancels the returned cancellation (for ConnectJob: ABORTED "elastic round
+// N ended while connecting: <the launcher's reason>") and aborts the runtime
+// given to AttachElasticRuntime. Its host updates are kept for
+// hvd_elastic_host_updates. Null outside elastic jobs.
+absl::StatusOr<std::shared_ptr<const Cancellation>> WatchElasticRound(
+    const runtime::Config& config);
+// The round's runtime, started: aborted at once if the round has already
+// ended. No-op outside elastic jobs.
+void AttachElasticRuntime(const std::shared_ptr<runtime::Runtime>& runtime);
 // A failure to connect the members of an elastic round, as the caller
 // should see it: a member lost meanwhile (a timeout, an unreachable peer)
 // ends the round, ABORTED, so that the caller inits again and joins the

@@ -103,19 +103,24 @@ int hvd_init(void) {
   if (absl::Status s = hvd::api::JoinElasticRound(&*config); !s.ok()) {
     return hvd::api::SetLastError(s);
   }
-  auto parts = hvd::bootstrap::ConnectJob(*config);
+  // Watched from before the connect: a member lost meanwhile ends the
+  // round, and the connect with it.
+  auto round_cancel = hvd::api::WatchElasticRound(*config);
+  if (!round_cancel.ok()) return hvd::api::SetLastError(round_cancel.status());
+  auto parts = hvd::bootstrap::ConnectJob(*config, *round_cancel);
   if (!parts.ok()) {
+    hvd::api::TakeElasticWatcher().reset();
     return hvd::api::SetLastError(
         hvd::api::ElasticConnectError(*config, parts.status()));
   }
   auto started = hvd::runtime::Runtime::Start(
       *config, *std::move(parts), &Handles(), hvd::gpu::BackendFactory());
-  if (!started.ok()) return hvd::api::SetLastError(started.status());
-  std::shared_ptr<hvd::runtime::Runtime> rt = std::move(*started);
-  if (absl::Status s = hvd::api::WatchElasticRound(*config, rt); !s.ok()) {
-    rt->Shutdown();
-    return hvd::api::SetLastError(s);
+  if (!started.ok()) {
+    hvd::api::TakeElasticWatcher().reset();
+    return hvd::api::SetLastError(started.status());
   }
+  std::shared_ptr<hvd::runtime::Runtime> rt = std::move(*started);
+  hvd::api::AttachElasticRuntime(rt);
   hvd::api::g_runtime = std::move(rt);
   return HVD_OK;
 }

@@ -19,11 +19,28 @@ struct HostUpdate {
   bool removed = false;
 };
 
+// What a round's watcher ends when the round ends: the members' connect,
+// then their runtime.
+struct RoundLink {
+  const std::shared_ptr<Cancellation> connect =
+      std::make_shared<Cancellation>();
+  absl::Mutex mu;
+  std::weak_ptr<runtime::Runtime> runtime ABSL_GUARDED_BY(mu);
+
+  void End(int round, const std::string& reason) {
+    connect->Cancel(absl::AbortedError(absl::StrCat(
+        "elastic round ", round, " ended while connecting: ", reason)));
+    absl::MutexLock lock(&mu);
+    if (auto rt = runtime.lock()) rt->Abort(absl::AbortedError(reason));
+  }
+};
+
 absl::Mutex g_elastic_mu;
 bool g_enabled ABSL_GUARDED_BY(g_elastic_mu) = false;
 int g_round ABSL_GUARDED_BY(g_elastic_mu) = -1;
 std::unique_ptr<bootstrap::RoundWatcher> g_watcher
     ABSL_GUARDED_BY(g_elastic_mu);
+std::shared_ptr<RoundLink> g_link ABSL_GUARDED_BY(g_elastic_mu);
 // By update number: the launcher may announce one again in a later round.
 std::map<int64_t, HostUpdate>& Updates()
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_elastic_mu) {
@@ -68,12 +85,14 @@ absl::Status JoinElasticRound(runtime::Config* config) {
   return absl::OkStatus();
 }
 
-absl::Status WatchElasticRound(const runtime::Config& config,
-                               std::weak_ptr<runtime::Runtime> runtime) {
-  if (!config.elastic()) return absl::OkStatus();
+absl::StatusOr<std::shared_ptr<const Cancellation>> WatchElasticRound(
+    const runtime::Config& config) {
+  if (!config.elastic()) return nullptr;
+  auto link = std::make_shared<RoundLink>();
   bootstrap::RoundEvents events;
-  events.on_abort = [runtime = std::move(runtime)](const std::string& reason) {
-    if (auto rt = runtime.lock()) rt->Abort(absl::AbortedError(reason));
+  events.on_abort = [link, round = config.elastic_round](
+                        const std::string& reason) {
+    link->End(round, reason);
   };
   events.on_hosts_updated = RecordHostUpdate;
   auto watcher = bootstrap::RoundWatcher::Start(config, config.elastic_round,
@@ -81,7 +100,22 @@ absl::Status WatchElasticRound(const runtime::Config& config,
   if (!watcher.ok()) return watcher.status();
   absl::MutexLock lock(&g_elastic_mu);
   g_watcher = *std::move(watcher);
-  return absl::OkStatus();
+  g_link = link;
+  return std::shared_ptr<const Cancellation>(link->connect);
+}
+
+void AttachElasticRuntime(const std::shared_ptr<runtime::Runtime>& runtime) {
+  std::shared_ptr<RoundLink> link;
+  {
+    absl::MutexLock lock(&g_elastic_mu);
+    link = g_link;
+  }
+  if (!link) return;
+  absl::MutexLock lock(&link->mu);
+  link->runtime = runtime;
+  if (link->connect->cancelled()) {
+    runtime->Abort(absl::AbortedError(link->connect->status().message()));
+  }
 }
 
 absl::Status ElasticConnectError(const runtime::Config& config,
@@ -96,6 +130,7 @@ absl::Status ElasticConnectError(const runtime::Config& config,
 
 std::unique_ptr<bootstrap::RoundWatcher> TakeElasticWatcher() {
   absl::MutexLock lock(&g_elastic_mu);
+  g_link.reset();
   return std::move(g_watcher);
 }
 

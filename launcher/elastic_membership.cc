@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "launcher/elastic_driver.h"
 
@@ -13,7 +14,12 @@ namespace launcher {
 namespace {
 
 std::string Seconds(absl::Duration d) {
-  return absl::StrCat(absl::ToInt64Seconds(d), " s");
+  return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d));
+}
+
+// "1 slot", "2 slots".
+std::string Count(int64_t n, absl::string_view noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -78,7 +84,8 @@ void ElasticDriver::TryForm(ElasticJobControl& job, absl::Time now) {
     ended_ = true;
     job.EndJob(last_failure_code_,
                absl::StrCat("hvdrun: the job was reset ", resets_,
-                            " times, the limit (--reset-limit ",
+                            resets_ == 1 ? " time" : " times",
+                            ", the limit (--reset-limit ",
                             *settings_.reset_limit, "); ending it"));
     return;
   }
@@ -106,7 +113,7 @@ void ElasticDriver::TryForm(ElasticJobControl& job, absl::Time now) {
   std::vector<std::string> hosts = host_of;
   hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
   job.Say(absl::StrCat("hvdrun: elastic round ", round.number, ": ",
-                       round.members.size(), " workers on ",
+                       Count(static_cast<int64_t>(round.members.size()), "worker"), " on ",
                        absl::StrJoin(hosts, ", "), " (formed in ",
                        Seconds(now - f.since), ")"));
   rounds_.push_back(std::move(round));
@@ -142,8 +149,8 @@ void ElasticDriver::FailWorkerHost(ElasticJobControl& job, int h,
           ? "for the rest of the job"
           : absl::StrCat("for ", Seconds(host->blacklisted_until - now));
   job.Say(absl::StrCat("hvdrun: ", why, "; host ", name, " is blacklisted ",
-                       until, ", and the job goes on with ", UsableSlots(),
-                       " slots"));
+                       until, ", and the job goes on with ",
+                       Count(UsableSlots(), "slot")));
 }
 
 void ElasticDriver::CheckEnd(ElasticJobControl& job) {
@@ -204,8 +211,8 @@ void ElasticDriver::AddHost(ElasticJobControl& job, const std::string& name,
     if (forming_.has_value()) forming_->expected.insert(ids[i]);
   }
   if (settings_.verbose || !rounds_.empty()) {
-    job.Say(absl::StrCat("hvdrun: host ", name, " added with ", slots,
-                         slots == 1 ? " slot" : " slots"));
+    job.Say(absl::StrCat("hvdrun: host ", name, " added with ",
+                         Count(slots, "slot")));
   }
   if (absl::Status s = start_agent_(h, name); !s.ok()) {
     FailWorkerHost(job, h,
@@ -314,14 +321,15 @@ void ElasticDriver::CheckLimits(ElasticJobControl& job, absl::Time now) {
   if (short_since_ == absl::InfiniteFuture()) short_since_ = now;
   if (!said_waiting_) {
     said_waiting_ = true;
-    job.Say(absl::StrCat("hvdrun: waiting for hosts: ", usable, " slots, ",
+    job.Say(absl::StrCat("hvdrun: waiting for hosts: ", Count(usable, "slot"),
+                         ", ",
                          need, " needed (--elastic-timeout ",
                          Seconds(settings_.timeout), ")"));
   }
   if (now - short_since_ > settings_.timeout) {
     ended_ = true;
     job.EndJob(rounds_.empty() ? 1 : last_failure_code_,
-               absl::StrCat("hvdrun: only ", usable, " slots for ",
+               absl::StrCat("hvdrun: only ", Count(usable, "slot"), " for ",
                             Seconds(settings_.timeout),
                             " (--elastic-timeout), fewer than the ", need,
                             rounds_.empty() ? " to start with (-np)"

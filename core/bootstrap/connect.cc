@@ -31,8 +31,10 @@ absl::Status Annotate(const absl::Status& status, absl::string_view what) {
   return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
 }
 
-transport::TcpOptions TcpOptionsOf(const Config& config) {
+transport::TcpOptions TcpOptionsOf(
+    const Config& config, std::shared_ptr<const Cancellation> cancel) {
   transport::TcpOptions options;
+  options.cancel = std::move(cancel);
   options.iface = config.iface;
   options.hostname = config.hostname;
   options.token = DataPlaneToken(config.token);
@@ -104,11 +106,13 @@ std::string KeyPrefix(const Config& config) {
   return absl::StrCat("core/", connect_epoch.fetch_add(1), "/");
 }
 
-// The rendezvous store, registered, scoped to this connect. The scoped view
-// keeps the connection alive. Elastic workers do not register: their ranks
+// The rendezvous store, registered, scoped to this connect, and cancelled
+// with `cancel` when there is one. The scoped view keeps the connection
+// alive. Elastic workers do not register: their ranks
 // move between processes from round to round, and the server keeps a rank
 // for the process that registered it first.
-absl::StatusOr<std::shared_ptr<Store>> ReachRendezvous(const Config& config) {
+absl::StatusOr<std::shared_ptr<Store>> ReachRendezvous(
+    const Config& config, std::shared_ptr<const Cancellation> cancel) {
   GrpcStoreOptions options;
   options.tls = {config.rendezvous_ca_pem, config.rendezvous_tls_name};
   auto store = GrpcStore::Connect(config.rendezvous_addr, config.token,
@@ -125,10 +129,14 @@ absl::StatusOr<std::shared_ptr<Store>> ReachRendezvous(const Config& config) {
                       absl::StrCat("rank ", config.rank, ": register"));
     }
   }
+  // Each view's deleter keeps the store below it alive.
   std::shared_ptr<Store> base = std::move(*store);
-  const std::string prefix = KeyPrefix(config);
-  return std::shared_ptr<Store>(new PrefixStore(base.get(), prefix),
-                                [base](Store* scoped) { delete scoped; });
+  std::shared_ptr<Store> scoped(new PrefixStore(base.get(), KeyPrefix(config)),
+                                [base](Store* view) { delete view; });
+  if (!cancel) return scoped;
+  return std::shared_ptr<Store>(
+      new CancellableStore(scoped.get(), std::move(cancel)),
+      [scoped](Store* view) { delete view; });
 }
 
 // Every rank's host index (by HVD_HOSTNAME, in order of first appearance).
@@ -183,15 +191,17 @@ absl::StatusOr<std::unique_ptr<transport::Context>> AddSharedMemory(
 
 }  // namespace
 
-absl::StatusOr<runtime::RuntimeParts> ConnectJob(const Config& config) {
+absl::StatusOr<runtime::RuntimeParts> ConnectJob(
+    const Config& config, std::shared_ptr<const Cancellation> cancel) {
   runtime::RuntimeParts parts;
   if (config.size == 1) return parts;
-  auto store = ReachRendezvous(config);
+  auto store = ReachRendezvous(config, cancel);
   if (!store.ok()) return store.status();
   parts.store = *std::move(store);
   auto use_rdma = AgreeOnRdma(config, *parts.store);
   if (!use_rdma.ok()) return use_rdma.status();
-  const transport::TcpOptions tcp_options = TcpOptionsOf(config);
+  const transport::TcpOptions tcp_options =
+      TcpOptionsOf(config, std::move(cancel));
   const rdma::RdmaOptions rdma_options = RdmaOptionsOf(config);
   std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
       int, int, Store*)>

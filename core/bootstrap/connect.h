@@ -8,7 +8,10 @@
 #ifndef HVD_CORE_BOOTSTRAP_CONNECT_H_
 #define HVD_CORE_BOOTSTRAP_CONNECT_H_
 
+#include <memory>
+
 #include "absl/status/statusor.h"
+#include "core/common/cancellation.h"
 #include "core/runtime/config.h"
 #include "core/runtime/runtime.h"
 
@@ -17,8 +20,12 @@ namespace hvd::bootstrap {
 // A job of size 1 gets no context and no store. Each call uses fresh store
 // keys, so a process can shut down and connect again. Errors name the rank
 // and what failed: the rendezvous address, a peer's rank and address, the
-// shared-memory set-up.
-absl::StatusOr<runtime::RuntimeParts> ConnectJob(const runtime::Config& config);
+// shared-memory set-up. Once `cancel` (optional) is cancelled, waits on the
+// store and on peers' connections give up with its status within a fraction
+// of a second; the store in the parts stays cancellable that way.
+absl::StatusOr<runtime::RuntimeParts> ConnectJob(
+    const runtime::Config& config,
+    std::shared_ptr<const Cancellation> cancel = nullptr);
 
 }  // namespace hvd::bootstrap
 

@@ -1,5 +1,6 @@
 #include <cstdlib>
 
+#include "core/common/cancellation.h"
 #include "core/common/env.h"
 #include "core/common/half.h"
 #include "core/common/logging.h"
@@ -9,6 +10,19 @@
 
 namespace hvd {
 namespace {
+
+TEST(Cancellation, TheFirstReasonWinsAndOkBecomesCancelled) {
+  Cancellation c;
+  EXPECT_FALSE(c.cancelled());
+  EXPECT_TRUE(c.status().ok());
+  c.Cancel(absl::AbortedError("round 3 ended"));
+  c.Cancel(absl::InternalError("later"));
+  EXPECT_TRUE(c.cancelled());
+  EXPECT_EQ(c.status(), absl::AbortedError("round 3 ended"));
+  Cancellation d;
+  d.Cancel(absl::OkStatus());
+  EXPECT_TRUE(absl::IsCancelled(d.status()));
+}
 
 TEST(Env, HorovodSpellingIsAnAlias) {
   unsetenv("HVD_CYCLE_TIME");

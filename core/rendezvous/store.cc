@@ -1,5 +1,6 @@
 #include "core/rendezvous/store.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,37 @@ absl::StatusOr<std::string> PrefixStore::Get(absl::string_view key,
 absl::Status PrefixStore::Barrier(absl::string_view name, int count,
                                   absl::Duration timeout) {
   return base_->Barrier(absl::StrCat(prefix_, name), count, timeout);
+}
+
+absl::Status CancellableStore::Set(absl::string_view key,
+                                  absl::string_view value) {
+  if (cancel_->cancelled()) return cancel_->status();
+  return base_->Set(key, value);
+}
+
+absl::StatusOr<std::string> CancellableStore::Get(absl::string_view key,
+                                                  absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    if (cancel_->cancelled()) return cancel_->status();
+    const absl::Duration left = deadline - absl::Now();
+    absl::StatusOr<std::string> value =
+        base_->Get(key, std::max(absl::ZeroDuration(), std::min(left, poll_)));
+    if (!absl::IsDeadlineExceeded(value.status()) || left <= poll_) {
+      if (!value.ok() && absl::IsDeadlineExceeded(value.status())) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("key '", key, "' not set within ",
+                         absl::FormatDuration(timeout)));
+      }
+      return value;
+    }
+  }
+}
+
+absl::Status CancellableStore::Barrier(absl::string_view name, int count,
+                                       absl::Duration timeout) {
+  if (cancel_->cancelled()) return cancel_->status();
+  return base_->Barrier(name, count, timeout);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/common/cancellation.h"
 
 namespace hvd {
 
@@ -48,6 +49,27 @@ class PrefixStore : public Store {
  private:
   Store* base_;
   std::string prefix_;
+};
+
+// A view of `base` (not owned; must outlive this) whose calls fail with the
+// cancellation's status once `cancel` is cancelled: a Get waiting when that
+// happens gives up within `poll` (it waits in slices of that length).
+// Barriers are not sliced: a cancellation stops one only before it starts.
+class CancellableStore : public Store {
+ public:
+  CancellableStore(Store* base, std::shared_ptr<const Cancellation> cancel,
+                   absl::Duration poll = absl::Milliseconds(200))
+      : base_(base), cancel_(std::move(cancel)), poll_(poll) {}
+  absl::Status Set(absl::string_view key, absl::string_view value) override;
+  absl::StatusOr<std::string> Get(absl::string_view key,
+                                  absl::Duration timeout) override;
+  absl::Status Barrier(absl::string_view name, int count,
+                       absl::Duration timeout) override;
+
+ private:
+  Store* base_;
+  const std::shared_ptr<const Cancellation> cancel_;
+  const absl::Duration poll_;
 };
 
 // The store of a one-process test, where each thread plays a rank.

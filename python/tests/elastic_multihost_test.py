@@ -13,9 +13,11 @@ Run by `netns_hosts.sh run --hosts 3 -- run_python.sh <this file>` (root).
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -80,6 +82,52 @@ class Job:
             return [json.loads(line) for line in f]
 
 
+class Discovery:
+    """A discovery script printing the lines of a file the test rewrites."""
+
+    def __init__(self, tmp, hosts):
+        self.file = os.path.join(tmp, "hosts")
+        self.script = os.path.join(tmp, "discover.sh")
+        with open(self.script, "w") as f:
+            f.write("#!/bin/sh\ncat %s\n" % self.file)
+        os.chmod(self.script, 0o755)
+        self.set(hosts)
+
+    def set(self, hosts):
+        with open(self.file + ".new", "w") as f:
+            f.write("".join(h + "\n" for h in hosts))
+        os.replace(self.file + ".new", self.file)
+
+    def flags(self):
+        return ["--host-discovery-script", self.script]
+
+
+def wait_for_sizes(job, expected, timeout=120):
+    """Waits until the rounds' sizes so far are `expected`."""
+    start = time.time()
+    while time.time() - start < timeout:
+        if sizes(job.commits()) == expected:
+            return
+        time.sleep(0.1)
+    raise AssertionError("sizes %s, not %s" % (sizes(job.commits()), expected))
+
+
+def agent_pid(host):
+    """The pid of the hvd-agent running in host's network namespace."""
+    ns = os.environ["HVD_MH_NETNS_" + host]
+    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                          text=True, check=True).stdout.split()
+    for pid in pids:
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv0 = f.read().split(b"\0")[0]
+        except OSError:
+            continue
+        if os.path.basename(argv0) == b"hvd-agent":
+            return int(pid)
+    return None
+
+
 def sizes(commits):
     """The sizes of the rounds in order, each run of equal sizes once."""
     out = []
@@ -117,30 +165,136 @@ def test_a_killed_worker_blacklists_its_host_and_the_job_goes_on():
 
 def test_a_raising_worker_with_discovery_then_a_host_added():
     with tempfile.TemporaryDirectory() as tmp:
-        hosts = os.path.join(tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("h1:1\nh2:1\n")
-        script = os.path.join(tmp, "discover.sh")
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\ncat %s\n" % hosts)
-        os.chmod(script, 0o755)
+        hosts = Discovery(tmp, ["h1:1", "h2:1"])
         job = Job(tmp, steps=40, fail="w1:4:exception", sleep=0.3)
-        p = job.start(["-np", "2", "--min-np", "1",
-                       "--host-discovery-script", script])
-        deadline = 120
-        import time
-        start = time.time()
-        while time.time() - start < deadline:
-            if sizes(job.commits())[-1:] == [1]:
-                break
-            time.sleep(0.2)
-        with open(hosts, "w") as f:
-            f.write("h1:1\nh3:1\n")
+        p = job.start(["-np", "2", "--min-np", "1"] + hosts.flags())
+        wait_for_sizes(job, [2, 1])
+        hosts.set(["h1:1", "h3:1"])
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
         assert sizes(job.commits()) == [2, 1, 2], (job.commits(), err)
         assert "host h3 added" in err, err
         check_state(job, 40, 2)
+
+
+def test_a_killed_worker_with_discovery():
+    with tempfile.TemporaryDirectory() as tmp:
+        hosts = Discovery(tmp, ["h1:2", "h2:1"])
+        job = Job(tmp, fail="w2:6:kill")
+        code, out, err = job.run(["-np", "3", "--min-np", "2"] + hosts.flags())
+        assert code == 0, err
+        assert "host h2 is blacklisted" in err, err
+        assert sizes(job.commits()) == [3, 2], job.commits()
+        check_state(job, 20, 2)
+
+
+def test_a_raising_worker_with_fixed_hosts():
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Job(tmp, fail="w1:5:exception")
+        code, out, err = job.run(["-np", "2", "--min-np", "1",
+                                  "-H", "h1:1,h2:1"])
+        assert code == 0, err
+        assert "injected failure of worker w1 at 5" in err, err
+        assert sizes(job.commits()) == [2, 1], job.commits()
+        check_state(job, 20, 1)
+
+
+def test_hosts_added_then_removed_with_slots_2_and_1():
+    with tempfile.TemporaryDirectory() as tmp:
+        hosts = Discovery(tmp, ["h1:1"])
+        job = Job(tmp, steps=100, sleep=0.2)
+        p = job.start(["-np", "1", "--min-np", "1"] + hosts.flags())
+        wait_for_sizes(job, [1])
+        hosts.set(["h1:1", "h2:2"])
+        wait_for_sizes(job, [1, 3])
+        hosts.set(["h1:1", "h3:1"])
+        wait_for_sizes(job, [1, 3, 2])
+        hosts.set(["h1:1"])
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+        assert sizes(job.commits()) == [1, 3, 2, 1], (job.commits(), err)
+        assert "host h2 left host discovery" in err, err
+        assert "host h3 left host discovery" in err, err
+        check_state(job, 100, 1)
+
+
+def test_all_ranks_failing_fails_the_job():
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Job(tmp, fail="*:5:exception")
+        code, out, err = job.run(["-np", "2", "--min-np", "1",
+                                  "-H", "h1:1,h2:1"])
+        assert code == 1, err
+        assert "every host is blacklisted (h1, h2)" in err, err
+        assert max(c["step"] for c in job.commits()) == 4, job.commits()
+        assert not job.finals()
+
+
+def test_every_host_blacklisted_one_after_another_fails_the_job():
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Job(tmp, fail="w1:3:kill,w0:8:kill")
+        code, out, err = job.run(["-np", "2", "--min-np", "1",
+                                  "-H", "h1:1,h2:1"])
+        assert code == 137, err
+        assert "every host is blacklisted (h1, h2)" in err, err
+        assert sizes(job.commits()) == [2, 1], job.commits()
+        assert not job.finals()
+
+
+def test_the_reset_limit_ends_the_job():
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Job(tmp, fail="w2:3:kill,w1:6:kill")
+        code, out, err = job.run(["-np", "3", "--min-np", "1",
+                                  "--reset-limit", "1",
+                                  "-H", "h1:1,h2:1,h3:1"])
+        assert code == 137, err
+        assert "the job was reset 1 time, the limit (--reset-limit 1)" \
+            in err, err
+        assert sizes(job.commits()) == [3, 2], job.commits()
+
+
+def test_a_blacklisted_host_comes_back_after_its_cooldown():
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Job(tmp, steps=40, fail="w1:3:kill", sleep=0.3)
+        code, out, err = job.run(["-np", "2", "--min-np", "1",
+                                  "--blacklist-cooldown-range", "1", "2",
+                                  "-H", "h1:1,h2:1"])
+        assert code == 0, err
+        assert "host h2 is blacklisted for " in err, err
+        assert "host h2 added" in err, err
+        assert sizes(job.commits()) == [2, 1, 2], (job.commits(), err)
+        check_state(job, 40, 2)
+
+
+def test_a_killed_agent_loses_its_host_and_the_job_goes_on():
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Job(tmp, steps=40, sleep=0.25)
+        p = job.start(["-np", "3", "--min-np", "1", "-H", "h1:2,h2:1"])
+        start = time.time()
+        while len(job.commits()) < 5 and time.time() - start < 120:
+            time.sleep(0.1)
+        pid = agent_pid("h2")
+        assert pid, "no hvd-agent in h2"
+        os.kill(pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+        assert "host h2 is blacklisted" in err, err
+        assert sizes(job.commits()) == [3, 2], (job.commits(), err)
+        check_state(job, 40, 2)
+
+
+@pytest.mark.parametrize("when", ["rejoin", "reset"])
+def test_a_worker_killed_during_the_re_rendezvous(when):
+    # rejoin: before it joins the next round (while the round forms);
+    # reset: after that round formed and connected, before the sync.
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Job(tmp, fail="w2:4:kill,w1:%s:kill" % when)
+        code, out, err = job.run(["-np", "3", "--min-np", "1",
+                                  "-H", "h1:1,h2:1,h3:1"])
+        assert code == 0, err
+        assert "host h3 is blacklisted" in err, err
+        assert "host h2 is blacklisted" in err, err
+        assert sizes(job.commits()) == [3, 1], (job.commits(), err)
+        check_state(job, 20, 1)
 
 
 def test_too_few_slots_for_the_elastic_timeout_ends_the_job():

@@ -6,8 +6,16 @@ Environment (set by the test):
   ELASTIC_LOG     a file rank 0 appends one JSON line to per step
   ELASTIC_STEPS   the step to train up to
   ELASTIC_SLEEP   seconds between steps
-  ELASTIC_FAIL    "<worker id>:<step>:<exception|kill>": that worker fails
-                  once, at that step (a marker file keeps it to once)
+  ELASTIC_FAIL    failures, comma-separated, each "<worker>:<when>:<how>":
+                  worker  a worker id (HVD_ELASTIC_WORKER_ID) or * for all
+                  when    a step number (before that step is trained),
+                          "rejoin" (at the first restore after a failure,
+                          before the worker joins the next round) or
+                          "reset" (at the first reset callback: the next
+                          round has formed and connected, nothing synced)
+                  how     "exception" (raise: the worker exits 1) or "kill"
+                          (SIGKILL itself)
+                  Each fails once (a marker file per worker and failure).
 """
 
 import json
@@ -34,17 +42,17 @@ optimizer = hvd.DistributedOptimizer(
     named_parameters=model.named_parameters())
 
 
-def maybe_fail(step):
-    if not FAIL:
-        return
-    worker, at, how = FAIL.split(":")
-    marker = LOG + ".failed"
-    if worker != ME or step != int(at) or os.path.exists(marker):
-        return
-    open(marker, "w").close()
-    if how == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    raise RuntimeError("injected failure of worker %s at step %d" % (ME, step))
+def maybe_fail(when):
+    for spec in filter(None, FAIL.split(",")):
+        worker, at, how = spec.split(":")
+        marker = "%s.failed.%s.%s" % (LOG, ME, at)
+        if worker not in (ME, "*") or at != str(when) or \
+                os.path.exists(marker):
+            continue
+        open(marker, "w").close()
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError("injected failure of worker %s at %s" % (ME, when))
 
 
 @hvd.elastic.run
@@ -71,8 +79,14 @@ def train(state):
         time.sleep(SLEEP)
 
 
-state = hvd.elastic.TorchState(model=model, optimizer=optimizer, step=0,
-                               done=0)
+class FailingState(hvd.elastic.TorchState):
+    def restore(self):
+        maybe_fail("rejoin")
+        super().restore()
+
+
+state = FailingState(model=model, optimizer=optimizer, step=0, done=0)
+state.register_reset_callbacks([lambda: maybe_fail("reset")])
 train(state)
 with open(LOG + ".final", "a") as f:
     f.write(json.dumps({"worker": ME, "rank": hvd.rank(), "size": hvd.size(),

@@ -1,10 +1,13 @@
 // A worker for elastic_test: one process of a two-worker elastic job whose
-// launcher (the test's) aborts round 0 while both workers wait in a
-// collective, announces added hosts in round 1, and removes both workers
-// from the job after it. Uses only the C ABI. Prints "worker: ..." lines;
-// exits 0 when every check held.
+// launcher (the test's) aborts round 0, announces added hosts in round 1,
+// and removes both workers from the job after it. Its argument says where
+// round 0 ends: "abort-in-collective" (both workers wait in one) or
+// "abort-while-connecting" (round 0 has a third member that never comes).
+// Uses only the C ABI. Prints "worker: ..." lines; exits 0 when every check
+// held.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -72,16 +75,41 @@ void RoundOne(Checker& c, int rank_in_round_zero) {
   c.Equal("nothing added after 7", added, 0);
 }
 
-int Main() {
+// Round 0 waits for a member that never connects; the launcher's abort
+// ends the init well before HVD_START_TIMEOUT (60 s here).
+void RoundZeroNeverConnects(Checker& c) {
+  const auto start = std::chrono::steady_clock::now();
+  c.Equal("init fails", hvd_init(), int{HVD_ERROR});
+  const double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+  c.Equal("init aborted", hvd_last_error_code(), kAborted);
+  const std::string error = hvd_last_error();
+  std::printf("worker: round 0 init failed after %.1f s: %s\n", seconds,
+              error.c_str());
+  if (error.find("elastic round 0 ended while connecting: rank 1 on host "
+                 "h2 exited with status 1") == std::string::npos) {
+    c.Fail("the init error does not name the round and the loss: " + error);
+  }
+  if (seconds > 30) c.Fail("init waited for HVD_START_TIMEOUT");
+  c.Equal("round", hvd_elastic_round(), 0);
+}
+
+int Main(const std::string& scenario) {
   Checker c;
   c.Equal("round before init", hvd_elastic_round(), -1);
-  if (hvd_init() != HVD_OK) {
-    c.Fail(std::string("init: ") + hvd_last_error());
-    return 1;
+  if (scenario == "abort-while-connecting") {
+    RoundZeroNeverConnects(c);
+    c.rank = std::stoi(std::getenv("HVD_ELASTIC_WORKER_ID") + 3);  // "h1:<r>"
+  } else {
+    if (hvd_init() != HVD_OK) {
+      c.Fail(std::string("init: ") + hvd_last_error());
+      return 1;
+    }
+    c.rank = hvd_rank();
+    RoundZero(c);
+    hvd_shutdown();
   }
-  c.rank = hvd_rank();
-  RoundZero(c);
-  hvd_shutdown();
   if (hvd_init() != HVD_OK) {
     c.Fail(std::string("init: ") + hvd_last_error());
     return 1;
@@ -101,7 +129,7 @@ int Main() {
 }  // namespace
 }  // namespace hvd::driver
 
-int main() {
+int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
-  return hvd::driver::Main();
+  return hvd::driver::Main(argc > 1 ? argv[1] : "abort-in-collective");
 }

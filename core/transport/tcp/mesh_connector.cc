@@ -84,7 +84,8 @@ MeshConnector::MeshConnector(asio::io_context& io, tcp::acceptor& acceptor,
         const tcp::endpoint local = acceptor.local_endpoint(ec);
         return ec ? std::string("unknown address") : EndpointString(local);
       }()),
-      deadline_timer_(io) {}
+      deadline_timer_(io),
+      cancel_timer_(io) {}
 
 MeshConnector::~MeshConnector() = default;
 
@@ -96,6 +97,7 @@ absl::StatusOr<std::vector<std::optional<Connection>>> MeshConnector::Run(
   deadline_timer_.async_wait([this](const error_code& ec) {
     if (!ec && !finished_) Finish(TimeoutError());
   });
+  if (config_.cancel) PollCancel();
   if (config_.rank < config_.size - 1) StartAccept();
   const std::string hello =
       EncodeHello(config_.rank, config_.size, config_.token);
@@ -114,6 +116,17 @@ absl::StatusOr<std::vector<std::optional<Connection>>> MeshConnector::Run(
   return std::move(connections_);
 }
 
+void MeshConnector::PollCancel() {
+  if (config_.cancel->cancelled()) {
+    Finish(config_.cancel->status());
+    return;
+  }
+  cancel_timer_.expires_after(ToChrono(config_.cancel_poll));
+  cancel_timer_.async_wait([this](const error_code& ec) {
+    if (!ec && !finished_) PollCancel();
+  });
+}
+
 void MeshConnector::Finish(absl::Status status) {
   if (finished_) return;
   finished_ = true;
@@ -123,6 +136,7 @@ void MeshConnector::Finish(absl::Status status) {
 void MeshConnector::CancelAll() {
   error_code ignored;
   deadline_timer_.cancel();
+  cancel_timer_.cancel();
   acceptor_.cancel(ignored);
   for (auto& d : dialers_) {
     d->timer.cancel();

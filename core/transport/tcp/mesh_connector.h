@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/common/cancellation.h"
 #include "core/transport/tcp/address.h"
 
 namespace hvd::transport::tcp_internal {
@@ -53,6 +54,10 @@ class MeshConnector {
     absl::Duration handshake_timeout = absl::Seconds(4);
     // Accepted connections still in their handshake, at most.
     size_t max_pending_handshakes = 64;
+    // When set and cancelled, Run fails with its status within
+    // `cancel_poll`.
+    std::shared_ptr<const Cancellation> cancel;
+    absl::Duration cancel_poll = absl::Milliseconds(100);
   };
 
   // `io` and `acceptor` (already listening) must outlive this object; `io`
@@ -67,7 +72,8 @@ class MeshConnector {
   // (index = rank; nullopt at this rank) once all are up. Errors name the
   // peer and address: Unauthenticated (token refused), FailedPrecondition
   // (rank or job size refused), DeadlineExceeded (not connected in time,
-  // with the last error seen). Leaves `io` with no pending work.
+  // with the last error seen), the cancellation's status. Leaves `io` with
+  // no pending work.
   absl::StatusOr<std::vector<std::optional<Connection>>> Run(
       std::vector<std::vector<Endpoint>> dial_candidates);
 
@@ -76,6 +82,8 @@ class MeshConnector {
   struct Incoming;
 
   void StartAccept();
+  // Checks the cancellation every cancel_poll until Run finishes.
+  void PollCancel();
   // Starts the handshake of an accepted connection, within the bounds.
   void Welcome(boost::asio::ip::tcp::socket socket);
   // Closes an accepted connection and forgets it; idempotent.
@@ -104,6 +112,7 @@ class MeshConnector {
   const Config config_;
   const std::string listen_address_;
   boost::asio::steady_timer deadline_timer_;
+  boost::asio::steady_timer cancel_timer_;
   std::vector<std::unique_ptr<Dialer>> dialers_;
   std::vector<std::shared_ptr<Incoming>> incoming_;
   std::vector<std::optional<Connection>> connections_;

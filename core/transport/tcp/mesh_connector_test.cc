@@ -108,6 +108,26 @@ TEST(MeshConnectorTest, RankOutsideTheAcceptedRangeIsRefused) {
   EXPECT_EQ(c0.status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+TEST(MeshConnectorTest, ACancelledConnectGivesUpWithTheCancellation) {
+  // Rank 0 waits for a rank 1 that never dials (a peer that died after
+  // publishing its address); the cancellation, not the deadline, ends it.
+  Rank r0;
+  auto cancel = std::make_shared<Cancellation>();
+  MeshConnector::Config config = r0.Config(0, 2);
+  config.cancel = cancel;
+  config.cancel_poll = absl::Milliseconds(10);
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    cancel->Cancel(absl::AbortedError("elastic round 4 ended"));
+  });
+  const absl::Time start = absl::Now();
+  MeshConnector connector(r0.io, r0.acceptor, config);
+  auto c0 = connector.Run({});
+  canceller.join();
+  EXPECT_EQ(c0.status(), absl::AbortedError("elastic round 4 ended"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // the deadline is 10 s
+}
+
 // Reads until the other side closes; true if it did within `timeout`.
 bool ClosedWithin(tcp::socket& socket, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;

@@ -111,6 +111,7 @@ absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
   config.deadline = deadline;
   config.timeout = options.connect_timeout;
   config.socket_buffer_bytes = options.tuning.socket_buffer_bytes;
+  config.cancel = options.cancel;
   tcp_internal::MeshConnector connector(io, acceptor, std::move(config));
   return connector.Run(*std::move(candidates));
 }

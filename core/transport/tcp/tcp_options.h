@@ -5,9 +5,11 @@
 #define HVD_CORE_TRANSPORT_TCP_TCP_OPTIONS_H_
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "absl/time/time.h"
+#include "core/common/cancellation.h"
 
 namespace hvd::transport {
 
@@ -37,6 +39,8 @@ struct TcpOptions {
   // Job token: checked in the connection handshake (never logged).
   std::string token;
   absl::Duration connect_timeout = absl::Seconds(30);
+  // When set and cancelled, connecting the mesh gives up with its status.
+  std::shared_ptr<const Cancellation> cancel;
   TcpTuning tuning;
 };
 

@@ -1,0 +1,66 @@
+#include "core/rendezvous/store.h"
+
+#include <memory>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace hvd {
+namespace {
+
+TEST(CancellableStore, PassesCallsThroughUntilCancelled) {
+  auto base = NewInMemoryStore();
+  auto cancel = std::make_shared<Cancellation>();
+  CancellableStore store(base.get(), cancel);
+  ASSERT_TRUE(store.Set("k", "v").ok());
+  EXPECT_EQ(*store.Get("k", absl::Seconds(1)), "v");
+  cancel->Cancel(absl::AbortedError("round 2 ended"));
+  EXPECT_EQ(store.Get("k", absl::Seconds(1)).status(),
+            absl::AbortedError("round 2 ended"));
+  EXPECT_EQ(store.Set("k", "w"), absl::AbortedError("round 2 ended"));
+  EXPECT_EQ(store.Barrier("b", 1, absl::Seconds(1)),
+            absl::AbortedError("round 2 ended"));
+}
+
+TEST(CancellableStore, AWaitingGetGivesUpSoonAfterTheCancel) {
+  auto base = NewInMemoryStore();
+  auto cancel = std::make_shared<Cancellation>();
+  CancellableStore store(base.get(), cancel, absl::Milliseconds(20));
+  absl::Notification started;
+  std::thread canceller([&] {
+    started.WaitForNotification();
+    absl::SleepFor(absl::Milliseconds(100));
+    cancel->Cancel(absl::AbortedError("peer lost"));
+  });
+  const absl::Time start = absl::Now();
+  started.Notify();
+  absl::StatusOr<std::string> value = store.Get("never", absl::Seconds(30));
+  canceller.join();
+  EXPECT_EQ(value.status(), absl::AbortedError("peer lost"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+TEST(CancellableStore, AGetStillTimesOutNamingItsOwnTimeout) {
+  auto base = NewInMemoryStore();
+  CancellableStore store(base.get(), std::make_shared<Cancellation>(),
+                         absl::Milliseconds(20));
+  absl::StatusOr<std::string> value = store.Get("never", absl::Milliseconds(90));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(value.status()));
+  EXPECT_EQ(value.status().message(), "key 'never' not set within 90ms");
+}
+
+TEST(CancellableStore, AValueSetWhileWaitingIsReturned) {
+  auto base = NewInMemoryStore();
+  CancellableStore store(base.get(), std::make_shared<Cancellation>(),
+                         absl::Milliseconds(20));
+  std::thread setter([&] {
+    absl::SleepFor(absl::Milliseconds(60));
+    ASSERT_TRUE(base->Set("late", "there").ok());
+  });
+  EXPECT_EQ(*store.Get("late", absl::Seconds(10)), "there");
+  setter.join();
+}
+
+}  // namespace
+}  // namespace hvd
