@@ -13,6 +13,7 @@ Run by `netns_hosts.sh run --hosts 3 -- run_python.sh <this file>` (root).
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -137,12 +138,20 @@ def sizes(commits):
     return out
 
 
+def rounds(err):
+    """How many rounds hvdrun formed (it says each: "elastic round N: ...")."""
+    return len(re.findall(r"^hvdrun: elastic round \d+: ", err, re.M))
+
+
 def check_state(job, steps, final_size):
     finals = job.finals()
     assert len(finals) == final_size, finals
     for f in finals:
         assert f["step"] == steps and f["done"] == steps, f
         assert f["size"] == final_size, f
+    # The ranks are 0..size-1, and w0, there from the start, kept rank 0.
+    assert sorted(f["rank"] for f in finals) == list(range(final_size))
+    assert [f["worker"] for f in finals if f["rank"] == 0] == ["w0"], finals
     committed = [c["step"] for c in job.commits()]
     assert committed[-1] == steps
     # Logged before each commit: a step after a reset is the one after the
@@ -158,6 +167,7 @@ def test_a_killed_worker_blacklists_its_host_and_the_job_goes_on():
         code, out, err = job.run(["-np", "3", "--min-np", "2",
                                   "-H", "h1:2,h2:1"])
         assert code == 0, err
+        assert rounds(err) == 2, err
         assert "host h2 is blacklisted" in err, err
         assert sizes(job.commits()) == [3, 2], job.commits()
         check_state(job, 20, 2)
@@ -172,6 +182,7 @@ def test_a_raising_worker_with_discovery_then_a_host_added():
         hosts.set(["h1:1", "h3:1"])
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
+        assert rounds(err) == 3, err
         assert sizes(job.commits()) == [2, 1, 2], (job.commits(), err)
         assert "host h3 added" in err, err
         check_state(job, 40, 2)
@@ -183,6 +194,7 @@ def test_a_killed_worker_with_discovery():
         job = Job(tmp, fail="w2:6:kill")
         code, out, err = job.run(["-np", "3", "--min-np", "2"] + hosts.flags())
         assert code == 0, err
+        assert rounds(err) == 2, err
         assert "host h2 is blacklisted" in err, err
         assert sizes(job.commits()) == [3, 2], job.commits()
         check_state(job, 20, 2)
@@ -194,6 +206,7 @@ def test_a_raising_worker_with_fixed_hosts():
         code, out, err = job.run(["-np", "2", "--min-np", "1",
                                   "-H", "h1:1,h2:1"])
         assert code == 0, err
+        assert rounds(err) == 2, err
         assert "injected failure of worker w1 at 5" in err, err
         assert sizes(job.commits()) == [2, 1], job.commits()
         check_state(job, 20, 1)
@@ -212,6 +225,7 @@ def test_hosts_added_then_removed_with_slots_2_and_1():
         hosts.set(["h1:1"])
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
+        assert rounds(err) == 4, err
         assert sizes(job.commits()) == [1, 3, 2, 1], (job.commits(), err)
         assert "host h2 left host discovery" in err, err
         assert "host h3 left host discovery" in err, err
@@ -224,6 +238,7 @@ def test_all_ranks_failing_fails_the_job():
         code, out, err = job.run(["-np", "2", "--min-np", "1",
                                   "-H", "h1:1,h2:1"])
         assert code == 1, err
+        assert rounds(err) == 1, err
         assert "every host is blacklisted (h1, h2)" in err, err
         assert max(c["step"] for c in job.commits()) == 4, job.commits()
         assert not job.finals()
@@ -235,6 +250,7 @@ def test_every_host_blacklisted_one_after_another_fails_the_job():
         code, out, err = job.run(["-np", "2", "--min-np", "1",
                                   "-H", "h1:1,h2:1"])
         assert code == 137, err
+        assert rounds(err) == 2, err
         assert "every host is blacklisted (h1, h2)" in err, err
         assert sizes(job.commits()) == [2, 1], job.commits()
         assert not job.finals()
@@ -247,6 +263,7 @@ def test_the_reset_limit_ends_the_job():
                                   "--reset-limit", "1",
                                   "-H", "h1:1,h2:1,h3:1"])
         assert code == 137, err
+        assert rounds(err) == 2, err
         assert "the job was reset 1 time, the limit (--reset-limit 1)" \
             in err, err
         assert sizes(job.commits()) == [3, 2], job.commits()
@@ -259,6 +276,7 @@ def test_a_blacklisted_host_comes_back_after_its_cooldown():
                                   "--blacklist-cooldown-range", "1", "2",
                                   "-H", "h1:1,h2:1"])
         assert code == 0, err
+        assert rounds(err) == 3, err
         assert "host h2 is blacklisted for " in err, err
         assert "host h2 added" in err, err
         assert sizes(job.commits()) == [2, 1, 2], (job.commits(), err)
@@ -277,6 +295,7 @@ def test_a_killed_agent_loses_its_host_and_the_job_goes_on():
         os.kill(pid, signal.SIGKILL)
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
+        assert rounds(err) == 2, err
         assert "host h2 is blacklisted" in err, err
         assert sizes(job.commits()) == [3, 2], (job.commits(), err)
         check_state(job, 40, 2)
@@ -291,6 +310,8 @@ def test_a_worker_killed_during_the_re_rendezvous(when):
         code, out, err = job.run(["-np", "3", "--min-np", "1",
                                   "-H", "h1:1,h2:1,h3:1"])
         assert code == 0, err
+        # rejoin: round 1 formed without w1; reset: with it, then round 2.
+        assert rounds(err) == (2 if when == "rejoin" else 3), err
         assert "host h3 is blacklisted" in err, err
         assert "host h2 is blacklisted" in err, err
         assert sizes(job.commits()) == [3, 1], (job.commits(), err)
@@ -304,6 +325,7 @@ def test_too_few_slots_for_the_elastic_timeout_ends_the_job():
                                   "--elastic-timeout", "3",
                                   "-H", "h1:1,h2:1"])
         assert code != 0
+        assert rounds(err) == 1, err
         assert "fewer than the 2 needed (--min-np)" in err, err
 
 
