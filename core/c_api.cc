@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/api_state.h"
 #include "core/bootstrap/connect.h"
+#include "core/bootstrap/self_rendezvous.h"
 #include "core/common/logging.h"
 #include "core/common/version.h"
 #include "core/dlpack_tensor.h"
@@ -25,6 +26,9 @@ namespace {
 
 absl::Mutex g_mu;
 std::shared_ptr<runtime::Runtime> g_runtime ABSL_GUARDED_BY(g_mu);
+// Rank 0's rendezvous in a job hvdrun did not start; null otherwise.
+std::unique_ptr<bootstrap::SelfRendezvous> g_self_rendezvous
+    ABSL_GUARDED_BY(g_mu);
 absl::Mutex g_names_mu;
 std::map<std::pair<std::string, int>, int64_t>& NameCounters() {
   static auto* counters = new std::map<std::pair<std::string, int>, int64_t>();
@@ -103,6 +107,11 @@ int hvd_init(void) {
   if (absl::Status s = hvd::api::JoinElasticRound(&*config); !s.ok()) {
     return hvd::api::SetLastError(s);
   }
+  // A job srun, torchrun or mpirun started meets at rank 0's rendezvous.
+  auto self_rendezvous = hvd::bootstrap::SelfRendezvous::Prepare(&*config);
+  if (!self_rendezvous.ok()) {
+    return hvd::api::SetLastError(self_rendezvous.status());
+  }
   // Watched from before the connect: a member lost meanwhile ends the
   // round, and the connect with it.
   auto round_cancel = hvd::api::WatchElasticRound(*config);
@@ -110,8 +119,10 @@ int hvd_init(void) {
   auto parts = hvd::bootstrap::ConnectJob(*config, *round_cancel);
   if (!parts.ok()) {
     hvd::api::TakeElasticWatcher().reset();
+    absl::Status error = parts.status();
+    if (*self_rendezvous) error = (*self_rendezvous)->Explain(error, config->size);
     return hvd::api::SetLastError(
-        hvd::api::ElasticConnectError(*config, parts.status()));
+        hvd::api::ElasticConnectError(*config, error));
   }
   auto started = hvd::runtime::Runtime::Start(
       *config, *std::move(parts), &Handles(), hvd::gpu::BackendFactory());
@@ -122,21 +133,25 @@ int hvd_init(void) {
   std::shared_ptr<hvd::runtime::Runtime> rt = std::move(*started);
   hvd::api::AttachElasticRuntime(rt);
   hvd::api::g_runtime = std::move(rt);
+  hvd::api::g_self_rendezvous = *std::move(self_rendezvous);
   return HVD_OK;
 }
 
 int hvd_shutdown(void) {
   std::shared_ptr<hvd::runtime::Runtime> rt;
   std::unique_ptr<hvd::bootstrap::RoundWatcher> watcher;
+  std::unique_ptr<hvd::bootstrap::SelfRendezvous> self_rendezvous;
   {
     absl::MutexLock lock(&hvd::api::g_mu);
     rt = std::move(hvd::api::g_runtime);
     watcher = hvd::api::TakeElasticWatcher();
+    self_rendezvous = std::move(hvd::api::g_self_rendezvous);
   }
   // The watcher outlives the runtime's shutdown: a round that ends
   // meanwhile (a peer lost) still cuts a stop negotiation short.
   if (rt) rt->Shutdown();
   watcher.reset();
+  self_rendezvous.reset();
   return HVD_OK;
 }
 

@@ -25,6 +25,12 @@ std::optional<std::string> GetConfig(absl::string_view name) {
   return std::nullopt;
 }
 
+std::optional<std::string> GetForeignEnv(absl::string_view full_name) {
+  const char* value = std::getenv(std::string(full_name).c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
 absl::StatusOr<int64_t> GetConfigInt(absl::string_view name, int64_t fallback) {
   const auto value = GetConfig(name);
   if (!value) return fallback;

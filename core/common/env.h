@@ -17,6 +17,10 @@ namespace hvd {
 // spelling is set.
 std::optional<std::string> GetConfig(absl::string_view name);
 
+// A variable of another tool, by its full name (e.g. "SLURM_PROCID");
+// nullopt when unset.
+std::optional<std::string> GetForeignEnv(absl::string_view full_name);
+
 // The parsed value, `fallback` when unset, InvalidArgument naming the variable
 // and the bad text when it does not parse.
 absl::StatusOr<int64_t> GetConfigInt(absl::string_view name, int64_t fallback);

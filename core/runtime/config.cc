@@ -38,6 +38,8 @@ class Reader {
     if (status_.ok()) status_ = std::move(status);
   }
 
+  bool IsSet(const char* name) { return Text(name).has_value(); }
+
   void String(const char* name, std::string* out) {
     if (auto text = Text(name)) *out = *text;
   }
@@ -155,11 +157,65 @@ class Reader {
   absl::Status status_;
 };
 
-void ReadIdentity(Reader& r, Config& c) {
+// The identity the launch contract gives, as defaults for HVD_*.
+void TakeContract(const LaunchContract& k, Config& c) {
+  c.launched_by = k.name;
+  c.rank = k.rank.value_or(0);
+  c.size = k.size.value_or(1);
+  c.local_rank = k.local_rank.value_or(0);
+  c.local_size = k.local_size.value_or(1);
+  // Hosts of equal size unless the contract says otherwise.
+  const bool even = c.local_size > 0 && c.size % c.local_size == 0;
+  c.cross_rank = k.cross_rank.value_or(even ? c.rank / c.local_size : 0);
+  c.cross_size = k.cross_size.value_or(even ? c.size / c.local_size : 1);
+  c.job_id = k.job_id;
+}
+
+// Without HVD_RENDEZVOUS_ADDR: where the contract's ranks meet.
+void MeetByContract(Reader& r, const LaunchContract& k, Config& c) {
+  if (k.pmix) {
+    c.rendezvous_over_pmix = true;
+  } else if (!k.rendezvous_host.empty() && k.rendezvous_port > 0) {
+    c.rendezvous_addr = absl::StrCat(k.rendezvous_host, ":",
+                                     k.rendezvous_port);
+    c.serve_rendezvous = c.rank == 0;
+  } else {
+    r.Fail(absl::InvalidArgumentError(absl::StrCat(
+        k.name, " gives this process rank ", c.rank,
+        " but no place to meet rank 0: set MASTER_ADDR and MASTER_PORT (rank "
+        "0 serves the rendezvous there), or HVD_RENDEZVOUS_ADDR")));
+  }
+}
+
+void ReadIdentity(Reader& r, const EnvLookup& env, Config& c) {
+  LaunchContract contract;
+  // hvdrun's workers (and elastic ones) have their identity already: the
+  // variables of whatever started hvdrun are not theirs.
+  const bool given = (r.IsSet(names::kRank) && r.IsSet(names::kSize)) ||
+                     r.IsSet(names::kElasticWorkerId);
+  if (env && !given) {
+    absl::StatusOr<LaunchContract> detected = DetectLaunchContract(env);
+    if (!detected.ok()) return r.Fail(detected.status());
+    contract = *std::move(detected);
+  }
+  const bool by_contract = contract.kind != ContractKind::kNone;
+  if (by_contract) {
+    TakeContract(contract, c);
+    if (auto home = env("HOME"); home && !home->empty()) {
+      c.secret_file = *home + "/.hvd/secret";
+    }
+  }
+  if (contract.kind == ContractKind::kIndexedJob && !r.IsSet(names::kSize)) {
+    return r.Fail(absl::InvalidArgumentError(
+        "JOB_COMPLETION_INDEX gives the rank but not the size: set HVD_SIZE "
+        "to the Job's completions"));
+  }
   r.Integer(names::kRank, 0, &c.rank);
   r.Integer(names::kSize, 1, &c.size);
-  c.local_rank = c.rank;
-  c.local_size = c.size;
+  if (!by_contract) {
+    c.local_rank = c.rank;
+    c.local_size = c.size;
+  }
   r.Integer(names::kLocalRank, 0, &c.local_rank);
   r.Integer(names::kLocalSize, 1, &c.local_size);
   r.Integer(names::kCrossRank, 0, &c.cross_rank);
@@ -173,6 +229,9 @@ void ReadIdentity(Reader& r, Config& c) {
   r.String(names::kIface, &c.iface);
   r.String(names::kElasticWorkerId, &c.elastic_worker_id);
   if (!r.status().ok()) return;
+  if (by_contract && c.rendezvous_addr.empty() && c.size > 1) {
+    MeetByContract(r, contract, c);
+  }
   if (c.elastic()) {
     if (c.rendezvous_addr.empty()) {
       r.Fail(absl::InvalidArgumentError(absl::StrCat(
@@ -191,7 +250,8 @@ void ReadIdentity(Reader& r, Config& c) {
     r.Fail(absl::InvalidArgumentError(absl::StrCat(
         "HVD_LOCAL_RANK=", c.local_rank, " and HVD_LOCAL_SIZE=", c.local_size,
         " are inconsistent")));
-  } else if (c.size > 1 && c.rendezvous_addr.empty()) {
+  } else if (c.size > 1 && c.rendezvous_addr.empty() &&
+             !c.rendezvous_over_pmix) {
     r.Fail(absl::InvalidArgumentError(absl::StrCat(
         "HVD_SIZE=", c.size,
         " but HVD_RENDEZVOUS_ADDR is not set: start the job with hvdrun, or "
@@ -273,16 +333,19 @@ absl::Duration CycleTimeAfter(const Config& config, int idle_cycles) {
   return wait;
 }
 
-absl::StatusOr<Config> ParseConfig(const ConfigLookup& lookup) {
+absl::StatusOr<Config> ParseConfig(const ConfigLookup& lookup,
+                                   const EnvLookup& env) {
   Config c;
   Reader reader(lookup);
-  ReadIdentity(reader, c);
+  ReadIdentity(reader, env, c);
   ReadNegotiation(reader, c);
   ReadDataPlane(reader, c);
   if (!reader.status().ok()) return reader.status();
   return c;
 }
 
-absl::StatusOr<Config> ConfigFromEnv() { return ParseConfig(GetConfig); }
+absl::StatusOr<Config> ConfigFromEnv() {
+  return ParseConfig(GetConfig, GetForeignEnv);
+}
 
 }  // namespace hvd::runtime

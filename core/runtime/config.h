@@ -17,6 +17,7 @@
 #include "core/collectives/options.h"
 #include "core/common/logging.h"
 #include "core/transport/shm/shm_options.h"
+#include "core/runtime/launch_contract.h"
 #include "core/transport/tcp/tcp_options.h"
 
 namespace hvd::runtime {
@@ -53,6 +54,18 @@ struct Config {
   // The round this init joined (not a variable: hvd_init sets it with the
   // round's identity); -1 outside elastic jobs.
   int elastic_round = -1;
+  // Set when the tool that started this process gave its identity
+  // (launch_contract.h) and no HVD_RENDEZVOUS_ADDR was given: its name; on
+  // rank 0 whether it serves the rendezvous at rendezvous_addr's port; or
+  // whether the address (and the job token) reach the ranks over PMIx.
+  std::string launched_by;
+  bool serve_rendezvous = false;
+  bool rendezvous_over_pmix = false;
+  // With launched_by and no HVD_JOB_TOKEN: what names this job, from which
+  // every rank derives the same token with the user's secret
+  // ($HOME/.hvd/secret).
+  std::string job_id;
+  std::string secret_file;
 
   // Negotiation and fusion.
   absl::Duration cycle_time = absl::Milliseconds(1);
@@ -101,12 +114,15 @@ struct Config {
 using ConfigLookup =
     std::function<std::optional<std::string>(absl::string_view name)>;
 
-// Parses every variable through `lookup`. A process with no HVD_RANK/HVD_SIZE
-// is a job of size 1. InvalidArgument naming the variable for a malformed,
-// out-of-range or inconsistent value. An elastic worker needs
-// HVD_RENDEZVOUS_ADDR but no identity: the identity variables are still
-// parsed, but not checked against each other (each round replaces them).
-absl::StatusOr<Config> ParseConfig(const ConfigLookup& lookup);
+// Parses every variable through `lookup`, and the variables of the tool
+// that started the process through `env` (full names; launch_contract.h),
+// which HVD_* ones override. A process with neither is a job of size 1.
+// InvalidArgument naming the variable for a malformed, out-of-range or
+// inconsistent value. An elastic worker needs HVD_RENDEZVOUS_ADDR but no
+// identity: the identity variables are still parsed, but not checked
+// against each other (each round replaces them).
+absl::StatusOr<Config> ParseConfig(const ConfigLookup& lookup,
+                                   const EnvLookup& env = nullptr);
 // ParseConfig over this process's environment.
 absl::StatusOr<Config> ConfigFromEnv();
 

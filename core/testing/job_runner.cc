@@ -35,24 +35,22 @@ std::vector<std::string> WorkerEnv(const JobSpec& spec, int rank, int port) {
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (spec.bare) {
-    std::vector<std::string> plain;
-    for (const auto& [k, v] : env) {
-      if (k.rfind("HVD_", 0) != 0 && k.rfind("HOROVOD_", 0) != 0) {
-        plain.push_back(absl::StrCat(k, "=", v));
-      }
-    }
-    return plain;
+    std::erase_if(env, [](const auto& kv) {
+      return kv.first.rfind("HVD_", 0) == 0 ||
+             kv.first.rfind("HOROVOD_", 0) == 0;
+    });
+  } else {
+    env["HVD_RANK"] = absl::StrCat(rank);
+    env["HVD_SIZE"] = absl::StrCat(spec.size);
+    env["HVD_LOCAL_RANK"] = absl::StrCat(rank);
+    env["HVD_LOCAL_SIZE"] = absl::StrCat(spec.size);
+    env["HVD_CROSS_RANK"] = "0";
+    env["HVD_CROSS_SIZE"] = "1";
+    env["HVD_HOSTNAME"] = "localhost";
+    env["HVD_RENDEZVOUS_ADDR"] = absl::StrCat("127.0.0.1:", port);
+    env["HVD_JOB_TOKEN"] = kToken;
+    env["HVD_IFACE"] = "127.0.0.1";
   }
-  env["HVD_RANK"] = absl::StrCat(rank);
-  env["HVD_SIZE"] = absl::StrCat(spec.size);
-  env["HVD_LOCAL_RANK"] = absl::StrCat(rank);
-  env["HVD_LOCAL_SIZE"] = absl::StrCat(spec.size);
-  env["HVD_CROSS_RANK"] = "0";
-  env["HVD_CROSS_SIZE"] = "1";
-  env["HVD_HOSTNAME"] = "localhost";
-  env["HVD_RENDEZVOUS_ADDR"] = absl::StrCat("127.0.0.1:", port);
-  env["HVD_JOB_TOKEN"] = kToken;
-  env["HVD_IFACE"] = "127.0.0.1";
   for (const auto& [k, v] : spec.env) env[k] = v;
   if (auto it = spec.rank_env.find(rank); it != spec.rank_env.end()) {
     for (const auto& [k, v] : it->second) env[k] = v;

@@ -30,7 +30,9 @@ struct JobSpec {
   std::map<std::string, std::string> env;   // extra HVD_* for every rank
   std::map<int, std::map<std::string, std::string>> rank_env;  // per rank
   absl::Duration timeout = absl::Seconds(60);
-  bool bare = false;  // no HVD_* at all: a plain process, a job of size 1
+  // No HVD_* but those in env and rank_env: a plain process (a job of size
+  // 1), or one another launcher's variables place in a job.
+  bool bare = false;
   // Hosted on the rendezvous server beside it, e.g. a launcher's elastic
   // service (not owned; each outlives the job).
   std::vector<grpc::Service*> services;

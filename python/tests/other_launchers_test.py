@@ -1,0 +1,100 @@
+"""Scripts started by other launchers than hvdrun, unchanged: Open MPI's
+`mpirun -np 4` (rank 0's rendezvous found through PMIx), and torchrun's
+variables set by hand as torchrun sets them. Each rank checks an allreduce,
+shuts down and inits again (a second PMIx exchange), and prints its place.
+
+Run by run_python.sh (Debian's python3, the package from the build).
+"""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.dirname(HERE)
+RUN_PYTHON = os.path.join(HERE, "run_python.sh")
+
+SCRIPT = r"""
+import numpy as np
+import hvd.numpy as hvd
+for attempt in range(2):
+    hvd.init()
+    got = hvd.allreduce(np.array([hvd.rank() + 1.0]), op=hvd.Sum)[0]
+    want = hvd.size() * (hvd.size() + 1) / 2
+    assert got == want, (got, want)
+    print("rank %d of %d local %d of %d init %d ok" % (
+        hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), attempt),
+        flush=True)
+    hvd.shutdown()
+"""
+
+
+def env(tmp):
+    # No HVD_* but the test harness's own (run_python.sh preloads a
+    # sanitizer runtime into the ranks from HVD_TEST_*), and no preload in
+    # mpirun itself.
+    e = {k: v for k, v in os.environ.items()
+         if k.startswith("HVD_TEST_") or
+         not k.startswith(("HVD_", "HOROVOD_", "OMPI_", "SLURM_", "LD_PRELOAD"))}
+    e.update(PYTHONPATH=PYTHON_DIR, HOME=str(tmp), HVD_IFACE="127.0.0.1")
+    return e
+
+
+def write_script(tmp):
+    path = os.path.join(str(tmp), "job.py")
+    with open(path, "w") as f:
+        f.write(SCRIPT)
+    return path
+
+
+def lines(out):
+    return sorted(l for l in out.splitlines() if l.startswith("rank "))
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/mpirun"),
+                    reason="needs Open MPI (openmpi-bin)")
+def test_mpirun_np_4_runs_an_unchanged_script(tmp_path):
+    p = subprocess.run(
+        ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4",
+         "-x", "PYTHONPATH", "-x", "HOME", "-x", "HVD_IFACE"] +
+        [a for k in os.environ if k.startswith("HVD_TEST_")
+         for a in ("-x", k)] + [
+         RUN_PYTHON, write_script(tmp_path)],
+        env=env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert lines(p.stdout) == sorted(
+        "rank %d of 4 local %d of 4 init %d ok" % (r, r, a)
+        for r in range(4) for a in range(2)), p.stdout + p.stderr
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_torchruns_variables_make_a_job(tmp_path):
+    script = write_script(tmp_path)
+    port = free_port() - 1  # rank 0 serves at MASTER_PORT + 1
+    procs = []
+    for rank in range(3):
+        e = env(tmp_path)
+        e.update(RANK=str(rank), WORLD_SIZE="3", LOCAL_RANK=str(rank),
+                 LOCAL_WORLD_SIZE="3", MASTER_ADDR="127.0.0.1",
+                 MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([RUN_PYTHON, script], env=e,
+                                      stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out + err
+    assert lines("".join(o for o, _ in outs)) == sorted(
+        "rank %d of 3 local %d of 3 init %d ok" % (r, r, a)
+        for r in range(3) for a in range(2))
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v"] + sys.argv[1:]))
