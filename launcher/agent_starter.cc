@@ -38,9 +38,34 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
+namespace {
+
+// One srun per node rather than one across all nodes: each agent gets its own
+// bootstrap on stdin (its host's index and name), and its own end is
+// reported and named, exactly as over ssh; srun hands its stdin, and its
+// end, to its one task. The step is one task with the node's whole share of
+// the job: without --exact a step gets every CPU of the job on its nodes,
+// --mem=0 all the job's memory there and, by default, all its GPUs. Its
+// workers are the agent's children, not Slurm tasks. --overlap: the step
+// neither waits for nor blocks the job's other steps (the batch script's,
+// an interactive shell's).
+std::vector<std::string> SrunCommand(const AgentStarterOptions& o,
+                                     const std::string& node) {
+  std::vector<std::string> argv = {"srun"};
+  if (!o.slurm_job_id.empty()) argv.push_back("--jobid=" + o.slurm_job_id);
+  argv.insert(argv.end(),
+              {"--nodes=1", "--ntasks=1", "--ntasks-per-node=1",
+               "--nodelist=" + node, "--overlap", "--mem=0",
+               "--job-name=hvd-agent", o.remote_agent, "--launcher-stdin"});
+  return argv;
+}
+
+}  // namespace
+
 std::vector<std::string> AgentCommand(const AgentStarterOptions& o,
                                       const std::string& host, bool local) {
   if (local) return {o.local_agent, "--launcher-stdin"};
+  if (o.launch == AgentLaunch::kSrun) return SrunCommand(o, host);
   std::vector<std::string> argv = {"ssh"};
   if (!o.ssh_config_file.empty()) {
     argv.insert(argv.end(), {"-F", o.ssh_config_file});
@@ -80,7 +105,9 @@ absl::Status AgentStarter::Start(int index, const std::string& host, bool local,
                                  const host::Bootstrap& bootstrap) {
   host::SpawnOptions o;
   o.argv = AgentCommand(options_, host, local);
-  o.env = local ? options_.local_env : host::CurrentEnvironment();
+  o.env = local                                 ? options_.local_env
+          : options_.launch == AgentLaunch::kSrun ? options_.srun_env
+                                                  : host::CurrentEnvironment();
   o.new_process_group = true;  // a terminal's Ctrl-C reaches hvdrun only
   o.parent_death_signal = SIGTERM;
   o.stdin_mode = host::Stdio::kPipe;
@@ -120,8 +147,9 @@ void AgentStarter::Monitor(Agent* a) {
   absl::StatusOr<host::ExitStatus> status = a->process->Wait();
   std::string why = status.ok() ? status->ToString() : "ended";
   if (!a->local) {
-    why = absl::StrCat("ssh ", why);
-    if (status.ok() && status->code == 127 && status->signal == 0) {
+    const bool srun = options_.launch == AgentLaunch::kSrun;
+    why = absl::StrCat(srun ? "srun " : "ssh ", why);
+    if (status.ok() && status->code == 127 && status->signal == 0 && !srun) {
       why += " (hvd-agent not found on that host?)";
     }
   }

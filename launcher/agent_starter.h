@@ -1,8 +1,10 @@
 // Starts one hvd-agent per host for hvdrun: fork/exec on this machine, `ssh
-// host hvd-agent --launcher-stdin` elsewhere. The bootstrap (with the job
-// token) goes to the agent's stdin, never onto a command line. Each agent's
-// stderr is collected (the tail of it quoted when the agent fails: ssh's own
-// errors land there) and its end is reported.
+// host hvd-agent --launcher-stdin` elsewhere, or, inside a Slurm allocation,
+// `srun ... --nodelist=host hvd-agent --launcher-stdin` on every node. The
+// bootstrap (with the job token) goes to the agent's stdin, never onto a
+// command line. Each agent's stderr is collected (the tail of it quoted when
+// the agent fails: ssh's and srun's own errors land there) and its end is
+// reported.
 #ifndef HVD_LAUNCHER_AGENT_STARTER_H_
 #define HVD_LAUNCHER_AGENT_STARTER_H_
 
@@ -23,9 +25,23 @@
 namespace hvd {
 namespace launcher {
 
+// How agents on hosts that are not this machine start.
+enum class AgentLaunch {
+  kSsh,   // ssh host hvd-agent
+  // srun: one single-task step per node of the Slurm allocation. The host of
+  // hvdrun is then started the same way (hvdrun passes local = false), so
+  // Slurm sees, accounts and can signal every agent and its workers.
+  kSrun,
+};
+
 struct AgentStarterOptions {
   std::string local_agent;   // the agent binary here (absolute path)
-  std::string remote_agent;  // what ssh runs on remote hosts
+  std::string remote_agent;  // what ssh or srun runs on remote hosts
+  AgentLaunch launch = AgentLaunch::kSsh;
+  std::string slurm_job_id;  // kSrun: the allocation (srun --jobid)
+  // kSrun: the environment srun runs in (and hands its step); ssh runs in
+  // hvdrun's own.
+  std::vector<std::string> srun_env;
   // The local agent's environment ("NAME=VALUE"); its workers start from it.
   // Remote agents get their ssh session's.
   std::vector<std::string> local_env;
@@ -36,7 +52,7 @@ struct AgentStarterOptions {
   bool verbose = false;  // echo each agent's stderr, prefixed
 };
 
-// The argv that starts the agent of `host`: the local binary, or ssh.
+// The argv that starts the agent of `host`: the local binary, ssh or srun.
 std::vector<std::string> AgentCommand(const AgentStarterOptions& options,
                                       const std::string& host, bool local);
 
@@ -47,7 +63,7 @@ class AgentStarter {
  public:
   // on_exit(host, why) is called once per started agent when it ends, from a
   // monitor thread; `why` is "exited with code 3" or "ssh exited with code
-  // 255", then ": " and the last lines of its stderr, if any.
+  // 255" (srun likewise), then ": " and the last lines of its stderr, if any.
   // on_line(host, line), if set, gets every stderr line as it comes.
   AgentStarter(AgentStarterOptions options, host::Os* os,
                std::function<void(int, std::string)> on_exit,

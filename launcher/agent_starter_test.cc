@@ -39,6 +39,23 @@ TEST(AgentCommand, RemoteGoesThroughBatchModeSsh) {
                           "exec '/path with space/hvd-agent' --launcher-stdin"));
 }
 
+// Inside a Slurm allocation: one single-task step on the node, overlapping
+// the job's other steps, with the node's whole share of the job; the agent
+// path is one argument (no remote shell), ssh's options play no part.
+TEST(AgentCommand, SlurmNodeGoesThroughSrun) {
+  AgentStarterOptions o;
+  o.launch = AgentLaunch::kSrun;
+  o.slurm_job_id = "42";
+  o.remote_agent = "/path with space/hvd-agent";
+  o.ssh_port = 2222;
+  o.ssh_config_file = "/k/cfg";
+  EXPECT_THAT(AgentCommand(o, "node07", false),
+              ElementsAre("srun", "--jobid=42", "--nodes=1", "--ntasks=1",
+                          "--ntasks-per-node=1", "--nodelist=node07",
+                          "--overlap", "--mem=0", "--job-name=hvd-agent",
+                          "/path with space/hvd-agent", "--launcher-stdin"));
+}
+
 TEST(ShellQuote, QuotesOnlyWhatNeedsIt) {
   EXPECT_EQ(ShellQuote("/usr/local/bin/hvd-agent"), "/usr/local/bin/hvd-agent");
   EXPECT_EQ(ShellQuote("a b"), "'a b'");
@@ -79,6 +96,43 @@ TEST(AgentStarter, ReportsExitWithStderrTail) {
   EXPECT_THAT(why, HasSubstr("exited with code 5"));
   EXPECT_THAT(why, HasSubstr("line one / fatal: it broke"));
   EXPECT_THAT(why, ::testing::Not(HasSubstr("secret-token-value")));
+  starter.KillAll(absl::Seconds(1));
+}
+
+// Under Slurm the agent's srun runs in srun_env (PATH included) and its end
+// is reported as srun's, with srun's complaint quoted.
+TEST(AgentStarter, SrunRunsInItsOwnEnvironmentAndIsNamed) {
+  const std::string dir = getenv("TEST_TMPDIR");
+  {
+    std::ofstream f(dir + "/srun");
+    f << "#!/bin/sh\nhead -c 21 >/dev/null\necho \"$MARK $4 $5\" >&2\n"
+         "echo 'srun: error: node2: task 0: Exited with exit code 3' >&2\n"
+         "exit 3\n";
+  }
+  chmod((dir + "/srun").c_str(), 0755);
+  AgentStarterOptions o;
+  o.launch = AgentLaunch::kSrun;
+  o.slurm_job_id = "9";
+  o.remote_agent = "hvd-agent";
+  o.srun_env = {"PATH=" + dir + ":/usr/bin:/bin", "MARK=from-srun-env"};
+  absl::Notification done;
+  std::string why;
+  AgentStarter starter(
+      o, host::RealOs(),
+      [&](int, std::string w) {
+        why = w;
+        done.Notify();
+      },
+      nullptr);
+  host::Bootstrap b;
+  b.token = "t";
+  b.rendezvous = {"127.0.0.1:1"};
+  ASSERT_TRUE(starter.Start(1, "node2", false, b).ok());
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(why,
+            "srun exited with code 3: from-srun-env --ntasks-per-node=1 "
+            "--nodelist=node2 / srun: error: node2: task 0: Exited with exit "
+            "code 3");
   starter.KillAll(absl::Seconds(1));
 }
 

@@ -1,11 +1,13 @@
 // Fuzzes hvdrun's parsers of what the user types or points it at: the -H
 // host list and hostfile text, and the rank assignment over what they
-// accept. Each must refuse bad input with an error, never crash.
+// accept; and Slurm's compressed host lists and counts per node. Each must
+// refuse bad input with an error, never crash.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "launcher/hosts.h"
+#include "launcher/slurm_allocation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
@@ -17,6 +19,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (h.name.empty() || h.slots <= 0) __builtin_trap();
     }
     hvd::launcher::AssignRanks(*hosts, np).IgnoreError();
+  }
+  auto names = hvd::launcher::ExpandSlurmHostList(text);
+  if (names.ok()) {
+    for (const std::string& n : *names) {
+      if (n.empty()) __builtin_trap();
+    }
+  }
+  auto counts = hvd::launcher::ExpandSlurmCounts(text, "fuzz");
+  if (counts.ok()) {
+    for (int c : *counts) {
+      if (c <= 0) __builtin_trap();
+    }
   }
   return 0;
 }

@@ -30,6 +30,16 @@ absl::StatusOr<std::vector<HostSlots>> ParseHostfile(
 absl::StatusOr<std::vector<HostSlots>> ReadHostfile(
     const std::string& filename);
 
+// The Slurm allocation hvdrun runs in (launcher/slurm_allocation.h reads it
+// from the environment): its nodes, in Slurm's order, with their task slots.
+struct SlurmAllocation {
+  std::string job_id;
+  std::vector<HostSlots> nodes;
+  // The variables the nodes and slots came from, for messages:
+  // "SLURM_JOB_NODELIST=h[1-2], SLURM_TASKS_PER_NODE=2(x2)".
+  std::string source;
+};
+
 struct WorkerSlot {
   int rank = 0;
   int local_rank = 0;

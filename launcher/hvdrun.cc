@@ -30,6 +30,7 @@
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
 #include "launcher/self_test.h"
+#include "launcher/slurm_allocation.h"
 #include "core/rendezvous/rendezvous_server.h"
 #include "core/rendezvous/tls.h"
 #include "launcher/job_tls.h"
@@ -283,8 +284,10 @@ int RendezvousOnly(const Options& o) {
   return code;
 }
 
-// The hosts of a job hvdrun launches: -H, --hostfile, or this machine.
+// The hosts of a job hvdrun launches: -H, --hostfile, the Slurm allocation
+// it runs in, or this machine.
 absl::StatusOr<std::vector<HostSlots>> LaunchHosts(const Options& o) {
+  if (o.slurm.has_value()) return o.slurm->nodes;
   if (!o.hosts.empty()) return ParseHostList(o.hosts);
   if (!o.hostfile.empty()) return ReadHostfile(o.hostfile);
   return std::vector<HostSlots>{{"localhost", *o.num_proc}};
@@ -314,6 +317,11 @@ absl::StatusOr<AgentStarterOptions> StarterOptions(const Options& o,
     ao.local_agent = *agent;
   }
   ao.remote_agent = RemoteAgent(o);
+  if (o.slurm.has_value()) {
+    ao.launch = AgentLaunch::kSrun;
+    ao.slurm_job_id = o.slurm->job_id;
+    ao.srun_env = SrunEnvironment(host::CurrentEnvironment());
+  }
   // Local workers start from the same filtered environment as remote ones,
   // not from this session's (SSH_CONNECTION, HOSTNAME, ... of this login).
   for (const auto& [k, v] :
@@ -352,7 +360,8 @@ int PlanLaunch(const Options& o, LaunchPlan* plan) {
   }
   bool any_local = IsElastic(o);
   for (const HostAssignment& a : plan->assignment) {
-    plan->local.push_back(host::IsLocalHost(a.name));
+    // Under Slurm every node's agent starts with srun, this one's too.
+    plan->local.push_back(!o.slurm.has_value() && host::IsLocalHost(a.name));
     plan->any_remote = plan->any_remote || !plan->local.back();
     any_local = any_local || plan->local.back();
   }
@@ -435,6 +444,7 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   JobConfig c = BaseConfig(o, plan.np);
   c.hosts = plan.assignment;
   c.env = ForwardedEnvironment(host::CurrentEnvironment(), o.env);
+  if (o.slurm.has_value()) DropPerNodeSlurmVariables(o.env, &c.env);
   for (const auto& [k, v] : TunableEnvironment(o)) c.env[k] = v;
   c.cwd = plan.cwd;
   std::unique_ptr<HostDiscovery> discovery;
@@ -509,6 +519,10 @@ int HvdrunMain(const std::vector<std::string>& args) {
     absl::Status s = PrepareSelfTest(&o, SelfDir() + "/hvd-selftest");
     if (!s.ok()) return BadInput(s.message());
   }
+  if (absl::Status s = ApplySlurmAllocation(host::CurrentEnvironment(), &o);
+      !s.ok()) {
+    return BadInput(s.message());
+  }
   if (absl::Status s = ValidateOptions(o); !s.ok()) {
     return BadInput(s.message());
   }
@@ -518,6 +532,12 @@ int HvdrunMain(const std::vector<std::string>& args) {
   }
   for (const std::string& note : o.notes) {
     std::fprintf(stderr, "hvdrun: note: %s\n", note.c_str());
+  }
+  if (o.slurm.has_value() && o.verbose) {
+    std::fprintf(stderr,
+                 "hvdrun: Slurm job %s: hosts from %s; agents start with "
+                 "srun\n",
+                 o.slurm->job_id.c_str(), o.slurm->source.c_str());
   }
   SetLogLevel(o.verbose ? LogLevel::kInfo : LogLevel::kWarning);
   if (o.rendezvous_only) return RendezvousOnly(o);

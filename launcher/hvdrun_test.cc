@@ -322,6 +322,41 @@ TEST_F(HvdrunTest, BadCommandLines) {
   EXPECT_THAT(none.err, HasSubstr("no command given"));
 }
 
+// In a Slurm allocation (its variables faked here): an -np beyond its task
+// slots, or a malformed variable, is one line and exit 2 with nothing
+// started; with -H the allocation is not read at all.
+TEST_F(HvdrunTest, SlurmAllocationUsageErrors) {
+  std::string marker = tmp_ + "/slurm_started";
+  const std::vector<std::string> alloc = {"SLURM_JOB_ID=7",
+                                          "SLURM_JOB_NODELIST=h[1-2]",
+                                          "SLURM_TASKS_PER_NODE=2(x2)"};
+  struct Case {
+    std::vector<std::string> env;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {alloc, "-np 5 is more than the 4 task slots of Slurm job 7 "
+              "(SLURM_JOB_NODELIST=h[1-2], SLURM_TASKS_PER_NODE=2(x2))"},
+      {{"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h[1",
+        "SLURM_TASKS_PER_NODE=2"},
+       "SLURM_JOB_NODELIST: bad Slurm host list 'h[1': '[' without ']'"},
+      {{"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h[1-2]",
+        "SLURM_TASKS_PER_NODE=2(x3)"},
+       "Slurm's variables disagree: 2 nodes but 3 slot counts"},
+  };
+  for (const Case& c : cases) {
+    CommandResult r = Run({"-np", "5", "touch", marker}, c.env);
+    EXPECT_EQ(r.status.ShellCode(), 2) << c.error;
+    EXPECT_THAT(r.err, HasSubstr(c.error));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(access(marker.c_str(), F_OK), -1) << "started for " << c.error;
+  }
+  CommandResult local = Run({"-H", "localhost:1", "touch", marker},
+                            {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h[1"});
+  EXPECT_EQ(local.status.ShellCode(), 0) << local.err;
+  EXPECT_EQ(access(marker.c_str(), F_OK), 0);
+}
+
 // hvd-agent as an orchestrator starts it: each bad command line is one line
 // on stderr and exit 2, before any connection is tried.
 TEST_F(HvdrunTest, AgentBadCommandLines) {

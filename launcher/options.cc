@@ -211,9 +211,11 @@ absl::Status ValidateOptions(const Options& o) {
         "--tls-cert/--tls-key are for --rendezvous-only: a launched job makes "
         "its own certificates");
   }
-  if (!o.num_proc.has_value() && o.hosts.empty() && o.hostfile.empty()) {
+  if (!o.num_proc.has_value() && o.hosts.empty() && o.hostfile.empty() &&
+      !o.slurm.has_value()) {
     return absl::InvalidArgumentError(
-        "-np is required (or -H/--hostfile to take np from their slots)");
+        "-np is required (or -H/--hostfile to take np from their slots, or a "
+        "Slurm allocation to run in)");
   }
   if (o.command.empty()) {
     return absl::InvalidArgumentError(

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "launcher/hosts.h"
 
 namespace hvd {
 namespace launcher {
@@ -80,6 +81,11 @@ struct Options {
   bool no_tls = false;              // --no-tls
   std::string tls_cert;             // --tls-cert FILE (--rendezvous-only)
   std::string tls_key;              // --tls-key FILE (--rendezvous-only)
+
+  // Not a flag: the Slurm allocation hvdrun takes its hosts from, when it
+  // runs in one without -H/--hostfile (ApplySlurmAllocation,
+  // launcher/slurm_allocation.h). Agents then start with srun.
+  std::optional<SlurmAllocation> slurm;
 
   // One line for each horovodrun flag given that means nothing in hvd,
   // saying why (hvdrun prints them and goes on).

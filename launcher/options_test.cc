@@ -433,6 +433,7 @@ TEST(HelpText, NamesExcludedVariables) {
   EXPECT_THAT(HelpText(), HasSubstr("SSH_*"));
   EXPECT_THAT(HelpText(), HasSubstr("HOSTNAME"));
   EXPECT_THAT(HelpText(), HasSubstr("--rendezvous-only"));
+  EXPECT_THAT(HelpText(), HasSubstr("in a Slurm allocation its nodes"));
 }
 
 }  // namespace

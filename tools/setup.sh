@@ -21,6 +21,7 @@ PACKAGES=(
   python3-pytest python3-mock python3-cloudpickle  # hvd.run; Horovod's test suite
   openmpi-bin libopenmpi-dev libpmix-dev      # MPI anchor; mpirun jobs (PMIx)
   openssh-server openssh-client iproute2 procps psmisc  # multi-host tests
+  slurmctld slurmd slurm-client munge        # Slurm test cluster (tests/slurm)
 )
 
 missing=()
