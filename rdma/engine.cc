@@ -353,12 +353,19 @@ void Engine::ProbePeers() {
   const absl::Time now = absl::Now();
   for (int peer = 0; peer < size_; ++peer) {
     Peer& p = peers_[peer];
-    if (peer == rank_ || !p.authenticated || p.ping_in_flight ||
-        (p.receiving.empty() && p.sends.empty()) ||
+    if (peer == rank_ || !p.authenticated) continue;
+    if (p.ping_in_flight && now - p.ping_sent > options_.probe_timeout) {
+      return FailLocked(absl::UnavailableError(absl::StrCat(
+          "rank ", rank_, ": connection to ", Who(peer),
+          " lost: a probe was not delivered within ",
+          absl::FormatDuration(options_.probe_timeout))));
+    }
+    if (p.ping_in_flight || (p.receiving.empty() && p.sends.empty()) ||
         now - p.last_heard < kProbeAfter) {
       continue;
     }
     p.ping_in_flight = true;
+    p.ping_sent = now;
     p.last_heard = now;
     Queue(peer, MsgType::kPing, 0, "");
   }

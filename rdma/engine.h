@@ -105,6 +105,7 @@ class Engine {
     std::string last_error;
     absl::Time last_heard = absl::Now();  // any message or write from it
     bool ping_in_flight = false;
+    absl::Time ping_sent;  // when the probe in flight was queued
     int credits = 0;
     uint32_t owed = 0;  // credits to return
     uint16_t next_send_seq = 0;

@@ -34,6 +34,11 @@ struct RdmaOptions {
   // Job token: checked in the connection handshake (never logged).
   std::string token;
   absl::Duration connect_timeout = absl::Seconds(30);
+  // While requests to or from a peer are pending and it has been silent, it
+  // is probed; a probe the fabric has not delivered within this long means
+  // the peer is gone, though the provider says nothing (libfabric's rxm
+  // retries a refused connection without reporting it).
+  absl::Duration probe_timeout = absl::Seconds(30);
   RdmaTuning tuning;
 };
 
