@@ -22,6 +22,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev libpmix-dev      # MPI anchor; mpirun jobs (PMIx)
   openssh-server openssh-client iproute2 procps psmisc  # multi-host tests
   slurmctld slurmd slurm-client munge        # Slurm test cluster (tests/slurm)
+  golang-go                                  # Helm chart renderer (deploy/render)
 )
 
 missing=()

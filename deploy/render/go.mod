@@ -1,0 +1,3 @@
+module hvd/deploy/render
+
+go 1.19
