@@ -36,6 +36,19 @@ def run_python(code, **env):
 
 # Order matters: these run before init.
 
+def test_loading_the_library_leaves_pythons_signal_handlers_alone():
+    # libfabric's libinfinipath would take SIGINT (Ctrl-C) and SIGTERM.
+    import signal
+    _lib.lib()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    code = ("import signal, hvd._lib as l; l.lib(); "
+            "signal.raise_signal(signal.SIGINT)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                       text=True, env=dict(os.environ), timeout=60)
+    assert "KeyboardInterrupt" in p.stderr, p.stderr
+    assert not [f for f in os.listdir(".") if f.endswith(".btr")]
+
+
 def test_topology_before_init_raises_value_error():
     assert not hvd.is_initialized()
     with pytest.raises(ValueError, match="not been initialized"):
