@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -140,8 +141,19 @@ absl::Status ProbeAddress(const std::string& address, int port,
   sin.sin_family = AF_INET;
   sin.sin_port = htons(static_cast<uint16_t>(port));
   if (inet_pton(AF_INET, address.c_str(), &sin.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not an IPv4 address: ", address));
+    // A host name (a Kubernetes Service, say): its first IPv4 address.
+    struct addrinfo hints = {};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    struct addrinfo* found = nullptr;
+    const int rc = getaddrinfo(address.c_str(), nullptr, &hints, &found);
+    if (rc != 0 || found == nullptr) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot resolve ", address, " to an IPv4 address: ",
+          rc != 0 ? gai_strerror(rc) : "no address"));
+    }
+    sin.sin_addr = reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr;
+    freeaddrinfo(found);
   }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {

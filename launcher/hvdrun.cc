@@ -276,8 +276,9 @@ int RendezvousOnly(const Options& o) {
   sink.Message(absl::StrCat(
       "hvdrun: waiting for ", *o.num_proc, " slots: start `hvd-agent "
       "--rendezvous ", addr, " --slots K` on each node, with the token in ",
-      o.rendezvous_file.empty() ? "$HVD_JOB_TOKEN"
-                                : "--token-file " + o.rendezvous_file));
+      o.rendezvous_file.empty()
+          ? "$HVD_JOB_TOKEN"
+          : "$HVD_JOB_TOKEN or --token-file " + o.rendezvous_file));
   int code = job->Run();
   job->CloseStreams();
   server.Shutdown();

@@ -19,6 +19,7 @@ PACKAGES=(
   libssl-dev                                 # the rendezvous's per-job TLS CA
   python3-torch python3-torchvision python3-numpy python3-matplotlib
   python3-pytest python3-mock python3-cloudpickle  # hvd.run; Horovod's test suite
+  python3-pip python3-wheel                  # building and installing the wheel
   openmpi-bin libopenmpi-dev libpmix-dev      # MPI anchor; mpirun jobs (PMIx)
   openssh-server openssh-client iproute2 procps psmisc  # multi-host tests
   slurmctld slurmd slurm-client munge        # Slurm test cluster (tests/slurm)
