@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -30,6 +31,15 @@ for attempt in range(2):
         flush=True)
     hvd.shutdown()
 """
+
+
+@pytest.fixture
+def workdir():
+    # Bazel's per-test directory, not pytest's shared /tmp/pytest-of-<user>:
+    # a pytest session starting meanwhile in another test deletes all but
+    # the newest three of those, which once took HOME (and ~/.hvd/secret)
+    # from under a rank between its two inits.
+    return tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
 
 
 def env(tmp):
@@ -56,14 +66,14 @@ def lines(out):
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/mpirun"),
                     reason="needs Open MPI (openmpi-bin)")
-def test_mpirun_np_4_runs_an_unchanged_script(tmp_path):
+def test_mpirun_np_4_runs_an_unchanged_script(workdir):
     p = subprocess.run(
         ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4",
          "-x", "PYTHONPATH", "-x", "HOME", "-x", "HVD_IFACE"] +
         [a for k in os.environ if k.startswith("HVD_TEST_")
          for a in ("-x", k)] + [
-         RUN_PYTHON, write_script(tmp_path)],
-        env=env(tmp_path), capture_output=True, text=True, timeout=120)
+         RUN_PYTHON, write_script(workdir)],
+        env=env(workdir), capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert lines(p.stdout) == sorted(
         "rank %d of 4 local %d of 4 init %d ok" % (r, r, a)
@@ -76,12 +86,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_torchruns_variables_make_a_job(tmp_path):
-    script = write_script(tmp_path)
+def test_torchruns_variables_make_a_job(workdir):
+    script = write_script(workdir)
     port = free_port() - 1  # rank 0 serves at MASTER_PORT + 1
     procs = []
     for rank in range(3):
-        e = env(tmp_path)
+        e = env(workdir)
         e.update(RANK=str(rank), WORLD_SIZE="3", LOCAL_RANK=str(rank),
                  LOCAL_WORLD_SIZE="3", MASTER_ADDR="127.0.0.1",
                  MASTER_PORT=str(port))
@@ -89,8 +99,9 @@ def test_torchruns_variables_make_a_job(tmp_path):
                                       stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, outs):
-        assert p.returncode == 0, out + err
+    everything = "".join("---- rank %d (exit %d)\n%s%s" % (r, p.returncode, o, e)
+                         for r, (p, (o, e)) in enumerate(zip(procs, outs)))
+    assert all(p.returncode == 0 for p in procs), everything
     assert lines("".join(o for o, _ in outs)) == sorted(
         "rank %d of 3 local %d of 3 init %d ok" % (r, r, a)
         for r in range(3) for a in range(2))

@@ -53,6 +53,10 @@ import time
 
 import yaml
 
+# The source checkout, through any runfiles link.
+REPO_REAL = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))))
+
 CLUSTER_DOMAIN = "cluster.local"
 # What the image (deploy/Dockerfile, FROM debian:12) sets.
 IMAGE_ENV = {
@@ -230,8 +234,12 @@ class Pod:
                 raise AssertionError("volume %s: not simulated" % vm["name"])
         mounts.sort(key=lambda m: m["target"].rstrip("/").count("/"))
         # The container's own /tmp; last, as the sources above may be in
-        # this machine's /tmp.
-        mounts.append({"kind": "tmpfs", "target": "/tmp"})
+        # this machine's /tmp. A checkout in /tmp (the test's scripts and
+        # runfiles link into it) stays visible there, as the image's files.
+        tmp = {"kind": "tmpfs", "target": "/tmp"}
+        if REPO_REAL.startswith("/tmp/"):
+            tmp["keep"] = [REPO_REAL]
+        mounts.append(tmp)
         return mounts
 
     # -- life ----------------------------------------------------------------

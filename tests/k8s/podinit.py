@@ -34,7 +34,16 @@ def main():
     for m in spec["mounts"]:
         if m["kind"] == "tmpfs":
             opts = ["-o", "size=" + m["size"]] if m.get("size") else []
+            # Directories to keep visible under the new tmpfs: held open
+            # before it hides them, bound back after.
+            keep = [(d, os.open(d, os.O_PATH)) for d in m.get("keep", [])]
             mount(["-t", "tmpfs"] + opts + ["tmpfs", m["target"]])
+            for path, fd in keep:
+                os.makedirs(path, exist_ok=True)
+                subprocess.run(["mount", "--no-canonicalize", "--bind",
+                                "/proc/self/fd/%d" % fd, path],
+                               check=True, pass_fds=(fd,))
+                os.close(fd)
         else:
             mount(["--bind", m["source"], m["target"]])
             if m.get("readOnly"):
