@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/transport/context_contract.h"
 #include "gmock/gmock.h"
@@ -176,9 +177,10 @@ TEST_F(RdmaContextTest, PeerDestroyedMidTransferFailsTheOtherSide) {
     if (s.ok()) continue;
     ++failed;
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    // Closed, or lost: a probe not delivered within 2s, or refused by the
+    // socket under the provider (ENOTCONN).
     EXPECT_TRUE(s.message() == lost + "closed by peer" ||
-                s.message() == lost + "lost: a probe was not delivered "
-                                      "within 2s")
+                absl::StartsWith(s.message(), lost + "lost: "))
         << s;
   }
   EXPECT_GE(failed, 1);

@@ -24,6 +24,10 @@ status=${PIPESTATUS[0]}
 # toolchain for every later build.
 output_base() { echo "$HOME/.cache/hvd-bazel-$1/$(pwd | md5sum | cut -c1-12)"; }
 
+# Each phase's wall time, so that the whole run can be kept within CI's.
+took() { echo "test: ...took $((SECONDS - $1)) s"; }
+took 0
+start=$SECONDS
 echo "test: thread-safety analysis (clang -Werror=thread-safety)"
 clang_base=$(output_base clang)
 bazel --output_base="$clang_base" build \
@@ -34,13 +38,17 @@ if ((tsa_status)); then
   grep -E 'error|warning: .*thread-safety' "$tmp/tsa" | head -40
 fi
 bazel --output_base="$clang_base" shutdown >/dev/null 2>&1
+took "$start"
 
 extra=()
 # sanitized CONFIG PATTERN...: the tests of PATTERN under --config=CONFIG,
-# but for those tagged no_sanitizer (they measure memory); their cases count
-# as a run of their own.
+# but for those tagged no_sanitizer: they measure memory or bandwidth, which
+# a sanitizer distorts, or drive whole systems (Slurm daemons, simulated
+# pods, Python jobs across ssh hosts) whose C++ the sanitized unit and job
+# tests cover in a fraction of the time. Their cases count as a run of
+# their own.
 sanitized() {
-  local config=$1 base summary logs run_status
+  local config=$1 base summary logs run_status start=$SECONDS
   shift
   base=$(output_base "$config")
   summary="$tmp/$config"
@@ -55,6 +63,7 @@ sanitized() {
   bazel --output_base="$base" shutdown >/dev/null 2>&1
   extra+=("$config=$summary@$logs")
   ((run_status)) && status=$run_status
+  took "$start"
 }
 
 if [[ "${HVD_TEST_QUICK:-0}" != 1 ]]; then
@@ -73,7 +82,9 @@ if [[ "${HVD_TEST_QUICK:-0}" != 1 ]]; then
     //tests/...
 
   echo "test: fuzzers, ${HVD_FUZZ_SECONDS:-15} s each (tools/fuzz/run.sh)"
+  start=$SECONDS
   tools/fuzz/run.sh "${HVD_FUZZ_SECONDS:-15}" | tee "$tmp/fuzz"
+  took "$start"
   while read -r name verdict; do
     extra+=("fuzz-$name=$verdict")
   done < <(sed -n 's/^fuzz: \([a-z_]*\): .*no crash$/\1 0/p;

@@ -12,6 +12,7 @@
 #include "core/collectives/reduce.h"
 #include "core/collectives/test_mesh.h"
 #include "core/collectives/test_values.h"
+#include "core/common/sanitizers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -23,7 +24,10 @@ using ::testing::StartsWith;
 
 // 270001 float32 elements are just over 1 MiB (the smallest dtype moves
 // 264 KiB); a 16 KiB chunk splits every ring segment into several chunks.
-constexpr size_t kLargeCount = 270001;
+// A sanitized build keeps that shape at an eighth of the size.
+constexpr size_t kScale = kSanitizedBuild ? 8 : 1;
+constexpr size_t kLargeCount = 270001 / kScale;
+constexpr size_t kLargeChunkBytes = (size_t{16} << 10) / kScale;
 
 using AllreduceCase =
     std::tuple<int, size_t, AllreduceAlgorithm, MeshTransport>;
@@ -69,7 +73,7 @@ class AllreduceTest : public ::testing::TestWithParam<AllreduceCase> {
     CollectiveOptions options;
     options.algorithm = algorithm();
     options.hosts = mesh.hosts();
-    options.chunk_bytes = count() >= kLargeCount ? 16 << 10 : 200;
+    options.chunk_bytes = count() >= kLargeCount ? kLargeChunkBytes : 200;
     options.timeout = absl::Seconds(30);
     return options;
   }

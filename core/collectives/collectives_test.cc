@@ -12,20 +12,25 @@
 #include "absl/strings/str_cat.h"
 #include "core/collectives/test_mesh.h"
 #include "core/collectives/test_values.h"
+#include "core/common/sanitizers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace hvd::collectives {
 namespace {
 
-constexpr size_t kLarge = size_t{1} << 20;  // Per-member data beyond this.
+// Per-member data beyond this, in 16 KiB chunks; a sanitized build keeps
+// that shape at an eighth of the size.
+constexpr size_t kScale = kSanitizedBuild ? 8 : 1;
+constexpr size_t kLarge = (size_t{1} << 20) / kScale;
+constexpr size_t kLargeChunkBytes = (size_t{16} << 10) / kScale;
 // Outputs start as this, not zero, so that a stray reduction into them shows.
 constexpr char kFill = 0x5a;
 
 CollectiveOptions Options(AllreduceAlgorithm algorithm, bool large) {
   CollectiveOptions options;
   options.algorithm = algorithm;
-  options.chunk_bytes = large ? 16 << 10 : 1000;
+  options.chunk_bytes = large ? kLargeChunkBytes : 1000;
   options.timeout = absl::Seconds(30);
   return options;
 }

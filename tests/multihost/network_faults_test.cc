@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/common/sanitizers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/multihost/multihost_test_base.h"
@@ -130,6 +131,11 @@ TEST_F(NetworkFaultsTest, AStoppedRankIsNamedByTheStallCheckAndShutDown) {
 }
 
 TEST_F(NetworkFaultsTest, APortScannerDuringTheJobDoesNotDisturbIt) {
+  if (kSanitizedBuild) {
+    // The scanner takes a core of two; with the job slowed several times
+    // by a sanitizer, heartbeats and the job's time limit measure that.
+    GTEST_SKIP() << "measures the job's speed under load";
+  }
   auto job = StartLoop(3000, 256 << 10, Env());
   std::vector<std::string> targets;
   for (const char* host : {"h0", "h1", "h2"}) {
