@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/logging.h"
+#include "core/common/random_hex.h"
 #include "grpcpp/grpcpp.h"
 #include "host/bootstrap.h"
 #include "host/netif.h"
@@ -379,7 +380,7 @@ int Agent::Run() {
     HVD_LOG(ERROR) << "hvd-agent " << hostname_ << ": " << s.message();
     return 1;
   }
-  std::string nonce = host::NewJobToken().value_or("x").substr(0, 16);
+  std::string nonce = RandomHex(32).value_or("x").substr(0, 16);
   absl::StatusOr<std::unique_ptr<host::ProbeListener>> probe;
   if (options_.probe_listener) {
     probe = host::ProbeListener::Start(nonce);

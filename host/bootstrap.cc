@@ -1,7 +1,6 @@
 #include "host/bootstrap.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <unistd.h>
@@ -110,33 +109,6 @@ absl::StatusOr<Bootstrap> ReadBootstrap(int fd, absl::Duration timeout) {
     }
   }
   return ParseBootstrap(text);
-}
-
-absl::StatusOr<std::string> NewJobToken() {
-  unsigned char bytes[32];
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot open /dev/urandom: ", strerror(errno)));
-  }
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = read(fd, bytes + got, sizeof(bytes) - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      close(fd);
-      return absl::InternalError("cannot read /dev/urandom");
-    }
-    got += static_cast<size_t>(n);
-  }
-  close(fd);
-  static const char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char c : bytes) {
-    token += kHex[c >> 4];
-    token += kHex[c & 15];
-  }
-  return token;
 }
 
 }  // namespace host

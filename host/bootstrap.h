@@ -43,10 +43,6 @@ absl::StatusOr<Bootstrap> ParseBootstrap(const std::string& text);
 // InvalidArgument when the text is malformed or the stream ends first.
 absl::StatusOr<Bootstrap> ReadBootstrap(int fd, absl::Duration timeout);
 
-// A fresh job token: 32 bytes from /dev/urandom, hex. Internal error if the
-// kernel's random source cannot be read (no fallback to a weak generator).
-absl::StatusOr<std::string> NewJobToken();
-
 }  // namespace host
 }  // namespace hvd
 

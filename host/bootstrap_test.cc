@@ -72,15 +72,6 @@ TEST(Bootstrap, WrongMagic) {
               HasSubstr("not an hvd-agent bootstrap"));
 }
 
-TEST(NewJobToken, LongRandomHex) {
-  auto a = NewJobToken();
-  auto b = NewJobToken();
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(a->size(), 64u);
-  EXPECT_NE(*a, *b);
-  EXPECT_EQ(a->find_first_not_of("0123456789abcdef"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace host
 }  // namespace hvd

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/common/slurm_lists.h"
 #include "launcher/hosts.h"
-#include "launcher/slurm_allocation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
@@ -20,13 +20,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     hvd::launcher::AssignRanks(*hosts, np).IgnoreError();
   }
-  auto names = hvd::launcher::ExpandSlurmHostList(text);
+  auto names = hvd::ExpandSlurmHostList(text);
   if (names.ok()) {
     for (const std::string& n : *names) {
       if (n.empty()) __builtin_trap();
     }
   }
-  auto counts = hvd::launcher::ExpandSlurmCounts(text, "fuzz");
+  auto counts = hvd::ExpandSlurmCounts(text, "fuzz");
   if (counts.ok()) {
     for (int c : *counts) {
       if (c <= 0) __builtin_trap();

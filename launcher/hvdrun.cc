@@ -18,10 +18,12 @@
 #include "core/common/config_names.h"
 #include "core/common/env.h"
 #include "core/common/logging.h"
+#include "core/common/random_hex.h"
 #include "host/bootstrap.h"
 #include "host/netif.h"
 #include "host/process.h"
 #include "core/common/version.h"
+#include "launcher/agent_binary.h"
 #include "launcher/agent_starter.h"
 #include "launcher/elastic_launch.h"
 #include "launcher/environment.h"
@@ -66,14 +68,6 @@ host::Os* Clock(const Options& o) {
   return o.prefix_output_with_timestamp ? host::RealOs() : nullptr;
 }
 
-std::string SelfDir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
-}
-
 // mkdir -p.
 bool MakeDirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i) {
@@ -83,39 +77,6 @@ bool MakeDirs(const std::string& path) {
   }
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool Executable(const std::string& path) {
-  return access(path.c_str(), X_OK) == 0;
-}
-
-// The agent binary for hosts hvdrun starts by fork/exec: --agent-path,
-// $HVD_AGENT_PATH, next to hvdrun (installed), ../agent/ (bazel-bin), PATH.
-absl::StatusOr<std::string> LocalAgent(const Options& o) {
-  std::string given = o.agent_path;
-  if (given.empty() && getenv("HVD_AGENT_PATH") != nullptr) {
-    given = getenv("HVD_AGENT_PATH");
-  }
-  const char* path_env = getenv("PATH");
-  std::string path = path_env != nullptr ? path_env : "/usr/bin:/bin";
-  if (!given.empty()) return host::FindProgram(given, path);
-  std::string dir = SelfDir();
-  for (const std::string& c :
-       {dir + "/hvd-agent", dir + "/../agent/hvd-agent"}) {
-    if (!dir.empty() && Executable(c)) return c;
-  }
-  absl::StatusOr<std::string> p = host::FindProgram("hvd-agent", path);
-  if (!p.ok()) {
-    return absl::NotFoundError(
-        "cannot find hvd-agent next to hvdrun or on PATH (give --agent-path)");
-  }
-  return p;
-}
-
-std::string RemoteAgent(const Options& o) {
-  if (!o.agent_path.empty()) return o.agent_path;
-  if (const char* p = getenv("HVD_AGENT_PATH")) return p;
-  return "hvd-agent";
 }
 
 // This machine's addresses an agent elsewhere may dial, preferred first:
@@ -243,7 +204,7 @@ int RendezvousOnly(const Options& o) {
       return BadInput(absl::StrCat("HVD_JOB_TOKEN: ", s.message()));
     }
   } else {
-    absl::StatusOr<std::string> t2 = host::NewJobToken();
+    absl::StatusOr<std::string> t2 = RandomHex(32);
     if (!t2.ok()) return Failure(t2.status().message());
     token = *t2;
   }
@@ -313,11 +274,11 @@ absl::StatusOr<AgentStarterOptions> StarterOptions(const Options& o,
                                                    bool any_local) {
   AgentStarterOptions ao;
   if (any_local) {
-    absl::StatusOr<std::string> agent = LocalAgent(o);
+    absl::StatusOr<std::string> agent = LocalAgentPath(o);
     if (!agent.ok()) return agent.status();
     ao.local_agent = *agent;
   }
-  ao.remote_agent = RemoteAgent(o);
+  ao.remote_agent = RemoteAgentPath(o);
   if (o.slurm.has_value()) {
     ao.launch = AgentLaunch::kSrun;
     ao.slurm_job_id = o.slurm->job_id;
@@ -374,7 +335,7 @@ int PlanLaunch(const Options& o, LaunchPlan* plan) {
     return Failure("no non-loopback IPv4 address here for remote agents to "
                    "dial back to");
   }
-  absl::StatusOr<std::string> token = host::NewJobToken();
+  absl::StatusOr<std::string> token = RandomHex(32);
   if (!token.ok()) return Failure(token.status().message());
   plan->token = *token;
   char cwd[PATH_MAX];
@@ -517,7 +478,7 @@ int HvdrunMain(const std::vector<std::string>& args) {
   }
   if (o.check_build) return CheckBuild();
   if (o.self_test) {
-    absl::Status s = PrepareSelfTest(&o, SelfDir() + "/hvd-selftest");
+    absl::Status s = PrepareSelfTest(&o, HvdrunDir() + "/hvd-selftest");
     if (!s.ok()) return BadInput(s.message());
   }
   if (absl::Status s = ApplySlurmAllocation(host::CurrentEnvironment(), &o);

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/common/random_hex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "host/bootstrap.h"
 #include "launcher/test_command.h"
 
 namespace hvd {
@@ -28,7 +28,7 @@ class HvdrunTest : public ::testing::Test {
  protected:
   void SetUp() override {
     mark_ = absl::StrCat("HVD_TEST_MARK=",
-                         host::NewJobToken().value().substr(0, 12));
+                         RandomHex(32).value().substr(0, 12));
     tmp_ = getenv("TEST_TMPDIR");
   }
 

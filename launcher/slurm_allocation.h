@@ -28,19 +28,6 @@
 namespace hvd {
 namespace launcher {
 
-// Slurm's compressed host list: "node[01-04,07],gpu3,rack[1-2]-n[1-2]".
-// Ranges keep the zero padding of their first bound; several bracket
-// groups in one name expand left to right. InvalidArgument naming the bad
-// part: an unbalanced or nested bracket, an empty name or range, a bound
-// that is not a number, a range whose end is below its start.
-absl::StatusOr<std::vector<std::string>> ExpandSlurmHostList(
-    absl::string_view list);
-
-// Slurm's compressed counts per node: "4(x2),2" is {4, 4, 2}. Every count
-// a positive integer. InvalidArgument naming `variable` and the bad entry.
-absl::StatusOr<std::vector<int>> ExpandSlurmCounts(absl::string_view counts,
-                                                   absl::string_view variable);
-
 // The allocation described by `env` ("NAME=VALUE" entries, as
 // host::CurrentEnvironment() gives them); nullopt outside one (no
 // SLURM_JOB_ID). InvalidArgument, naming the variable, when a variable is

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/bootstrap/pmix_exchange.h"
+#include "core/common/random_hex.h"
 
 namespace hvd::bootstrap {
 namespace {
@@ -24,14 +24,6 @@ namespace {
 absl::Status Errno(absl::string_view what, const std::string& path) {
   return absl::FailedPreconditionError(
       absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-absl::StatusOr<std::string> RandomHex(int bytes) {
-  std::string raw(static_cast<size_t>(bytes), '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), bytes) != 1) {
-    return absl::InternalError("no random bytes from OpenSSL");
-  }
-  return absl::BytesToHexString(raw);
 }
 
 // The secret, made first if missing: written whole to a file of its own,

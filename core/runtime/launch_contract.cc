@@ -5,8 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
+#include "core/common/slurm_lists.h"
 
 namespace hvd::runtime {
 namespace {
@@ -91,10 +90,16 @@ void Slurm(Vars& v, LaunchContract& c) {
   const std::optional<int> step = v.Int("SLURM_STEP_ID");
   if (!v.status().ok()) return;
   if (auto per_node = v.Text("SLURM_STEP_TASKS_PER_NODE"); per_node) {
-    absl::StatusOr<int> local = SlurmTasksOnNode(*per_node,
-                                                 c.cross_rank.value_or(0));
-    if (!local.ok()) return v.Fail(local.status());
-    c.local_size = *local;
+    absl::StatusOr<std::vector<int>> counts =
+        ExpandSlurmCounts(*per_node, "SLURM_STEP_TASKS_PER_NODE");
+    if (!counts.ok()) return v.Fail(counts.status());
+    const int node = c.cross_rank.value_or(0);
+    if (node < 0 || static_cast<size_t>(node) >= counts->size()) {
+      return v.Fail(absl::InvalidArgumentError(absl::StrCat(
+          "SLURM_STEP_TASKS_PER_NODE='", *per_node, "' has no entry for node ",
+          node, " (SLURM_NODEID)")));
+    }
+    c.local_size = (*counts)[node];
   }
   auto nodelist = v.Text("SLURM_STEP_NODELIST");
   if (!nodelist || !job) {
@@ -102,9 +107,13 @@ void Slurm(Vars& v, LaunchContract& c) {
         "SLURM_PROCID is set but SLURM_STEP_NODELIST or SLURM_JOB_ID is not: "
         "start the workers with srun"));
   }
-  absl::StatusOr<std::string> first = FirstSlurmHost(*nodelist);
-  if (!first.ok()) return v.Fail(first.status());
-  c.rendezvous_host = *first;
+  absl::StatusOr<std::vector<std::string>> nodes =
+      ExpandSlurmHostList(*nodelist);
+  if (!nodes.ok()) {
+    return v.Fail(absl::InvalidArgumentError(
+        absl::StrCat("SLURM_STEP_NODELIST: ", nodes.status().message())));
+  }
+  c.rendezvous_host = nodes->front();
   // Below Linux's ephemeral range; steps of one job apart.
   const uint64_t mix = uint64_t(*job) * 131 + uint64_t(step.value_or(0));
   c.rendezvous_port = 20000 + static_cast<int>(mix % 10000);
@@ -143,52 +152,6 @@ absl::StatusOr<LaunchContract> DetectLaunchContract(const EnvLookup& env) {
         ": need 0 <= rank < size"));
   }
   return c;
-}
-
-absl::StatusOr<std::string> FirstSlurmHost(absl::string_view nodelist) {
-  const absl::string_view first = nodelist.substr(0, nodelist.find_first_of(",["));
-  if (first.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SLURM_STEP_NODELIST='", nodelist, "' names no host"));
-  }
-  if (nodelist.size() == first.size() || nodelist[first.size()] == ',') {
-    return std::string(first);
-  }
-  // prefix[a-b,c...]: the first number of the range, zero-padding kept.
-  absl::string_view range = nodelist.substr(first.size() + 1);
-  const size_t end = range.find_first_of("-,]");
-  if (end == 0 || end == absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SLURM_STEP_NODELIST='", nodelist, "' is not a Slurm host list"));
-  }
-  return absl::StrCat(first, range.substr(0, end));
-}
-
-absl::StatusOr<int> SlurmTasksOnNode(absl::string_view tasks_per_node,
-                                     int node) {
-  int seen = 0;
-  for (absl::string_view part : absl::StrSplit(tasks_per_node, ',')) {
-    int tasks = 0, repeat = 1;
-    absl::string_view count = part;
-    if (size_t open = part.find("(x"); open != absl::string_view::npos) {
-      count = part.substr(0, open);
-      absl::string_view times = part.substr(open + 2);
-      if (!absl::ConsumeSuffix(&times, ")") ||
-          !absl::SimpleAtoi(times, &repeat) || repeat < 1) {
-        repeat = -1;
-      }
-    }
-    if (!absl::SimpleAtoi(count, &tasks) || tasks < 1 || repeat < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "SLURM_STEP_TASKS_PER_NODE='", tasks_per_node,
-          "' is not a Slurm tasks-per-node list (e.g. 4(x2),2)"));
-    }
-    if (node < seen + repeat) return tasks;
-    seen += repeat;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("SLURM_STEP_TASKS_PER_NODE='", tasks_per_node,
-                   "' has no entry for node ", node, " (SLURM_NODEID)"));
 }
 
 }  // namespace hvd::runtime

@@ -57,13 +57,6 @@ using EnvLookup =
 // variable for a malformed value, or a contract missing one it needs.
 absl::StatusOr<LaunchContract> DetectLaunchContract(const EnvLookup& env);
 
-// The first host of a Slurm host list ("n[01-04,07],gpu2" -> "n01").
-absl::StatusOr<std::string> FirstSlurmHost(absl::string_view nodelist);
-
-// The tasks on node `node` of a Slurm tasks-per-node list ("4(x2),2").
-absl::StatusOr<int> SlurmTasksOnNode(absl::string_view tasks_per_node,
-                                     int node);
-
 }  // namespace hvd::runtime
 
 #endif  // HVD_CORE_RUNTIME_LAUNCH_CONTRACT_H_

@@ -151,18 +151,27 @@ TEST(LaunchContract, BadValuesNameTheVariable) {
               HasSubstr("MASTER_ADDR or MASTER_PORT is not"));
 }
 
-TEST(SlurmLists, FirstHostAndTasksPerNode) {
-  EXPECT_EQ(*FirstSlurmHost("n[01-04,07],gpu2"), "n01");
-  EXPECT_EQ(*FirstSlurmHost("login3,n[1-2]"), "login3");
-  EXPECT_EQ(*FirstSlurmHost("single"), "single");
-  EXPECT_FALSE(FirstSlurmHost("n[").ok());
-  EXPECT_FALSE(FirstSlurmHost("").ok());
-  EXPECT_EQ(*SlurmTasksOnNode("4(x2),2", 0), 4);
-  EXPECT_EQ(*SlurmTasksOnNode("4(x2),2", 1), 4);
-  EXPECT_EQ(*SlurmTasksOnNode("4(x2),2", 2), 2);
-  EXPECT_FALSE(SlurmTasksOnNode("4(x2),2", 3).ok());
-  EXPECT_FALSE(SlurmTasksOnNode("4(x,2", 0).ok());
-  EXPECT_FALSE(SlurmTasksOnNode("0", 0).ok());
+TEST(LaunchContract, SlurmListsAreReadCompressed) {
+  Env env(kSlurm.begin(), kSlurm.end());
+  env["SLURM_STEP_NODELIST"] = "n[01-04,07],gpu2";
+  env["SLURM_STEP_TASKS_PER_NODE"] = "4(x2),2";
+  env["SLURM_NODEID"] = "2";
+  absl::StatusOr<LaunchContract> c = DetectLaunchContract(Lookup(env));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rendezvous_host, "n01");
+  EXPECT_EQ(c->local_size, 2);
+  env["SLURM_NODEID"] = "3";
+  EXPECT_THAT(std::string(DetectLaunchContract(Lookup(env)).status().message()),
+              HasSubstr("SLURM_STEP_TASKS_PER_NODE='4(x2),2' has no entry for "
+                        "node 3"));
+  env["SLURM_NODEID"] = "0";
+  env["SLURM_STEP_NODELIST"] = "n[";
+  EXPECT_THAT(std::string(DetectLaunchContract(Lookup(env)).status().message()),
+              HasSubstr("SLURM_STEP_NODELIST: bad Slurm host list 'n['"));
+  env["SLURM_STEP_NODELIST"] = "n1";
+  env["SLURM_STEP_TASKS_PER_NODE"] = "4(x,2";
+  EXPECT_THAT(std::string(DetectLaunchContract(Lookup(env)).status().message()),
+              HasSubstr("SLURM_STEP_TASKS_PER_NODE: bad entry"));
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "host/bootstrap.h"
+#include "core/common/random_hex.h"
 
 namespace hvd {
 namespace multihost {
@@ -48,7 +48,7 @@ void MultiHostTest::SetUp() {
   ASSERT_NE(getenv("HVD_MH_DIR"), nullptr)
       << "run under tests/multihost/netns_hosts.sh run";
   mark_ =
-      absl::StrCat("HVD_TEST_MARK=", host::NewJobToken().value().substr(0, 12));
+      absl::StrCat("HVD_TEST_MARK=", RandomHex(32).value().substr(0, 12));
   tmp_ = getenv("TEST_TMPDIR") != nullptr ? getenv("TEST_TMPDIR") : "/tmp";
 }
 
