@@ -17,6 +17,11 @@ namespace hvd {
 namespace launcher {
 namespace {
 
+// How long a worker's plain non-zero exit waits for a cause elsewhere: the
+// loss of a host is seen within milliseconds of the connection breaking,
+// and a peer killed by a signal as fast, while the survivors' exits follow.
+constexpr absl::Duration kCauseGrace = absl::Seconds(1);
+
 grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
                       std::string(s.message()));
@@ -176,7 +181,13 @@ void Job::OnMessage(AgentConn* conn, const AgentMessage& m) {
         break;
       }
       std::optional<JobFailure> f = WorkerExitFailure(m.exit(), host.name);
-      if (f.has_value()) Fail(f->code, f->message);
+      if (!f.has_value()) break;
+      if (m.exit().signal() != 0 || !m.exit().start_error().empty()) {
+        Fail(f->code, f->message);
+      } else if (!held_failure_.has_value()) {
+        held_failure_ = std::move(f);
+        held_until_ = os_->Now() + kCauseGrace;
+      }
       break;
     }
     default:
@@ -249,6 +260,10 @@ void Job::Step(absl::Time now) {
   if (signal_ != 0 && !failed_) {
     Fail(128 + signal_, absl::StrCat("hvdrun: got signal ", signal_, " (",
                                      strsignal(signal_), "); ending the job"));
+  }
+  if (held_failure_.has_value() && (now >= held_until_ || AllWorkersExited())) {
+    Fail(held_failure_->code, held_failure_->message);  // no-op if failed_
+    held_failure_.reset();
   }
   Heartbeats(now);
   if (config_.elastic != nullptr && phase_ < Phase::kTerminating) {

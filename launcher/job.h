@@ -22,6 +22,7 @@
 #ifndef HVD_LAUNCHER_JOB_H_
 #define HVD_LAUNCHER_JOB_H_
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "host/process.h"
 #include "launcher/elastic_driver.h"
 #include "launcher/job_config.h"
+#include "launcher/job_messages.h"
 #include "launcher/output_sink.h"
 #include "proto/launcher.grpc.pb.h"
 
@@ -162,6 +164,11 @@ class Job final : public AgentService::Service, private ElasticJobControl {
   // stack of its Attach call.
   std::set<AgentConn*> conns_ ABSL_GUARDED_BY(mu_);
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  // A worker's plain non-zero exit is often the echo of a failure elsewhere
+  // (its peer's host lost, a peer killed): held until held_until_ for that
+  // cause to arrive and be announced instead (kCauseGrace in job.cc).
+  std::optional<JobFailure> held_failure_ ABSL_GUARDED_BY(mu_);
+  absl::Time held_until_ ABSL_GUARDED_BY(mu_);
   int exit_code_ ABSL_GUARDED_BY(mu_) = 0;
   int signal_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time start_deadline_ ABSL_GUARDED_BY(mu_);

@@ -207,6 +207,29 @@ TEST_F(JobTest, FirstFailureTerminatesTheRestAndSetsTheCode) {
   EXPECT_THAT(Printed(), ::testing::Not(HasSubstr("rank 0")));
 }
 
+TEST_F(JobTest, APlainExitWaitsBrieflyForItsCause) {
+  Start(OneHost(3));
+  FakeAgent agent(port());
+  ASSERT_TRUE(agent.Hello(0));
+  LauncherMessage m;
+  ASSERT_TRUE(agent.Next(&m));  // welcome
+  ASSERT_TRUE(agent.Next(&m));  // launch
+  ASSERT_TRUE(agent.Exit(1, 1));           // a survivor's exit, first
+  ASSERT_TRUE(agent.Exit(2, 0, SIGKILL));  // the cause, a moment later
+  ASSERT_TRUE(agent.Next(&m));
+  ASSERT_EQ(m.kind_case(), LauncherMessage::kTerminate);
+  EXPECT_THAT(m.terminate().reason(),
+              HasSubstr("rank 2 (host hostA) killed by signal 9"));
+  ASSERT_TRUE(agent.Exit(0, 0, SIGTERM));
+  ASSERT_TRUE(agent.Next(&m));
+  ASSERT_EQ(m.kind_case(), LauncherMessage::kShutdown);
+  EXPECT_EQ(m.shutdown().exit_code(), 137);
+  agent.Finish();
+  job_->AgentProcessExited(0, "exited with code 137");
+  EXPECT_EQ(Wait(), 137);
+  EXPECT_THAT(Printed(), ::testing::Not(HasSubstr("rank 1 (host hostA)")));
+}
+
 TEST_F(JobTest, SilentAgentIsLost) {
   JobConfig c = OneHost(1);
   c.heartbeat_interval = absl::Milliseconds(50);

@@ -83,8 +83,9 @@ absl::StatusOr<std::string> DeriveJobToken(const std::string& secret_file,
       absl::string_view(reinterpret_cast<const char*>(mac), length));
 }
 
-SelfRendezvous::SelfRendezvous(std::unique_ptr<RendezvousServer> server)
-    : server_(std::move(server)) {}
+SelfRendezvous::SelfRendezvous(std::unique_ptr<RendezvousServer> server,
+                               std::vector<std::string> rank_hosts)
+    : server_(std::move(server)), rank_hosts_(std::move(rank_hosts)) {}
 
 SelfRendezvous::~SelfRendezvous() {
   if (server_) server_->Shutdown();
@@ -134,7 +135,8 @@ absl::StatusOr<std::unique_ptr<SelfRendezvous>> SelfRendezvous::Prepare(
   if (c.rendezvous_over_pmix) {
     if (absl::Status s = ExchangeOverPmix(&c); !s.ok()) return s;
   }
-  return std::unique_ptr<SelfRendezvous>(new SelfRendezvous(std::move(server)));
+  return std::unique_ptr<SelfRendezvous>(
+      new SelfRendezvous(std::move(server), c.rank_hosts));
 }
 
 absl::Status SelfRendezvous::Explain(const absl::Status& status,
@@ -148,10 +150,16 @@ absl::Status SelfRendezvous::Explain(const absl::Status& status,
     arrived.push_back(absl::StrCat(w.rank, " on ", w.hostname));
   }
   if (missing.empty()) return status;
+  std::vector<std::string> named;
+  for (int r : missing) {
+    named.push_back(static_cast<size_t>(r) < rank_hosts_.size()
+                        ? absl::StrCat(r, " on ", rank_hosts_[r])
+                        : absl::StrCat(r));
+  }
   return absl::Status(
       status.code(),
       absl::StrCat(status.message(), "; ranks that never reached the "
-                   "rendezvous: ", absl::StrJoin(missing, ", "),
+                   "rendezvous: ", absl::StrJoin(named, ", "),
                    " (arrived: ", absl::StrJoin(arrived, ", "), ")"));
 }
 

@@ -34,12 +34,15 @@ class SelfRendezvous {
   ~SelfRendezvous();  // stops serving
 
   // On rank 0, `status` (a failed connect) with the ranks that never
-  // reached the rendezvous and where those that did are; else `status`.
+  // reached the rendezvous (and their hosts, where the launch contract
+  // placed them) and where those that did are; else `status`.
   absl::Status Explain(const absl::Status& status, int size) const;
 
  private:
-  explicit SelfRendezvous(std::unique_ptr<RendezvousServer> server);
+  SelfRendezvous(std::unique_ptr<RendezvousServer> server,
+                 std::vector<std::string> rank_hosts);
   std::unique_ptr<RendezvousServer> server_;  // rank 0's; else null
+  const std::vector<std::string> rank_hosts_;  // Config::rank_hosts
 };
 
 // Hex of HMAC-SHA256(the secret in `secret_file`, job_id). Makes the file

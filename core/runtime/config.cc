@@ -169,6 +169,7 @@ void TakeContract(const LaunchContract& k, Config& c) {
   c.cross_rank = k.cross_rank.value_or(even ? c.rank / c.local_size : 0);
   c.cross_size = k.cross_size.value_or(even ? c.size / c.local_size : 1);
   c.job_id = k.job_id;
+  c.rank_hosts = k.rank_hosts;
 }
 
 // Without HVD_RENDEZVOUS_ADDR: where the contract's ranks meet.

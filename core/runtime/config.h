@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -66,6 +67,8 @@ struct Config {
   // ($HOME/.hvd/secret).
   std::string job_id;
   std::string secret_file;
+  // Rank -> host, where the launch contract says (LaunchContract::rank_hosts).
+  std::vector<std::string> rank_hosts;
 
   // Negotiation and fusion.
   absl::Duration cycle_time = absl::Milliseconds(1);

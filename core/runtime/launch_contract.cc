@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/slurm_lists.h"
@@ -78,6 +79,24 @@ void Torchrun(Vars& v, LaunchContract& c) {
   }
 }
 
+// Rank -> node under Slurm's block distribution (the default: each node's
+// tasks consecutive, nodes in list order); empty for any other layout, or
+// when the counts do not add up to the step's tasks.
+std::vector<std::string> BlockLayout(const std::vector<std::string>& nodes,
+                                     const std::vector<int>& counts, int size,
+                                     absl::string_view distribution) {
+  std::vector<std::string> out;
+  if (!absl::StartsWith(distribution, "block") ||
+      nodes.size() != counts.size()) {
+    return out;
+  }
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    out.insert(out.end(), static_cast<size_t>(counts[n]), nodes[n]);
+  }
+  if (out.size() != static_cast<size_t>(size)) out.clear();
+  return out;
+}
+
 void Slurm(Vars& v, LaunchContract& c) {
   c.kind = ContractKind::kSlurm;
   c.name = "Slurm";
@@ -89,17 +108,19 @@ void Slurm(Vars& v, LaunchContract& c) {
   const std::optional<int> job = v.Int("SLURM_JOB_ID");
   const std::optional<int> step = v.Int("SLURM_STEP_ID");
   if (!v.status().ok()) return;
+  std::vector<int> counts;
   if (auto per_node = v.Text("SLURM_STEP_TASKS_PER_NODE"); per_node) {
-    absl::StatusOr<std::vector<int>> counts =
+    absl::StatusOr<std::vector<int>> expanded =
         ExpandSlurmCounts(*per_node, "SLURM_STEP_TASKS_PER_NODE");
-    if (!counts.ok()) return v.Fail(counts.status());
+    if (!expanded.ok()) return v.Fail(expanded.status());
+    counts = *std::move(expanded);
     const int node = c.cross_rank.value_or(0);
-    if (node < 0 || static_cast<size_t>(node) >= counts->size()) {
+    if (node < 0 || static_cast<size_t>(node) >= counts.size()) {
       return v.Fail(absl::InvalidArgumentError(absl::StrCat(
           "SLURM_STEP_TASKS_PER_NODE='", *per_node, "' has no entry for node ",
           node, " (SLURM_NODEID)")));
     }
-    c.local_size = (*counts)[node];
+    c.local_size = counts[node];
   }
   auto nodelist = v.Text("SLURM_STEP_NODELIST");
   if (!nodelist || !job) {
@@ -114,6 +135,8 @@ void Slurm(Vars& v, LaunchContract& c) {
         absl::StrCat("SLURM_STEP_NODELIST: ", nodes.status().message())));
   }
   c.rendezvous_host = nodes->front();
+  c.rank_hosts = BlockLayout(*nodes, counts, c.size.value_or(1),
+                             v.Text("SLURM_DISTRIBUTION").value_or("block"));
   // Below Linux's ephemeral range; steps of one job apart.
   const uint64_t mix = uint64_t(*job) * 131 + uint64_t(step.value_or(0));
   c.rendezvous_port = 20000 + static_cast<int>(mix % 10000);

@@ -26,6 +26,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -47,6 +48,10 @@ struct LaunchContract {
   // Names this job among others of the same user (for its job token).
   std::string job_id;
   bool pmix = false;  // the rendezvous address is exchanged over PMIx
+  // Rank -> the host the tool placed it on, where the contract says so
+  // (Slurm's default block layout); empty otherwise. Names the hosts of
+  // ranks that never arrive.
+  std::vector<std::string> rank_hosts;
 };
 
 // Looks up a variable by its full name; nullopt when unset.

@@ -10,7 +10,9 @@
 namespace hvd::runtime {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using Env = std::map<std::string, std::string>;
 
 EnvLookup Lookup(Env vars) {
@@ -149,6 +151,23 @@ TEST(LaunchContract, BadValuesNameTheVariable) {
                               .status()
                               .message()),
               HasSubstr("MASTER_ADDR or MASTER_PORT is not"));
+}
+
+TEST(LaunchContract, SlurmsBlockLayoutPlacesEveryRank) {
+  absl::StatusOr<LaunchContract> c = DetectLaunchContract(Lookup(kSlurm));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->rank_hosts,
+              ElementsAre("gpu07", "gpu07", "gpu07", "gpu07", "gpu08",
+                          "gpu08", "gpu08", "gpu09"));
+  Env env(kSlurm.begin(), kSlurm.end());
+  env["SLURM_DISTRIBUTION"] = "block:cyclic";  // nodes still in blocks
+  EXPECT_EQ(DetectLaunchContract(Lookup(env))->rank_hosts, c->rank_hosts);
+  env["SLURM_DISTRIBUTION"] = "cyclic";
+  EXPECT_THAT(DetectLaunchContract(Lookup(env))->rank_hosts, IsEmpty());
+  env = Env(kSlurm.begin(), kSlurm.end());
+  env["SLURM_STEP_NUM_TASKS"] = "7";  // counts that do not add up
+  env["SLURM_PROCID"] = "1";
+  EXPECT_THAT(DetectLaunchContract(Lookup(env))->rank_hosts, IsEmpty());
 }
 
 TEST(LaunchContract, SlurmListsAreReadCompressed) {

@@ -17,6 +17,8 @@
 //   identity rank=R size=S local_rank=.. local_size=.. cross_rank=..
 //            cross_size=.. hostname=H iface=A rendezvous=ADDR pid=P
 //   initialized unix_time=T    (after hvd_init, CLOCK_REALTIME)
+//   topology rank=R size=S local_rank=.. local_size=.. cross_rank=..
+//                              (started without hvdrun: no HVD_RANK)
 //   allreduce sum=X expected=Y ok|WRONG
 //   loop started               (after the first of the N allreduces)
 //   loop done iterations=N ok  (or "loop failed at I: <error>")
@@ -65,9 +67,14 @@ int AllreduceCheck() {
   printf("initialized unix_time=%.6f\n", UnixTime());
   fflush(stdout);
   const int rank = hvd_rank(), size = hvd_size();
-  if (rank != atoi(Env("HVD_RANK")) || size != atoi(Env("HVD_SIZE")) ||
-      hvd_local_rank() != atoi(Env("HVD_LOCAL_RANK")) ||
-      hvd_cross_rank() != atoi(Env("HVD_CROSS_RANK"))) {
+  if (getenv("HVD_RANK") == nullptr) {
+    // Started without hvdrun (srun, mpirun): the identity is the core's.
+    printf("topology rank=%d size=%d local_rank=%d local_size=%d "
+           "cross_rank=%d\n",
+           rank, size, hvd_local_rank(), hvd_local_size(), hvd_cross_rank());
+  } else if (rank != atoi(Env("HVD_RANK")) || size != atoi(Env("HVD_SIZE")) ||
+             hvd_local_rank() != atoi(Env("HVD_LOCAL_RANK")) ||
+             hvd_cross_rank() != atoi(Env("HVD_CROSS_RANK"))) {
     printf("topology WRONG: rank %d size %d local_rank %d cross_rank %d\n",
            rank, size, hvd_local_rank(), hvd_cross_rank());
     return 1;
