@@ -49,8 +49,10 @@
 #   /sys/fs/cgroup holding one empty named v1 hierarchy (not systemd's) where
 #   the plugin looks. Processes are tracked by proctrack/linuxproc, tasks not
 #   bound (task/none).
-# - Slurm's node-to-node traffic uses NodeAddr= the namespace addresses; no
-#   name resolution is involved.
+# - Slurm's node-to-node traffic uses NodeAddr= the namespace addresses. The
+#   jobs resolve the nodes' names (h0..hN) as a cluster's DNS would let
+#   them: each slurmd's mount namespace has the run directory's hosts file
+#   bound on /etc/hosts, and its steps inherit it.
 # - Teardown kills every process in the namespaces (netns_hosts.sh down): the
 #   daemons, slurmstepd and whatever a job left, then removes the directory.
 set -euo pipefail
@@ -157,6 +159,13 @@ EOF
   done
   echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" \
     >> "$dir/etc/slurm.conf"
+  # The cluster's names, as its DNS would give them (bound on each node's
+  # /etc/hosts).
+  printf '127.0.0.1 localhost\n' > "$dir/etc/hosts"
+  for i in $(seq 0 "$nodes"); do
+    addr=HVD_MH_ADDR_h$i
+    echo "${!addr} h$i" >> "$dir/etc/hosts"
+  done
 }
 
 start_munged() {
@@ -192,7 +201,9 @@ start_slurmd() {
       mount -t tmpfs -o size=1m,mode=755 hvd-slurm /sys/fs/cgroup &&
       mkdir /sys/fs/cgroup/systemd &&
       mount -t cgroup -o none,name=hvd-slurm cgroup /sys/fs/cgroup/systemd &&
+      mount --bind "$3" /etc/hosts &&
       exec slurmd -N "$1" -f "$2"' slurmd "$node" "$dir/etc/slurm.conf" \
+    "$dir/etc/hosts" \
     < /dev/null >> "$dir/log/slurmd-$node.out" 2>&1
 }
 
