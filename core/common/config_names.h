@@ -41,6 +41,9 @@ inline constexpr char kStallCheckDisable[] = "STALL_CHECK_DISABLE";
 inline constexpr char kStallCheckTimeSeconds[] = "STALL_CHECK_TIME_SECONDS";
 inline constexpr char kStallShutdownTimeSeconds[] =
     "STALL_SHUTDOWN_TIME_SECONDS";
+// Seconds between a worker's metrics reports to hvdrun (--metrics-port);
+// 0: none.
+inline constexpr char kMetricsInterval[] = "METRICS_INTERVAL";
 inline constexpr char kHierarchicalAllreduce[] = "HIERARCHICAL_ALLREDUCE";
 inline constexpr char kHierarchicalAllgather[] = "HIERARCHICAL_ALLGATHER";
 inline constexpr char kLogLevel[] = "LOG_LEVEL";

@@ -275,6 +275,7 @@ void ReadNegotiation(Reader& r, Config& c) {
   if (stall_check_disable) c.stall_check_time = absl::ZeroDuration();
   r.Duration(names::kStallShutdownTimeSeconds, s, "seconds",
              &c.stall_shutdown_time);
+  r.Duration(names::kMetricsInterval, s, "seconds", &c.metrics_interval);
   r.Duration(names::kTimeoutSeconds, s, "seconds", &c.timeout,
              Reader::kPositive);
   r.Duration(names::kStartTimeout, s, "seconds", &c.start_timeout,

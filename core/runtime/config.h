@@ -84,6 +84,10 @@ struct Config {
   bool timeline_mark_cycles = false;
   absl::Duration stall_check_time = absl::Seconds(60);  // 0 disables
   absl::Duration stall_shutdown_time = absl::ZeroDuration();
+  // Between this rank's metrics reports in the job's store (metrics.h);
+  // 0: no reports (HVD_METRICS_INTERVAL, seconds; hvdrun --metrics-port
+  // sets it).
+  absl::Duration metrics_interval = absl::ZeroDuration();
   absl::Duration timeout = absl::Seconds(120);  // every data-plane wait
   absl::Duration start_timeout = absl::Seconds(60);
   // The background thread polls this long for more work after a busy cycle

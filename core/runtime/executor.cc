@@ -67,7 +67,7 @@ void FailEntries(std::vector<std::unique_ptr<TensorEntry>>& entries,
 Executor::Executor(int rank, transport::Context* context,
                    ProcessSetTable* sets, ResponseCache* cache,
                    Timeline* timeline, const ExecutorOptions& options,
-                   DeviceOps* device)
+                   DeviceOps* device, Metrics* metrics)
     : rank_(rank),
       context_(context),
       sets_(sets),
@@ -75,7 +75,9 @@ Executor::Executor(int rank, transport::Context* context,
       timeline_(timeline),
       options_(options.collectives),
       device_(device),
-      fusion_in_place_bytes_(options.fusion_in_place_bytes) {}
+      fusion_in_place_bytes_(options.fusion_in_place_bytes),
+      fusion_threshold_bytes_(options.fusion_threshold_bytes),
+      metrics_(metrics) {}
 
 Executor::Entries Executor::Take(const Response& response,
                                  PendingTable& pending) {
@@ -185,6 +187,13 @@ absl::Status Executor::Execute(const Response& response,
       pending[{response.process_set(), name}].push_front(std::move(entry));
     }
     return status;
+  }
+  if (metrics_ != nullptr) {
+    uint64_t bytes = 0;
+    for (const auto& entry : entries) {
+      if (entry) bytes += entry->Bytes();
+    }
+    metrics_->Collective(response.type(), bytes);
   }
   for (auto& entry : entries) {
     if (!entry || !entry->done) continue;
@@ -308,6 +317,9 @@ void Executor::GatherSmall(const Response& response, const Entries& entries,
   if (plan.small.empty()) return;
   const size_t elem = DataTypeSize(static_cast<DataType>(response.dtype()));
   plan.fusion = FusionBuffer(plan.small_count * elem);
+  if (metrics_ != nullptr) {
+    metrics_->FusionFill(plan.small_count * elem, fusion_threshold_bytes_);
+  }
   timeline_->ActivityStart(response.names(0), "MEMCPY_IN_FUSION_BUFFER");
   char* at = static_cast<char*>(plan.fusion);
   for (size_t i : plan.small) {

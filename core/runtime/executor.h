@@ -17,6 +17,7 @@
 #include "core/collectives/collectives.h"
 #include "core/runtime/device_ops.h"
 #include "core/runtime/entry.h"
+#include "core/runtime/metrics.h"
 #include "proto/negotiation.pb.h"
 #include "core/runtime/process_sets.h"
 #include "core/runtime/response_cache.h"
@@ -41,16 +42,20 @@ struct ExecutorOptions {
   // Fused tensors this large are allreduced where they are, as pieces of the
   // response's one collective; smaller ones go through the fusion buffer.
   size_t fusion_in_place_bytes = size_t{64} << 10;
+  // HVD_FUSION_THRESHOLD: what the fusion buffer's fill is measured against.
+  size_t fusion_threshold_bytes = size_t{64} << 20;
 };
 
 // Not thread-safe: the background thread owns it. Pointers are not owned.
 // `device` may be null (no GPU backend in this build): a response on GPU
-// tensors then fails its entries with FailedPrecondition.
+// tensors then fails its entries with FailedPrecondition. `metrics`, when
+// not null, counts what is done.
 class Executor {
  public:
   Executor(int rank, transport::Context* context, ProcessSetTable* sets,
            ResponseCache* cache, Timeline* timeline,
-           const ExecutorOptions& options, DeviceOps* device = nullptr);
+           const ExecutorOptions& options, DeviceOps* device = nullptr,
+           Metrics* metrics = nullptr);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -108,6 +113,8 @@ class Executor {
   DeviceOps* device_;
   std::unique_ptr<HostBuffer> fusion_;  // persistent, grown on demand
   size_t fusion_in_place_bytes_;
+  size_t fusion_threshold_bytes_;
+  Metrics* metrics_;
 };
 
 // Completes every entry with `status`.

@@ -82,6 +82,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
   options.collectives.hosts = runtime->parts_.hosts;
   options.fusion_in_place_bytes =
       static_cast<size_t>(config.fusion_in_place_bytes);
+  options.fusion_threshold_bytes =
+      static_cast<size_t>(config.fusion_threshold);
   if (device_factory) {
     DeviceEnv env;
     env.config = config;
@@ -95,8 +97,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
   runtime->executor_ = std::make_unique<Executor>(
       config.rank, runtime->parts_.context.get(), &runtime->sets_,
       &runtime->cache_, &runtime->timeline_, options,
-      runtime->device_ops_.get());
+      runtime->device_ops_.get(), &runtime->metrics_);
   runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
+  if (config.metrics_interval > absl::ZeroDuration() &&
+      runtime->parts_.store != nullptr) {
+    runtime->reporter_ = std::thread([r = runtime.get()] { r->Report(); });
+  }
   HVD_LOG(INFO) << "initialized: rank " << config.rank << " of "
                 << config.size << " on " << config.hostname;
   return runtime;
@@ -178,6 +184,11 @@ void Runtime::Shutdown() {
     has_work_.store(true, std::memory_order_release);
   }
   if (thread_.joinable()) thread_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    reporter_stop_ = true;
+  }
+  if (reporter_.joinable()) reporter_.join();
   // GPU ops already started finish (every rank executed the same responses).
   if (device_ops_) device_ops_->Shutdown();
   if (coordinator_) {
@@ -278,6 +289,7 @@ void Runtime::Loop() {
     if (FailIfAborted()) return;
     absl::StatusOr<ResponseList> responses;
     bool busy = false;
+    absl::Time negotiation_start = absl::Now();
     if (config_.rank == 0 && config_.size > 1) {
       responses = CoordinatorCycle(&busy);
     } else {
@@ -289,8 +301,10 @@ void Runtime::Loop() {
       RequestList mine = BuildRequests();
       mine.set_shutdown(stop);
       busy = Announces(mine);
+      negotiation_start = absl::Now();
       responses = Negotiate(mine);
     }
+    const absl::Time data_start = absl::Now();
     if (!responses.ok()) {
       FailAll(responses.status());
       return;
@@ -298,6 +312,12 @@ void Runtime::Loop() {
     if (absl::Status s = Execute(*responses); !s.ok()) {
       FailAll(s);
       return;
+    }
+    // Idle cycles (rank 0 waits for the peers' lists in them) count as
+    // neither.
+    if (busy || responses->responses_size() > 0) {
+      metrics_.Negotiation(data_start - negotiation_start);
+      metrics_.DataMovement(absl::Now() - data_start);
     }
     if (busy || responses->responses_size() > 0) last_busy_ = absl::Now();
     idle_cycles_ =
@@ -315,6 +335,21 @@ void Runtime::Loop() {
     if (responses->responses_size() > 0) resends = 0;
     resend_now = responses->responses_size() == 0 && !pending_.empty() &&
                  ++resends <= kImmediateResends;
+  }
+}
+
+void Runtime::Report() {
+  const std::string key = MetricsKey(config_.rank);
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&reporter_stop_),
+                               config_.metrics_interval)) {
+        return;
+      }
+    }
+    // A failed report is dropped: the next one says the same and more.
+    parts_.store->Set(key, metrics_.Render(ResidentBytes())).IgnoreError();
   }
 }
 

@@ -33,6 +33,7 @@
 #include "core/runtime/entry.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/handle_table.h"
+#include "core/runtime/metrics.h"
 #include "core/runtime/process_sets.h"
 #include "core/runtime/response_cache.h"
 #include "core/runtime/timeline.h"
@@ -101,10 +102,14 @@ class Runtime {
   // Rank 0's negotiation counters, final once Shutdown has returned (zero on
   // other ranks).
   Coordinator::Stats negotiation_stats();
+  // This rank's counters (the framework bindings set the step time).
+  Metrics& metrics() { return metrics_; }
 
  private:
   Runtime(const Config& config, RuntimeParts parts, HandleTable* handles);
   void Loop();
+  // Publishes metrics_ in the store every config_.metrics_interval.
+  void Report();
   bool WaitForWork(absl::Time cycle_start);
   bool StopRequested();
   RequestList BuildRequests();
@@ -156,6 +161,11 @@ class Runtime {
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);  // why the loop ended
   Coordinator::Stats final_stats_ ABSL_GUARDED_BY(mu_);  // set at Shutdown
   std::thread thread_;
+  // What this rank has done (metrics.h); reported by reporter_ when
+  // config_.metrics_interval is set, until reporter_stop_.
+  Metrics metrics_;
+  std::thread reporter_;
+  bool reporter_stop_ ABSL_GUARDED_BY(mu_) = false;
   // Set with each Submit, cleared when the loop takes the queue: what the
   // loop polls for right after a busy cycle.
   std::atomic<bool> has_work_{false};

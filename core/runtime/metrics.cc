@@ -1,0 +1,86 @@
+#include "core/runtime/metrics.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace hvd::runtime {
+
+std::string MetricsKey(int rank) { return absl::StrCat("metrics/", rank); }
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+void Metrics::Collective(OpType type, uint64_t bytes) {
+  if (type < 0 || type >= kOps) return;
+  absl::MutexLock lock(&mu_);
+  ++count_[type];
+  bytes_[type] += bytes;
+}
+
+void Metrics::Negotiation(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  negotiation_ += d;
+}
+
+void Metrics::DataMovement(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  data_ += d;
+}
+
+void Metrics::FusionFill(uint64_t bytes, uint64_t threshold) {
+  absl::MutexLock lock(&mu_);
+  fusion_fill_ =
+      threshold == 0 ? 0 : std::min(1.0, static_cast<double>(bytes) /
+                                             static_cast<double>(threshold));
+}
+
+void Metrics::StepTime(double seconds) {
+  absl::MutexLock lock(&mu_);
+  step_seconds_ = seconds;
+}
+
+void Metrics::Stall(std::string what) {
+  absl::MutexLock lock(&mu_);
+  stall_ = std::move(what);
+}
+
+std::string Metrics::Render(uint64_t rss_bytes) const {
+  absl::MutexLock lock(&mu_);
+  std::string out;
+  for (int op = 0; op < kOps; ++op) {
+    if (op == JOIN || op == ADD_PROCESS_SET || op == REMOVE_PROCESS_SET) {
+      continue;
+    }
+    const std::string name =
+        absl::AsciiStrToLower(OpType_Name(static_cast<OpType>(op)));
+    absl::StrAppend(&out, "hvd_collectives_total{op=\"", name, "\"} ",
+                    count_[op], "\n", "hvd_collective_bytes_total{op=\"",
+                    name, "\"} ", bytes_[op], "\n");
+  }
+  // A stall's text is the user's tensor name: quoted as Prometheus escapes
+  // label values.
+  const std::string stall = absl::StrReplaceAll(
+      stall_, {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}});
+  absl::StrAppend(
+      &out, "hvd_negotiation_seconds_total ",
+      absl::ToDoubleSeconds(negotiation_), "\n",
+      "hvd_data_movement_seconds_total ", absl::ToDoubleSeconds(data_), "\n",
+      "hvd_fusion_buffer_fill_ratio ", fusion_fill_, "\n",
+      "hvd_step_seconds ", step_seconds_, "\n",
+      "hvd_stalled{what=\"", stall, "\"} ", stall_.empty() ? 0 : 1, "\n",
+      "hvd_resident_memory_bytes ", rss_bytes, "\n");
+  return out;
+}
+
+}  // namespace hvd::runtime
