@@ -264,6 +264,8 @@ std::vector<Flag> HvdFlags() {
           o.self_test_threshold = f;
           return absl::OkStatus();
         })),
+      F({"--metrics-port"}, 1,
+        Int(&Options::metrics_port, "--metrics-port", 1, 65535)),
       F({"--agent-path"}, 1, String(&Options::agent_path)),
       F({"--kill-grace-seconds"}, 1,
         Seconds(&Options::kill_grace, "--kill-grace-seconds")),

@@ -29,6 +29,7 @@
 #include "launcher/environment.h"
 #include "launcher/hosts.h"
 #include "launcher/job.h"
+#include "launcher/metrics_server.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
 #include "launcher/self_test.h"
@@ -400,6 +401,24 @@ absl::StatusOr<std::unique_ptr<ElasticDriver>> MakeDriver(
                                          host::RealOs());
 }
 
+// Every rank's latest metrics report, as the rendezvous store holds it,
+// with the host the plan put the rank on.
+MetricsServer::Source ReportsOf(const LaunchPlan& plan,
+                                const RendezvousServer* server) {
+  std::vector<RankReport> ranks(plan.np);
+  for (const HostAssignment& h : plan.assignment) {
+    for (const WorkerSlot& w : h.workers) ranks[w.rank] = {w.rank, h.name, ""};
+  }
+  return [ranks, server]() mutable {
+    for (RankReport& r : ranks) {
+      r.samples = server->Value(absl::StrCat(config_names::kMetricsKeyPrefix,
+                                             r.rank))
+                      .value_or("");
+    }
+    return ranks;
+  };
+}
+
 int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   sigset_t signals = BlockTerminationSignals();
   static OutputSink sink(1, 2, o.output_filename, Clock(o));
@@ -433,6 +452,12 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   RendezvousServer server(so);
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
   port = server.port();
+  std::unique_ptr<MetricsServer> metrics;
+  if (o.metrics_port.has_value()) {
+    auto m = MetricsServer::Start(*o.metrics_port, ReportsOf(plan, &server));
+    if (!m.ok()) return Failure(m.status().message());
+    metrics = *std::move(m);
+  }
 
   AgentStarter starter(
       plan.starter, host::RealOs(),

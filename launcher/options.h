@@ -75,6 +75,9 @@ struct Options {
   absl::Duration kill_grace = absl::Seconds(5);  // --kill-grace-seconds
   bool rendezvous_only = false;     // --rendezvous-only
   std::optional<int> port;          // --port
+  // --metrics-port P: Prometheus /metrics of every rank, served on P; the
+  // workers report every few seconds (HVD_METRICS_INTERVAL).
+  std::optional<int> metrics_port;
   std::string rendezvous_file;      // --rendezvous-file F
   // TLS to the rendezvous: a launched job with remote hosts uses its own CA
   // unless --no-tls; --rendezvous-only serves the given certificate.

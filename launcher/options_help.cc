@@ -56,6 +56,8 @@ constexpr char kHelpBeforeExcluded[] =
     " slow, exit 1\n"
     "  --self-test-threshold F    slow: below F of the best pair (0.7)\n"
     "  --self-test-mb MB          bytes per collective measured (16)\n"
+    "  --metrics-port P           serve Prometheus /metrics of every rank on"
+    " P\n"
     "  --version, -h/--help\n"
     "\n"
     "Remote hosts (ssh, BatchMode):\n"

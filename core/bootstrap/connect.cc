@@ -106,12 +106,16 @@ std::string KeyPrefix(const Config& config) {
   return absl::StrCat("core/", connect_epoch.fetch_add(1), "/");
 }
 
-// The rendezvous store, registered, scoped to this connect, and cancelled
-// with `cancel` when there is one. The scoped view keeps the connection
-// alive. Elastic workers do not register: their ranks
+// The rendezvous store, registered: the job's, and a view of it scoped to
+// this connect and cancelled with `cancel` when there is one. Either keeps
+// the connection alive. Elastic workers do not register: their ranks
 // move between processes from round to round, and the server keeps a rank
 // for the process that registered it first.
-absl::StatusOr<std::shared_ptr<Store>> ReachRendezvous(
+struct Stores {
+  std::shared_ptr<Store> scoped;
+  std::shared_ptr<Store> job;
+};
+absl::StatusOr<Stores> ReachRendezvous(
     const Config& config, std::shared_ptr<const Cancellation> cancel) {
   GrpcStoreOptions options;
   options.tls = {config.rendezvous_ca_pem, config.rendezvous_tls_name};
@@ -133,10 +137,11 @@ absl::StatusOr<std::shared_ptr<Store>> ReachRendezvous(
   std::shared_ptr<Store> base = std::move(*store);
   std::shared_ptr<Store> scoped(new PrefixStore(base.get(), KeyPrefix(config)),
                                 [base](Store* view) { delete view; });
-  if (!cancel) return scoped;
-  return std::shared_ptr<Store>(
+  if (!cancel) return Stores{std::move(scoped), std::move(base)};
+  std::shared_ptr<Store> cancellable(
       new CancellableStore(scoped.get(), std::move(cancel)),
       [scoped](Store* view) { delete view; });
+  return Stores{std::move(cancellable), std::move(base)};
 }
 
 // Every rank's host index (by HVD_HOSTNAME, in order of first appearance).
@@ -195,9 +200,10 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
     const Config& config, std::shared_ptr<const Cancellation> cancel) {
   runtime::RuntimeParts parts;
   if (config.size == 1) return parts;
-  auto store = ReachRendezvous(config, cancel);
-  if (!store.ok()) return store.status();
-  parts.store = *std::move(store);
+  auto stores = ReachRendezvous(config, cancel);
+  if (!stores.ok()) return stores.status();
+  parts.store = std::move(stores->scoped);
+  parts.job_store = std::move(stores->job);
   auto use_rdma = AgreeOnRdma(config, *parts.store);
   if (!use_rdma.ok()) return use_rdma.status();
   const transport::TcpOptions tcp_options =

@@ -44,6 +44,8 @@ inline constexpr char kStallShutdownTimeSeconds[] =
 // Seconds between a worker's metrics reports to hvdrun (--metrics-port);
 // 0: none.
 inline constexpr char kMetricsInterval[] = "METRICS_INTERVAL";
+// The rendezvous store key of a rank's report: this, then the rank.
+inline constexpr char kMetricsKeyPrefix[] = "metrics/";
 inline constexpr char kHierarchicalAllreduce[] = "HIERARCHICAL_ALLREDUCE";
 inline constexpr char kHierarchicalAllgather[] = "HIERARCHICAL_ALLGATHER";
 inline constexpr char kLogLevel[] = "LOG_LEVEL";

@@ -125,6 +125,14 @@ std::vector<WorkerInfo> RendezvousServer::Impl::Workers() const {
   return workers;
 }
 
+std::optional<std::string> RendezvousServer::Impl::Value(
+    absl::string_view key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = values_.find(std::string(key));
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
 std::vector<int> RendezvousServer::Impl::WaitForRanks(
     int size, absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
@@ -266,6 +274,11 @@ int RendezvousServer::port() const { return impl_->port(); }
 
 std::vector<WorkerInfo> RendezvousServer::Workers() const {
   return impl_->Workers();
+}
+
+std::optional<std::string> RendezvousServer::Value(
+    absl::string_view key) const {
+  return impl_->Value(key);
 }
 
 std::vector<int> RendezvousServer::WaitForRanks(int size,

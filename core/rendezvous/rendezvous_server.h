@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,10 @@ class RendezvousServer {
 
   // Registered workers, ordered by rank.
   std::vector<WorkerInfo> Workers() const;
+
+  // The value stored under `key`, read in process (hvdrun's metrics page);
+  // nullopt when unset.
+  std::optional<std::string> Value(absl::string_view key) const;
 
   // Waits until ranks 0..size-1 have all registered, `timeout` passes, or the
   // server shuts down. Returns the ranks still missing (empty: all there).

@@ -54,6 +54,8 @@ class RendezvousServer::Impl final
   void Shutdown() ABSL_LOCKS_EXCLUDED(lifecycle_mu_, mu_);
   int port() const ABSL_LOCKS_EXCLUDED(lifecycle_mu_);
   std::vector<WorkerInfo> Workers() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::optional<std::string> Value(absl::string_view key) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<int> WaitForRanks(int size, absl::Duration timeout) const
       ABSL_LOCKS_EXCLUDED(mu_);
   int BlockedCalls() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -9,10 +9,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "core/common/config_names.h"
 
 namespace hvd::runtime {
 
-std::string MetricsKey(int rank) { return absl::StrCat("metrics/", rank); }
+std::string MetricsKey(int rank) {
+  return absl::StrCat(config_names::kMetricsKeyPrefix, rank);
+}
 
 uint64_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");

@@ -60,8 +60,8 @@ TEST(MetricsReport, TheRuntimePublishesItsCountsInTheStore) {
   Config config;
   config.metrics_interval = absl::Milliseconds(50);
   RuntimeParts parts;
-  parts.store = NewInMemoryStore();
-  std::shared_ptr<Store> store = parts.store;
+  parts.job_store = NewInMemoryStore();
+  std::shared_ptr<Store> store = parts.job_store;
   HandleTable handles;
   auto runtime = Runtime::Start(config, std::move(parts), &handles);
   ASSERT_TRUE(runtime.ok()) << runtime.status();

@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
       runtime->device_ops_.get(), &runtime->metrics_);
   runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
   if (config.metrics_interval > absl::ZeroDuration() &&
-      runtime->parts_.store != nullptr) {
+      runtime->parts_.job_store != nullptr) {
     runtime->reporter_ = std::thread([r = runtime.get()] { r->Report(); });
   }
   HVD_LOG(INFO) << "initialized: rank " << config.rank << " of "
@@ -349,7 +349,8 @@ void Runtime::Report() {
       }
     }
     // A failed report is dropped: the next one says the same and more.
-    parts_.store->Set(key, metrics_.Render(ResidentBytes())).IgnoreError();
+    parts_.job_store->Set(key, metrics_.Render(ResidentBytes()))
+        .IgnoreError();
   }
 }
 

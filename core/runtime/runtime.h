@@ -49,6 +49,9 @@ struct RuntimeParts {
   // The job's rendezvous store, scoped to this init (device backends publish
   // their ids here). Null only in a job of size 1.
   std::shared_ptr<Store> store;
+  // The same store unscoped: what each init replaces rather than adds to
+  // (this rank's metrics report). Null only in a job of size 1.
+  std::shared_ptr<Store> job_store;
   // Host index of every rank (equal: same host), for the hierarchical
   // allreduce; empty when unknown.
   std::vector<int> hosts;

@@ -1,0 +1,184 @@
+#include "launcher/metrics_server.h"
+
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+
+namespace hvd {
+namespace launcher {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+
+// The label values hvd adds, escaped as the format asks.
+std::string LabelValue(absl::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+// "name{a=\"b\"} 1" -> name, and the sample with `labels` put first.
+std::pair<std::string, std::string> Labelled(absl::string_view line,
+                                             absl::string_view labels) {
+  const size_t brace = line.find('{');
+  const size_t space = line.find(' ');
+  if (brace != absl::string_view::npos && brace < space) {
+    return {std::string(line.substr(0, brace)),
+            absl::StrCat(line.substr(0, brace + 1), labels, ",",
+                         line.substr(brace + 1))};
+  }
+  const absl::string_view name = line.substr(0, space);
+  return {std::string(name),
+          absl::StrCat(name, "{", labels, "}", line.substr(name.size()))};
+}
+
+http::response<http::string_body> Respond(
+    const http::request<http::string_body>& req,
+    const MetricsServer::Source& source) {
+  http::response<http::string_body> res;
+  res.version(req.version());
+  res.keep_alive(false);
+  if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    res.result(http::status::method_not_allowed);
+    res.set(http::field::allow, "GET, HEAD");
+    res.body() = "hvd: GET /metrics\n";
+  } else if (req.target() == "/metrics") {
+    res.result(http::status::ok);
+    res.set(http::field::content_type, "text/plain; version=0.0.4");
+    res.body() = RenderPrometheus(source());
+  } else {
+    res.result(http::status::not_found);
+    res.set(http::field::content_type, "text/plain");
+    res.body() = "hvd: not found; Prometheus metrics are at /metrics\n";
+  }
+  if (req.method() == http::verb::head) {
+    res.content_length(res.body().size());
+    res.body().clear();
+  } else {
+    res.prepare_payload();
+  }
+  return res;
+}
+
+// One connection: one request, one answer, closed. A client gets 10 s for
+// the whole exchange.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const MetricsServer::Source* source)
+      : stream_(std::move(socket)), source_(source) {}
+
+  void Start() {
+    stream_.expires_after(std::chrono::seconds(10));
+    http::async_read(stream_, buffer_, req_,
+                     [self = shared_from_this()](beast::error_code ec,
+                                                 size_t) {
+                       if (!ec) self->Answer();
+                     });
+  }
+
+ private:
+  void Answer() {
+    res_ = Respond(req_, *source_);
+    http::async_write(stream_, res_,
+                      [self = shared_from_this()](beast::error_code, size_t) {
+                        beast::error_code ignored;
+                        self->stream_.socket().shutdown(
+                            tcp::socket::shutdown_send, ignored);
+                      });
+  }
+
+  beast::tcp_stream stream_;
+  const MetricsServer::Source* source_;
+  beast::flat_buffer buffer_;
+  http::request<http::string_body> req_;
+  http::response<http::string_body> res_;
+};
+
+}  // namespace
+
+std::string RenderPrometheus(const std::vector<RankReport>& reports) {
+  std::map<std::string, std::vector<std::string>> families;
+  for (const RankReport& r : reports) {
+    const std::string labels = absl::StrCat("rank=\"", r.rank, "\",host=\"",
+                                            LabelValue(r.host), "\"");
+    families["hvd_rank_reporting"].push_back(absl::StrCat(
+        "hvd_rank_reporting{", labels, "} ", r.samples.empty() ? 0 : 1));
+    for (absl::string_view line :
+         absl::StrSplit(r.samples, '\n', absl::SkipEmpty())) {
+      auto [name, sample] = Labelled(line, labels);
+      families[name].push_back(std::move(sample));
+    }
+  }
+  std::string out;
+  for (const auto& [name, samples] : families) {
+    absl::StrAppend(&out, "# TYPE ", name, " ",
+                    absl::EndsWith(name, "_total") ? "counter" : "gauge",
+                    "\n");
+    for (const std::string& s : samples) absl::StrAppend(&out, s, "\n");
+  }
+  return out;
+}
+
+struct MetricsServer::Impl {
+  boost::asio::io_context io;
+  tcp::acceptor acceptor{io};
+  Source source;
+  std::thread thread;
+
+  void Accept() {
+    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+      if (ec == boost::asio::error::operation_aborted) return;
+      if (!ec) std::make_shared<Session>(std::move(socket), &source)->Start();
+      Accept();
+    });
+  }
+};
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    int port, Source source) {
+  auto impl = std::make_unique<Impl>();
+  impl->source = std::move(source);
+  beast::error_code ec;
+  const tcp::endpoint at(tcp::v4(), static_cast<uint16_t>(port));
+  impl->acceptor.open(at.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(at, ec);
+  if (!ec) impl->acceptor.listen(boost::asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat(
+        "--metrics-port ", port, ": cannot listen: ", ec.message()));
+  }
+  impl->Accept();
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->io.run(); });
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
+}
+
+MetricsServer::MetricsServer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+MetricsServer::~MetricsServer() {
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+int MetricsServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+}  // namespace launcher
+}  // namespace hvd
