@@ -266,6 +266,8 @@ std::vector<Flag> HvdFlags() {
         })),
       F({"--metrics-port"}, 1,
         Int(&Options::metrics_port, "--metrics-port", 1, 65535)),
+      F({"--metrics-linger-seconds"}, 1,
+        Seconds(&Options::metrics_linger, "--metrics-linger-seconds")),
       F({"--agent-path"}, 1, String(&Options::agent_path)),
       F({"--kill-grace-seconds"}, 1,
         Seconds(&Options::kill_grace, "--kill-grace-seconds")),

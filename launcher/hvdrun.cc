@@ -401,21 +401,21 @@ absl::StatusOr<std::unique_ptr<ElasticDriver>> MakeDriver(
                                          host::RealOs());
 }
 
-// Every rank's latest metrics report, as the rendezvous store holds it,
-// with the host the plan put the rank on.
-MetricsServer::Source ReportsOf(const LaunchPlan& plan,
+// The job at a glance with every rank's latest metrics report, as the
+// rendezvous store holds it.
+MetricsServer::Source ReportsOf(const Job* job,
                                 const RendezvousServer* server) {
-  std::vector<RankReport> ranks(plan.np);
-  for (const HostAssignment& h : plan.assignment) {
-    for (const WorkerSlot& w : h.workers) ranks[w.rank] = {w.rank, h.name, ""};
-  }
-  return [ranks, server]() mutable {
-    for (RankReport& r : ranks) {
-      r.samples = server->Value(absl::StrCat(config_names::kMetricsKeyPrefix,
-                                             r.rank))
-                      .value_or("");
+  return [job, server] {
+    Job::View view = job->Glance();
+    JobReport report{view.phase, view.failure, {}};
+    for (Job::RankView& r : view.ranks) {
+      report.ranks.push_back(
+          {r.rank, std::move(r.host), std::move(r.state),
+           server
+               ->Value(absl::StrCat(config_names::kMetricsKeyPrefix, r.rank))
+               .value_or("")});
     }
-    return ranks;
+    return report;
   };
 }
 
@@ -454,7 +454,7 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   port = server.port();
   std::unique_ptr<MetricsServer> metrics;
   if (o.metrics_port.has_value()) {
-    auto m = MetricsServer::Start(*o.metrics_port, ReportsOf(plan, &server));
+    auto m = MetricsServer::Start(*o.metrics_port, ReportsOf(job, &server));
     if (!m.ok()) return Failure(m.status().message());
     metrics = *std::move(m);
   }
@@ -480,6 +480,7 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
     }
   }
   int code = job->Run();
+  if (metrics) job->Linger(o.metrics_linger);
   if (*driver) (*driver)->Stop();
   job->CloseStreams();
   starter.KillAll(absl::Seconds(1));

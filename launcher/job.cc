@@ -175,6 +175,11 @@ void Job::OnMessage(AgentConn* conn, const AgentMessage& m) {
       break;
     case AgentMessage::kExit: {
       host.exited.insert(m.exit().rank());
+      host.ended[m.exit().rank()] =
+          m.exit().start_error().empty()
+              ? host::ExitStatus{m.exit().exit_code(), m.exit().signal()}
+                    .ToString()
+              : absl::StrCat("could not start: ", m.exit().start_error());
       host.stopped.erase(m.exit().rank());
       if (config_.elastic != nullptr) {
         config_.elastic->OnWorkerExit(*this, conn->host(), m.exit());

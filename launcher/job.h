@@ -76,6 +76,23 @@ class Job final : public AgentService::Service, private ElasticJobControl {
   // server shuts down.
   void CloseStreams();
 
+  // The job at a glance (hvdrun's metrics page). Thread-safe.
+  struct RankView {
+    int rank = 0;
+    std::string host;
+    // "starting", "running", "stopped", "lost with its host", or how it
+    // ended: "exited with code 0", "killed by signal 9 (Killed)".
+    std::string state;
+  };
+  struct View {
+    std::string phase;    // "starting", "running", "ending", "ended"
+    std::string failure;  // the first failure's line; empty: none yet
+    std::vector<RankView> ranks;  // by rank
+  };
+  View Glance() const ABSL_LOCKS_EXCLUDED(mu_);
+  // After Run: waits `d`, or less if hvdrun gets a signal meanwhile.
+  void Linger(absl::Duration d) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   enum class Phase { kWaiting, kProbing, kRunning, kTerminating, kShutdown,
                      kDone };
@@ -164,13 +181,15 @@ class Job final : public AgentService::Service, private ElasticJobControl {
   // stack of its Attach call.
   std::set<AgentConn*> conns_ ABSL_GUARDED_BY(mu_);
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string failure_ ABSL_GUARDED_BY(mu_);  // the first failure's line
   // A worker's plain non-zero exit is often the echo of a failure elsewhere
   // (its peer's host lost, a peer killed): held until held_until_ for that
   // cause to arrive and be announced instead (kCauseGrace in job.cc).
   std::optional<JobFailure> held_failure_ ABSL_GUARDED_BY(mu_);
   absl::Time held_until_ ABSL_GUARDED_BY(mu_);
   int exit_code_ ABSL_GUARDED_BY(mu_) = 0;
-  int signal_ ABSL_GUARDED_BY(mu_) = 0;
+  int signal_ ABSL_GUARDED_BY(mu_) = 0;   // the first signal to hvdrun
+  int signals_ ABSL_GUARDED_BY(mu_) = 0;  // how many it has had
   absl::Time start_deadline_ ABSL_GUARDED_BY(mu_);
   absl::Time phase_deadline_ ABSL_GUARDED_BY(mu_);
   absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_);

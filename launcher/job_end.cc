@@ -3,6 +3,8 @@
 // and the Shutdown that every ending goes through.
 #include "launcher/job.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "launcher/agent_conn.h"
 #include "launcher/job_host.h"
@@ -89,12 +91,14 @@ void Job::HostLost(int h, const std::string& why) {
 void Job::Interrupt(int sig) {
   absl::MutexLock lock(&mu_);
   if (signal_ == 0) signal_ = sig;
+  ++signals_;
   wake_ = true;
 }
 
 void Job::Fail(int code, const std::string& message) {
   if (failed_ || phase_ >= Phase::kShutdown) return;
   failed_ = true;
+  failure_ = message;
   exit_code_ = code;
   Say(message + StoppedNote());
   if (phase_ != Phase::kRunning) {
@@ -140,6 +144,44 @@ bool Job::AllWorkersExited() const {
     if (!host.lost && host.exited.size() < host.workers.size()) return false;
   }
   return true;
+}
+
+Job::View Job::Glance() const {
+  absl::MutexLock lock(&mu_);
+  View v;
+  v.phase = phase_ < Phase::kRunning   ? "starting"
+            : phase_ == Phase::kRunning ? "running"
+            : phase_ == Phase::kDone    ? "ended"
+                                        : "ending";
+  v.failure = failure_;
+  for (const JobHost& h : hosts_) {
+    if (!h.in_job) continue;
+    for (const WorkerSlot& w : h.workers) {
+      RankView r{w.rank, h.name, "running"};
+      if (auto it = h.ended.find(w.rank); it != h.ended.end()) {
+        r.state = it->second;
+      } else if (h.lost) {
+        r.state = "lost with its host";
+      } else if (h.stopped.count(w.rank)) {
+        r.state = "stopped";
+      } else if (phase_ < Phase::kRunning) {
+        r.state = "starting";
+      }
+      v.ranks.push_back(std::move(r));
+    }
+  }
+  std::sort(v.ranks.begin(), v.ranks.end(),
+            [](const RankView& a, const RankView& b) { return a.rank < b.rank; });
+  return v;
+}
+
+void Job::Linger(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  const int seen = signals_;
+  auto signalled = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return signals_ != seen;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&signalled), d);
 }
 
 void Job::CloseStreams() {

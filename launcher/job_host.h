@@ -39,6 +39,7 @@ struct JobHost {
   std::string data_plane;  // the address chosen for it
   int started = 0;         // workers reported started
   std::set<int> exited;    // ranks reported exited
+  std::map<int, std::string> ended;  // rank -> how: "exited with code 1"
   std::set<int> stopped;   // ranks reported stopped (SIGSTOP, a debugger)
   // Elastic jobs: when the host was added, and whether its LaunchSpec went.
   absl::Time added;

@@ -5,11 +5,14 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
+#include "google/protobuf/util/json_util.h"
+#include "launcher/metrics_page.h"
 
 namespace hvd {
 namespace launcher {
@@ -48,6 +51,49 @@ std::pair<std::string, std::string> Labelled(absl::string_view line,
           absl::StrCat(name, "{", labels, "}", line.substr(name.size()))};
 }
 
+// A report's samples by name with labels ("hvd_step_seconds",
+// "hvd_collectives_total{op=\"allreduce\"}") -> value.
+std::map<std::string, double> Samples(absl::string_view text) {
+  std::map<std::string, double> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const size_t space = line.rfind(' ');
+    double v = 0;
+    if (space == absl::string_view::npos ||
+        !absl::SimpleAtod(line.substr(space + 1), &v)) {
+      continue;
+    }
+    out[std::string(line.substr(0, space))] = v;
+  }
+  return out;
+}
+
+// The stall label of "hvd_stalled{what=\"...\"} 1", unescaped.
+std::string StallOf(absl::string_view text) {
+  constexpr absl::string_view kStalled = "hvd_stalled{what=\"";
+  const size_t at = text.find(kStalled);
+  if (at == absl::string_view::npos) return "";
+  std::string out;
+  for (size_t i = at + kStalled.size(); i < text.size(); ++i) {
+    if (text[i] == '"') break;
+    if (text[i] == '\\' && i + 1 < text.size()) {
+      ++i;
+      out.push_back(text[i] == 'n' ? '\n' : text[i]);
+      continue;
+    }
+    out.push_back(text[i]);
+  }
+  return out;
+}
+
+std::string Json(const metrics::JobStatus& status) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  // A message without Any fields always prints.
+  (void)google::protobuf::util::MessageToJsonString(status, &out, options);
+  return out;
+}
+
 http::response<http::string_body> Respond(
     const http::request<http::string_body>& req,
     const MetricsServer::Source& source) {
@@ -62,6 +108,15 @@ http::response<http::string_body> Respond(
     res.result(http::status::ok);
     res.set(http::field::content_type, "text/plain; version=0.0.4");
     res.body() = RenderPrometheus(source());
+  } else if (req.target() == "/status.json") {
+    res.result(http::status::ok);
+    res.set(http::field::content_type, "application/json");
+    res.set(http::field::cache_control, "no-store");
+    res.body() = Json(StatusOf(source()));
+  } else if (req.target() == "/") {
+    res.result(http::status::ok);
+    res.set(http::field::content_type, "text/html; charset=utf-8");
+    res.body() = kMetricsPage;
   } else {
     res.result(http::status::not_found);
     res.set(http::field::content_type, "text/plain");
@@ -112,9 +167,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace
 
-std::string RenderPrometheus(const std::vector<RankReport>& reports) {
+std::string RenderPrometheus(const JobReport& job) {
   std::map<std::string, std::vector<std::string>> families;
-  for (const RankReport& r : reports) {
+  families["hvd_job_failed"].push_back(
+      absl::StrCat("hvd_job_failed ", job.failure.empty() ? 0 : 1));
+  for (const RankReport& r : job.ranks) {
     const std::string labels = absl::StrCat("rank=\"", r.rank, "\",host=\"",
                                             LabelValue(r.host), "\"");
     families["hvd_rank_reporting"].push_back(absl::StrCat(
@@ -133,6 +190,41 @@ std::string RenderPrometheus(const std::vector<RankReport>& reports) {
     for (const std::string& s : samples) absl::StrAppend(&out, s, "\n");
   }
   return out;
+}
+
+metrics::JobStatus StatusOf(const JobReport& job) {
+  metrics::JobStatus status;
+  status.set_phase(job.phase);
+  status.set_failure(job.failure);
+  const double n = static_cast<double>(job.ranks.size());
+  for (const RankReport& r : job.ranks) {
+    metrics::RankStatus* s = status.add_ranks();
+    s->set_rank(r.rank);
+    s->set_host(r.host);
+    s->set_state(r.state);
+    const std::map<std::string, double> v = Samples(r.samples);
+    auto get = [&v](const std::string& name) {
+      auto it = v.find(name);
+      return it == v.end() ? 0.0 : it->second;
+    };
+    s->set_step_seconds(get("hvd_step_seconds"));
+    const double bytes = get("hvd_collective_bytes_total{op=\"allreduce\"}");
+    const double seconds = get("hvd_data_movement_seconds_total");
+    if (seconds > 0 && n > 1) {
+      s->set_busbw_gbps(bytes * 2 * (n - 1) / n / seconds / 1e9);
+    }
+    s->set_stalled(StallOf(r.samples));
+    double collectives = 0;
+    for (const auto& [name, value] : v) {
+      if (absl::StartsWith(name, "hvd_collectives_total{")) {
+        collectives += value;
+      }
+    }
+    s->set_collectives(static_cast<uint64_t>(collectives));
+    s->set_resident_bytes(
+        static_cast<uint64_t>(get("hvd_resident_memory_bytes")));
+  }
+  return status;
 }
 
 struct MetricsServer::Impl {

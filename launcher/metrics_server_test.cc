@@ -17,21 +17,50 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-std::vector<RankReport> TwoRanks() {
-  return {{0, "h1",
-           "hvd_collectives_total{op=\"allreduce\"} 3\nhvd_step_seconds 0.5\n"},
-          {1, "h\"2", ""}};
+JobReport TwoRanks() {
+  return {"running",
+          "",
+          {{0, "h1", "running",
+            "hvd_collectives_total{op=\"allreduce\"} 3\n"
+            "hvd_collective_bytes_total{op=\"allreduce\"} 4000000000\n"
+            "hvd_data_movement_seconds_total 2\n"
+            "hvd_stalled{what=\"tensor \\\"w\\\"\"} 1\n"
+            "hvd_step_seconds 0.5\n"},
+           {1, "h\"2", "starting", ""}}};
 }
 
 TEST(RenderPrometheus, LabelsEverySampleAndGroupsEachMetric) {
-  EXPECT_EQ(RenderPrometheus(TwoRanks()),
+  JobReport job = TwoRanks();
+  job.ranks[0].samples = "hvd_collectives_total{op=\"allreduce\"} 3\n"
+                         "hvd_step_seconds 0.5\n";
+  EXPECT_EQ(RenderPrometheus(job),
             "# TYPE hvd_collectives_total counter\n"
             "hvd_collectives_total{rank=\"0\",host=\"h1\",op=\"allreduce\"} 3\n"
+            "# TYPE hvd_job_failed gauge\n"
+            "hvd_job_failed 0\n"
             "# TYPE hvd_rank_reporting gauge\n"
             "hvd_rank_reporting{rank=\"0\",host=\"h1\"} 1\n"
             "hvd_rank_reporting{rank=\"1\",host=\"h\\\"2\"} 0\n"
             "# TYPE hvd_step_seconds gauge\n"
             "hvd_step_seconds{rank=\"0\",host=\"h1\"} 0.5\n");
+}
+
+TEST(StatusOf, WhatThePageShowsPerRank) {
+  JobReport job = TwoRanks();
+  job.failure = "hvdrun: rank 1 (host h2) exited with code 1";
+  const metrics::JobStatus s = StatusOf(job);
+  EXPECT_EQ(s.phase(), "running");
+  EXPECT_EQ(s.failure(), job.failure);
+  ASSERT_EQ(s.ranks_size(), 2);
+  EXPECT_EQ(s.ranks(0).state(), "running");
+  EXPECT_EQ(s.ranks(0).collectives(), 3u);
+  EXPECT_DOUBLE_EQ(s.ranks(0).step_seconds(), 0.5);
+  // 4 GB of allreduce in 2 s over 2 ranks: 2 * (2 - 1) / 2 * 2 GB/s.
+  EXPECT_DOUBLE_EQ(s.ranks(0).busbw_gbps(), 2.0);
+  EXPECT_EQ(s.ranks(0).stalled(), "tensor \"w\"");
+  EXPECT_EQ(s.ranks(1).host(), "h\"2");
+  EXPECT_EQ(s.ranks(1).state(), "starting");
+  EXPECT_EQ(s.ranks(1).collectives(), 0u);
 }
 
 // One HTTP/1.1 exchange over a plain socket, as a scraper has it.
@@ -64,8 +93,16 @@ TEST(MetricsServer, ServesMetricsAndNothingElse) {
       Fetch(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_THAT(got, StartsWith("HTTP/1.1 200 OK\r\n"));
   EXPECT_THAT(got, HasSubstr("Content-Type: text/plain; version=0.0.4\r\n"));
-  EXPECT_THAT(got, HasSubstr("\r\n\r\n# TYPE hvd_collectives_total counter\n"));
-  EXPECT_EQ(calls, 1);
+  EXPECT_THAT(got,
+              HasSubstr("\r\n\r\n# TYPE hvd_collective_bytes_total counter\n"));
+  EXPECT_EQ(calls, 1);  // one read of the source per request
+  const std::string json =
+      Fetch(port, "GET /status.json HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(json, HasSubstr("Content-Type: application/json\r\n"));
+  EXPECT_THAT(json, HasSubstr("\"phase\":\"running\""));
+  EXPECT_THAT(json, HasSubstr("\"host\":\"h\\\"2\""));
+  EXPECT_THAT(Fetch(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+              HasSubstr("<tbody id=\"ranks\">"));
   EXPECT_THAT(Fetch(port, "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n"),
               StartsWith("HTTP/1.1 404 Not Found\r\n"));
   EXPECT_THAT(Fetch(port, "POST /metrics HTTP/1.1\r\nHost: x\r\n"
@@ -78,10 +115,10 @@ TEST(MetricsServer, ServesMetricsAndNothingElse) {
 }
 
 TEST(MetricsServer, ATakenPortIsNamed) {
-  auto first = MetricsServer::Start(0, [] { return std::vector<RankReport>{}; });
+  auto first = MetricsServer::Start(0, [] { return JobReport{}; });
   ASSERT_TRUE(first.ok());
   auto second = MetricsServer::Start((*first)->port(),
-                                     [] { return std::vector<RankReport>{}; });
+                                     [] { return JobReport{}; });
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(std::string(second.status().message()),
               StartsWith(absl::StrCat("--metrics-port ", (*first)->port(),

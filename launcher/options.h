@@ -78,6 +78,9 @@ struct Options {
   // --metrics-port P: Prometheus /metrics of every rank, served on P; the
   // workers report every few seconds (HVD_METRICS_INTERVAL).
   std::optional<int> metrics_port;
+  // --metrics-linger-seconds S: after the job ends, keep serving S seconds
+  // (the page then shows how it ended; the last scrape sees the totals).
+  absl::Duration metrics_linger = absl::ZeroDuration();
   std::string rendezvous_file;      // --rendezvous-file F
   // TLS to the rendezvous: a launched job with remote hosts uses its own CA
   // unless --no-tls; --rendezvous-only serves the given certificate.
