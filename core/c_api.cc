@@ -324,4 +324,9 @@ int hvd_stop_timeline(void) {
   return HVD_OK;
 }
 
+int hvd_metrics_step(void) {
+  if (auto rt = Current()) rt->metrics().Step(absl::Now());
+  return HVD_OK;
+}
+
 }  // extern "C"

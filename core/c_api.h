@@ -223,6 +223,11 @@ int hvd_process_set_ids(int32_t* ids, int32_t capacity);
 int hvd_start_timeline(const char* path, int mark_cycles);
 int hvd_stop_timeline(void);
 
+/* A training step ended (the framework bindings call it from their
+ * optimizer's step): the time since the previous call is the step time
+ * hvdrun --metrics-port shows. HVD_OK; a no-op when not initialized. */
+int hvd_metrics_step(void);
+
 #ifdef __cplusplus
 }
 #endif

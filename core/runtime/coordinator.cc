@@ -348,6 +348,7 @@ void Coordinator::AddJoinResponse(ResponseList& out) {
 }
 
 std::string Coordinator::CheckStalls(absl::Time now) {
+  stalled_.clear();
   if (options_.stall_check_time <= absl::ZeroDuration()) return "";
   for (auto& [key, pending] : table_) {
     const absl::Duration age = now - pending.first_seen;
@@ -362,6 +363,7 @@ std::string Coordinator::CheckStalls(absl::Time now) {
         key.first, ") has been submitted by ranks ", RankList(submitted),
         " but not by ranks ", RankList(MissingRanks(pending, *members)),
         " for ", absl::ToInt64Seconds(age), " s");
+    if (stalled_.empty()) stalled_ = what;
     if (options_.stall_shutdown_time > absl::ZeroDuration() &&
         age >= options_.stall_shutdown_time) {
       return absl::StrCat(kStallShutdownPrefix, what,

@@ -72,6 +72,10 @@ class Coordinator {
     int64_t fused_tensors = 0;   // tensors in responses carrying several
   };
   const Stats& stats() const { return stats_; }
+  // The first tensor past the stall check time at the last Compute ("tensor
+  // 'w' (allreduce, process set 0) has been submitted by ranks 0, 1 but not
+  // by ranks 2 for 61 s"); empty when none is.
+  const std::string& stalled() const { return stalled_; }
 
  private:
   using Key = std::pair<int, std::string>;  // (process set, name)
@@ -113,6 +117,7 @@ class Coordinator {
   int last_joined_ = -1;
   int next_set_id_ = 1;
   Stats stats_;
+  std::string stalled_;
 };
 
 }  // namespace hvd::runtime

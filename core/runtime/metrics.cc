@@ -48,9 +48,12 @@ void Metrics::FusionFill(uint64_t bytes, uint64_t threshold) {
                                              static_cast<double>(threshold));
 }
 
-void Metrics::StepTime(double seconds) {
+void Metrics::Step(absl::Time now) {
   absl::MutexLock lock(&mu_);
-  step_seconds_ = seconds;
+  if (last_step_ != absl::InfinitePast()) {
+    step_seconds_ = absl::ToDoubleSeconds(now - last_step_);
+  }
+  last_step_ = now;
 }
 
 void Metrics::Stall(std::string what) {

@@ -34,8 +34,9 @@ class Metrics {
   // Bytes packed into the fusion buffer by the last fused allreduce, over
   // the fusion threshold.
   void FusionFill(uint64_t bytes, uint64_t threshold);
-  // The framework binding's last training step (hvd_metrics_step_time).
-  void StepTime(double seconds);
+  // A training step ended at `now` (hvd_metrics_step): the step time is
+  // the time since the previous one.
+  void Step(absl::Time now);
   // What this rank waits on ("tensor 'w' on ranks 2, 3"); "" when nothing.
   void Stall(std::string what);
 
@@ -53,6 +54,7 @@ class Metrics {
   absl::Duration data_ ABSL_GUARDED_BY(mu_);
   double fusion_fill_ ABSL_GUARDED_BY(mu_) = 0;
   double step_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_step_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string stall_ ABSL_GUARDED_BY(mu_);
 };
 

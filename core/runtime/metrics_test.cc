@@ -24,7 +24,9 @@ TEST(Metrics, RendersEveryCounterAsAPrometheusSample) {
   m.Negotiation(absl::Milliseconds(250));
   m.DataMovement(absl::Milliseconds(1500));
   m.FusionFill(16 << 20, 64 << 20);
-  m.StepTime(0.125);
+  const absl::Time t0 = absl::Now();
+  m.Step(t0);  // the first step only starts the clock
+  m.Step(t0 + absl::Milliseconds(125));
   const std::string text = m.Render(123456);
   EXPECT_THAT(text, HasSubstr("hvd_collectives_total{op=\"allreduce\"} 2\n"));
   EXPECT_THAT(text,

@@ -157,6 +157,7 @@ _OPTIONAL_PROTOTYPES = {
     "hvd_elastic_enabled": (_c_int, []),
     "hvd_elastic_round": (_c_int, []),
     "hvd_elastic_host_updates": (_c_int, [_c_i64, _pi64, _pint, _pint]),
+    "hvd_metrics_step": (_c_int, []),
 }
 
 _LIB_NAME = "libhvd.so"

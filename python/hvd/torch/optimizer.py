@@ -12,6 +12,7 @@ import warnings
 
 import torch
 
+from hvd import _lib
 from hvd.basics import Adasum, Average, Sum  # noqa: F401
 from hvd.process_sets import global_process_set
 from hvd.torch.compression import Compression
@@ -255,7 +256,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     "second time. Wrap step() in skip_synchronize().")
             self.synchronize()
         self._synchronized = False
-        return super(self.__class__, self).step(closure)
+        result = super(self.__class__, self).step(closure)
+        _metrics_step()
+        return result
 
     def zero_grad(self, set_to_none=False):
         if self._handles:
@@ -269,6 +272,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.backward_passes_per_step = passes
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
+
+
+def _metrics_step():
+    """Tells the core a training step ended (hvdrun --metrics-port shows the
+    step time); nothing when the library predates hvd_metrics_step."""
+    fn = _lib.optional("hvd_metrics_step")
+    if fn is not None:
+        fn()
 
 
 def DistributedOptimizer(optimizer, named_parameters=None,
