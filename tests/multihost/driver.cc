@@ -21,7 +21,8 @@
 //                              (started without hvdrun: no HVD_RANK)
 //   allreduce sum=X expected=Y ok|WRONG
 //   loop started               (after the first of the N allreduces)
-//   loop done iterations=N ok  (or "loop failed at I: <error>")
+//   loop done iterations=N ok seconds=S  (S: from the first allreduce's end;
+//                              or "loop failed at I: <error>")
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -127,6 +128,7 @@ int Loop(int iterations, size_t bytes, const std::string& started) {
   const float want = static_cast<float>(size) * (size + 1) / 2;
   std::vector<float> data(std::max<size_t>(bytes / sizeof(float), 1));
   int64_t shape[1];
+  double first_done = 0;
   for (int i = 0; i < iterations; ++i) {
     std::fill(data.begin(), data.end(), static_cast<float>(rank + 1));
     DLTensor t = FloatTensor(data, shape);
@@ -145,6 +147,7 @@ int Loop(int iterations, size_t bytes, const std::string& started) {
       return 1;
     }
     if (i == 0) {
+      first_done = UnixTime();
       printf("loop started\n");
       if (!started.empty()) {
         fclose(fopen((started + "/rank." + std::to_string(rank)).c_str(),
@@ -153,7 +156,8 @@ int Loop(int iterations, size_t bytes, const std::string& started) {
     }
     fflush(stdout);
   }
-  printf("loop done iterations=%d ok\n", iterations);
+  printf("loop done iterations=%d ok seconds=%.6f\n", iterations,
+         UnixTime() - first_done);
   return 0;
 }
 

@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""What hvdrun --metrics-port costs a job: a 4 KiB allreduce loop on 4 ranks
+of this machine, with metrics on and off, in the same run.
+
+"On" is --metrics-port (each rank then reports every 2 s) with the page's
+/status.json and Prometheus' /metrics fetched every second meanwhile; "off"
+is the same job without the flag. Runs alternate on and off, so that drift
+of a shared machine falls on both. A run's time is the slowest rank's loop
+(from its first allreduce's end, as tests/multihost/driver prints it).
+
+  /usr/bin/python3 tools/bench/metrics_overhead.py [--runs 6]
+      [--iterations 20000] [--no-build]
+
+Prints every run, the medians, and on/off - 1.
+"""
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TARGETS = ["//launcher:hvdrun", "//agent:hvd-agent", "//tests/multihost:driver"]
+DONE_RE = re.compile(r"^\[(\d+)\]<stdout>:loop done iterations=\d+ ok "
+                     r"seconds=([0-9.]+)$", re.M)
+
+
+def bazel_bin():
+    return subprocess.run(["bazel", "info", "bazel-bin"], cwd=REPO, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port, stop):
+    """Fetches the page's data and /metrics every second until `stop`."""
+    while not stop.wait(1.0):
+        for path in ("/status.json", "/metrics"):
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
+                                       timeout=5).read()
+            except OSError:
+                pass  # not up yet, or the job just ended
+
+
+def run(binaries, iterations, metrics):
+    hvdrun, agent, driver = binaries
+    cmd = [hvdrun, "--agent-path", agent, "-np", "4", "-H", "localhost:4"]
+    port = free_port()
+    if metrics:
+        cmd += ["--metrics-port", str(port)]
+    cmd += [driver, "--allreduce", "--loop", str(iterations), "--bytes", "4096"]
+    stop = threading.Event()
+    scraper = threading.Thread(target=scrape, args=(port, stop))
+    if metrics:
+        scraper.start()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    stop.set()
+    if metrics:
+        scraper.join()
+    times = [float(s) for _, s in DONE_RE.findall(r.stdout)]
+    if r.returncode != 0 or len(times) != 4:
+        sys.exit("run failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    return max(times)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=int, default=6)
+    p.add_argument("--iterations", type=int, default=20000)
+    p.add_argument("--no-build", action="store_true")
+    a = p.parse_args()
+    if not a.no_build:
+        subprocess.run(["bazel", "build", "--noshow_progress", *TARGETS],
+                       cwd=REPO, check=True)
+    out = bazel_bin()
+    binaries = [os.path.join(out, t[2:].replace(":", "/")) for t in TARGETS]
+    on, off = [], []
+    print("%-4s %-4s %10s %12s" % ("run", "mode", "seconds", "us/allreduce"))
+    for i in range(a.runs):
+        for metrics in ((True, False) if i % 2 == 0 else (False, True)):
+            t = run(binaries, a.iterations, metrics)
+            (on if metrics else off).append(t)
+            print("%-4d %-4s %10.3f %12.1f" % (i, "on" if metrics else "off",
+                                              t, t / a.iterations * 1e6))
+            sys.stdout.flush()
+    m_on, m_off = statistics.median(on), statistics.median(off)
+    print("median: on %.3f s, off %.3f s (%.1f / %.1f us per allreduce); "
+          "on/off - 1 = %+.2f%%" % (m_on, m_off, m_on / a.iterations * 1e6,
+                                     m_off / a.iterations * 1e6,
+                                     (m_on / m_off - 1) * 100))
+
+
+if __name__ == "__main__":
+    main()
