@@ -29,7 +29,7 @@
 #include "launcher/environment.h"
 #include "launcher/hosts.h"
 #include "launcher/job.h"
-#include "launcher/metrics_server.h"
+#include "launcher/job_metrics.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
 #include "launcher/self_test.h"
@@ -230,6 +230,8 @@ int RendezvousOnly(const Options& o) {
       RegistrationCounter(host::RealOs(), &sink, *o.num_proc, o.verbose);
   RendezvousServer server(so);
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
+  auto metrics = StartMetrics(o, job, &server);
+  if (!metrics.ok()) return Failure(metrics.status().message());
   const std::string addr = RendezvousAddressList(o, server.port());
   if (!AnnounceRendezvous(o, addr, token)) {
     return Failure(
@@ -242,6 +244,7 @@ int RendezvousOnly(const Options& o) {
           ? "$HVD_JOB_TOKEN"
           : "$HVD_JOB_TOKEN or --token-file " + o.rendezvous_file));
   int code = job->Run();
+  if (*metrics) job->Linger(o.metrics_linger);
   job->CloseStreams();
   server.Shutdown();
   return code;
@@ -401,24 +404,6 @@ absl::StatusOr<std::unique_ptr<ElasticDriver>> MakeDriver(
                                          host::RealOs());
 }
 
-// The job at a glance with every rank's latest metrics report, as the
-// rendezvous store holds it.
-MetricsServer::Source ReportsOf(const Job* job,
-                                const RendezvousServer* server) {
-  return [job, server] {
-    Job::View view = job->Glance();
-    JobReport report{view.phase, view.failure, {}};
-    for (Job::RankView& r : view.ranks) {
-      report.ranks.push_back(
-          {r.rank, std::move(r.host), std::move(r.state),
-           server
-               ->Value(absl::StrCat(config_names::kMetricsKeyPrefix, r.rank))
-               .value_or("")});
-    }
-    return report;
-  };
-}
-
 int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   sigset_t signals = BlockTerminationSignals();
   static OutputSink sink(1, 2, o.output_filename, Clock(o));
@@ -452,12 +437,8 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   RendezvousServer server(so);
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
   port = server.port();
-  std::unique_ptr<MetricsServer> metrics;
-  if (o.metrics_port.has_value()) {
-    auto m = MetricsServer::Start(*o.metrics_port, ReportsOf(job, &server));
-    if (!m.ok()) return Failure(m.status().message());
-    metrics = *std::move(m);
-  }
+  auto metrics = StartMetrics(o, job, &server);
+  if (!metrics.ok()) return Failure(metrics.status().message());
 
   AgentStarter starter(
       plan.starter, host::RealOs(),
@@ -480,7 +461,7 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
     }
   }
   int code = job->Run();
-  if (metrics) job->Linger(o.metrics_linger);
+  if (*metrics) job->Linger(o.metrics_linger);
   if (*driver) (*driver)->Stop();
   job->CloseStreams();
   starter.KillAll(absl::Seconds(1));

@@ -41,6 +41,21 @@ TEST(ParseCommandLine, SshPortOutsideOneTo65535IsRefused) {
   EXPECT_EQ(Parse({"-p", "65535", "true"})->ssh_port, 65535);
 }
 
+TEST(ParseCommandLine, MetricsPortAndLinger) {
+  for (const char* port : {"0", "65536", "x"}) {
+    EXPECT_EQ(Parse({"--metrics-port", port, "true"}).status().message(),
+              absl::StrCat("invalid value '", port,
+                           "' for --metrics-port: expected an integer from 1 "
+                           "to 65535"));
+  }
+  auto o = Parse({"--metrics-port", "9090", "--metrics-linger-seconds", "30",
+                  "true"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->metrics_port, 9090);
+  EXPECT_EQ(o->metrics_linger, absl::Seconds(30));
+  EXPECT_FALSE(Parse({"--metrics-linger-seconds", "-1", "true"}).ok());
+}
+
 TEST(ParseCommandLine, LongFormsWithEquals) {
   auto o = Parse({"--num-proc=3", "--hosts=a:3", "--network-interfaces=eth0,eth1",
                   "prog"});

@@ -24,6 +24,7 @@ PACKAGES=(
   openssh-server openssh-client iproute2 procps psmisc  # multi-host tests
   slurmctld slurmd slurm-client munge        # Slurm test cluster (tests/slurm)
   golang-go                                  # Helm chart renderer (deploy/render)
+  chromium                                   # the metrics page's test (tests/metrics)
 )
 
 missing=()
