@@ -61,9 +61,13 @@ absl::Status JoinError(const grpc::Status& status,
   return error;
 }
 
+// CANCELLED too: this client never cancels a Join itself, so that is the
+// server shutting down with the call in flight (gRPC says UNAVAILABLE or
+// CANCELLED depending on timing).
 bool Transient(const grpc::Status& status) {
   return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         status.error_code() == grpc::StatusCode::CANCELLED;
 }
 
 }  // namespace
