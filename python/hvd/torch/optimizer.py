@@ -274,12 +274,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._allreduce_delay[p] = passes
 
 
+_METRICS_STEP = []  # the library's hvd_metrics_step (or None), looked up once
+
+
 def _metrics_step():
     """Tells the core a training step ended (hvdrun --metrics-port shows the
     step time); nothing when the library predates hvd_metrics_step."""
-    fn = _lib.optional("hvd_metrics_step")
-    if fn is not None:
-        fn()
+    if not _METRICS_STEP:
+        _METRICS_STEP.append(_lib.optional("hvd_metrics_step"))
+    if _METRICS_STEP[0] is not None:
+        _METRICS_STEP[0]()
 
 
 def DistributedOptimizer(optimizer, named_parameters=None,
