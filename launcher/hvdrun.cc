@@ -1,7 +1,6 @@
 #include "launcher/hvdrun.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
@@ -14,7 +13,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/common/config_names.h"
 #include "core/common/env.h"
 #include "core/common/logging.h"
@@ -32,6 +30,7 @@
 #include "launcher/job_metrics.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
+#include "launcher/rendezvous_address.h"
 #include "launcher/self_test.h"
 #include "launcher/slurm_allocation.h"
 #include "core/rendezvous/rendezvous_server.h"
@@ -78,20 +77,6 @@ bool MakeDirs(const std::string& path) {
   }
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// This machine's addresses an agent elsewhere may dial, preferred first:
-// those of --network-interfaces if this machine has them, else all.
-std::vector<std::string> LauncherAddresses(const Options& o) {
-  std::vector<std::string> named, all;
-  for (const host::InterfaceAddress& a : host::ListInterfaces()) {
-    if (a.loopback) continue;
-    all.push_back(a.address);
-    for (const std::string& want : o.network_interfaces) {
-      if (a.name == want || a.address == want) named.push_back(a.address);
-    }
-  }
-  return named.empty() ? all : named;
 }
 
 // -x entries only (orchestrator mode: the submitting shell is not the
@@ -162,41 +147,6 @@ std::function<void(const WorkerInfo&)> RegistrationCounter(host::Os* os,
   };
 }
 
-// Every address of this machine (or of --network-interfaces) with the
-// rendezvous port, comma-separated: which one a node can reach is for the
-// node to find out; hvd-agent takes a list.
-std::string RendezvousAddressList(const Options& o, int port) {
-  std::vector<std::string> addrs = LauncherAddresses(o);
-  if (addrs.empty()) addrs = {"127.0.0.1"};
-  for (std::string& a : addrs) a = absl::StrCat(a, ":", port);
-  return absl::StrJoin(addrs, ",");
-}
-
-// Tells the orchestrator where the rendezvous is and the job token: in
-// --rendezvous-file (mode 0600; only the address goes to stdout), else on
-// stdout. False when the file cannot be written.
-bool AnnounceRendezvous(const Options& o, const std::string& addr,
-                        const std::string& token) {
-  if (o.rendezvous_file.empty()) {
-    std::printf("HVD_RENDEZVOUS_ADDR=%s\nHVD_JOB_TOKEN=%s\n", addr.c_str(),
-                token.c_str());
-    std::fflush(stdout);
-    return true;
-  }
-  int fd = open(o.rendezvous_file.c_str(),
-                O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0 || fchmod(fd, 0600) != 0 ||
-      !host::WriteAll(fd, absl::StrCat("HVD_RENDEZVOUS_ADDR=", addr,
-                                       "\nHVD_JOB_TOKEN=", token, "\n"))
-           .ok()) {
-    return false;
-  }
-  close(fd);
-  std::printf("HVD_RENDEZVOUS_ADDR=%s\n", addr.c_str());
-  std::fflush(stdout);
-  return true;
-}
-
 int RendezvousOnly(const Options& o) {
   std::string token;
   if (const char* t = getenv("HVD_JOB_TOKEN"); t != nullptr && *t != '\0') {
@@ -232,8 +182,8 @@ int RendezvousOnly(const Options& o) {
   if (absl::Status s = server.Start(); !s.ok()) return Failure(s.message());
   auto metrics = StartMetrics(o, job, &server);
   if (!metrics.ok()) return Failure(metrics.status().message());
-  const std::string addr = RendezvousAddressList(o, server.port());
-  if (!AnnounceRendezvous(o, addr, token)) {
+  const std::string addr = RendezvousAddressList(o.network_interfaces, server.port());
+  if (!AnnounceRendezvous(o.rendezvous_file, addr, token)) {
     return Failure(
         absl::StrCat("cannot write --rendezvous-file ", o.rendezvous_file));
   }
@@ -334,7 +284,7 @@ int PlanLaunch(const Options& o, LaunchPlan* plan) {
   absl::StatusOr<AgentStarterOptions> starter = StarterOptions(o, any_local);
   if (!starter.ok()) return Failure(starter.status().message());
   plan->starter = *std::move(starter);
-  plan->launcher_addrs = LauncherAddresses(o);
+  plan->launcher_addrs = LauncherAddresses(o.network_interfaces);
   if (plan->any_remote && plan->launcher_addrs.empty()) {
     return Failure("no non-loopback IPv4 address here for remote agents to "
                    "dial back to");

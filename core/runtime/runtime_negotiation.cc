@@ -1,0 +1,152 @@
+// The negotiation half of Runtime's cycle: which of this rank's tensors go
+// to rank 0 (in full, or as response-cache bits), rank 0 gathering every
+// rank's lists and answering, and a peer's exchange with rank 0.
+#include "core/runtime/runtime.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/runtime/response_cache.h"
+
+namespace hvd::runtime {
+namespace {
+
+absl::Status Annotate(const absl::Status& status, absl::string_view what) {
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+}
+
+absl::StatusOr<ResponseList> Parse(const std::string& bytes, int from) {
+  ResponseList list;
+  if (!list.ParseFromString(bytes)) {
+    return absl::DataLossError(
+        absl::StrCat("malformed negotiation message from rank ", from));
+  }
+  return list;
+}
+
+}  // namespace
+
+// Rank 0's cycle: gather one list from every peer (each sends when it has
+// work, at its cycle timer, or at once while its tensors wait for others),
+// so rank 0 never sleeps on a timer while a peer waits for it. If then
+// nothing is ready only because rank 0 itself has not submitted a tensor
+// that others have, hold the answer up to HVD_CYCLE_TIME for that
+// submission rather than send every peer back to wait a cycle.
+absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
+  const int size = config_.size;
+  std::vector<RequestList> lists(size);
+  std::vector<std::string> raw(size);
+  std::vector<std::unique_ptr<transport::Request>> recvs(size);
+  for (int r = 1; r < size; ++r) recvs[r] = parts_.context->RecvAny(r, &raw[r]);
+  const absl::Time start = absl::Now();
+  for (int r = 1; r < size; ++r) {
+    if (absl::Status s = transport::WaitNamingStalls(
+            *recvs[r], start, wait_limits_, "negotiation");
+        !s.ok()) {
+      return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
+    }
+    if (!lists[r].ParseFromString(raw[r])) {
+      return absl::DataLossError(
+          absl::StrCat("malformed negotiation message from rank ", r));
+    }
+    *busy |= Announces(lists[r]);
+  }
+  timeline_.MarkCycle();
+  const absl::Time hold_end = absl::Now() + config_.cycle_time;
+  ResponseList result;
+  while (true) {
+    const bool stop = StopRequested();
+    lists[0] = BuildRequests();
+    lists[0].set_shutdown(stop);
+    *busy |= Announces(lists[0]);
+    result = coordinator_->Compute(lists, absl::Now());
+    metrics_.Stall(coordinator_->stalled());
+    if (result.responses_size() > 0 || !result.shutdown().empty() ||
+        !coordinator_->WaitingFor(0) || absl::Now() >= hold_end) {
+      break;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || stop_requested_ || aborted_;
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&ready), hold_end);
+    }
+    if (absl::Status aborted = AbortStatus(); !aborted.ok()) return aborted;
+    // The coordinator has the peers' requests now; their cache bits still
+    // count, as every cycle.
+    for (int r = 1; r < size; ++r) lists[r].clear_requests();
+  }
+  const std::string reply = result.SerializeAsString();
+  std::vector<std::unique_ptr<transport::Request>> sends;
+  for (int r = 1; r < size; ++r) {
+    sends.push_back(parts_.context->Send(r, reply.data(), reply.size()));
+  }
+  const absl::Time sent = absl::Now();
+  for (int r = 1; r < size; ++r) {
+    if (absl::Status s = transport::WaitNamingStalls(
+            *sends[r - 1], sent, wait_limits_, "negotiation");
+        !s.ok()) {
+      return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
+    }
+  }
+  return result;
+}
+
+RequestList Runtime::BuildRequests() {
+  std::vector<std::unique_ptr<TensorEntry>> fresh;
+  {
+    absl::MutexLock lock(&mu_);
+    fresh.swap(queue_);
+    has_work_.store(false, std::memory_order_relaxed);
+  }
+  RequestList list;
+  for (auto& entry : fresh) {
+    const Request& request = entry->request;
+    std::pair<int, std::string> key{request.process_set(), request.name()};
+    if (request.type() == JOIN) key = {0, kJoinName};
+    const bool duplicate = pending_.count(key) > 0;
+    const bool cacheable = request.type() == ALLREDUCE &&
+                           request.group_size() <= 1 && !duplicate;
+    entry->cache_slot = cacheable ? cache_.Lookup(request) : -1;
+    if (entry->cache_slot < 0) *list.add_requests() = request;
+    pending_[key].push_back(std::move(entry));
+  }
+  std::string bits;
+  for (auto& [key, entries] : pending_) {
+    for (auto& entry : entries) {
+      if (entry->cache_slot < 0) continue;
+      if (cache_.Lookup(entry->request) != entry->cache_slot) {
+        entry->cache_slot = -1;  // Evicted meanwhile: negotiate in full.
+        *list.add_requests() = entry->request;
+      } else {
+        SetBit(bits, entry->cache_slot);
+      }
+    }
+  }
+  list.set_cache_bits(bits);
+  return list;
+}
+
+absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
+  if (config_.size == 1) return coordinator_->Compute({mine}, absl::Now());
+  const absl::Time start = absl::Now();
+  const std::string out = mine.SerializeAsString();
+  std::string in;
+  auto send = parts_.context->Send(0, out.data(), out.size());
+  auto recv = parts_.context->RecvAny(0, &in);
+  absl::Status s = transport::WaitNamingStalls(*send, start,
+                                               wait_limits_,
+                                               "negotiation");
+  if (s.ok()) {
+    s = transport::WaitNamingStalls(*recv, start, wait_limits_,
+                                    "negotiation");
+  }
+  if (!s.ok()) return Annotate(s, "negotiation with rank 0 failed");
+  return Parse(in, 0);
+}
+
+}  // namespace hvd::runtime
