@@ -116,6 +116,7 @@ absl::Status Fabric::OpenAll(size_t cq_entries) {
     return fail("fi_fabric", rc);
   if (int rc = fi_domain(fabric_, info_, &domain_, nullptr))
     return fail("fi_domain", rc);
+  if (absl::Status s = CheckRegistrationMode(); !s.ok()) return s;
   fi_cq_attr cq_attr = {};
   cq_attr.format = FI_CQ_FORMAT_DATA;
   cq_attr.size = cq_entries;
@@ -137,6 +138,31 @@ absl::Status Fabric::OpenAll(size_t cq_entries) {
     return fail("fi_ep_bind cq", rc);
   if (int rc = fi_enable(ep_)) return fail("fi_enable", rc);
   return absl::OkStatus();
+}
+
+absl::Status Fabric::CheckRegistrationMode() {
+  if (prov_key()) return absl::OkStatus();
+  // A domain that reported no FI_MR_PROV_KEY must keep the key it is asked
+  // for. One that picks its own is running libfabric's 1.0 semantics
+  // (virtual addresses, provider keys) behind an fi_info that says
+  // otherwise: this program's fi_* references are unversioned, i.e. bound to
+  // the library's 1.0 ABI (a shared object linked without -lfabric).
+  static char probe[64];
+  constexpr uint64_t kProbeKey = uint64_t{1} << 41;
+  fid_mr* mr = nullptr;
+  if (int rc = fi_mr_reg(domain_, probe, sizeof(probe), FI_REMOTE_WRITE, 0,
+                         kProbeKey, 0, &mr, nullptr)) {
+    return absl::UnavailableError(FiError("fi_mr_reg (probe)", rc));
+  }
+  const uint64_t key = fi_mr_key(mr);
+  fi_close(&mr->fid);
+  if (key == kProbeKey) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "libfabric's ", provider_name(),
+      " domain chose memory registration key ", key, " although fi_getinfo "
+      "reported no FI_MR_PROV_KEY (asked for ", kProbeKey, "): this program "
+      "is bound to libfabric's 1.0 ABI, whose domains address remote writes "
+      "differently; link the code calling fi_* with -lfabric"));
 }
 
 void Fabric::CloseEndpoint() {
@@ -177,11 +203,9 @@ bool Fabric::mr_local() const {
          (info_->mode & FI_LOCAL_MR) != 0;
 }
 bool Fabric::virt_addr() const {
-  // tcp;ofi_rxm returns none of the offered bits yet checks remote
-  // addresses against the registered virtual range (sockets, also
-  // returning none, takes offsets).
-  return (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0 ||
-         CoreName(info_->fabric_attr->prov_name) == "tcp";
+  // Without FI_MR_VIRT_ADDR (tcp;ofi_rxm and sockets report none of the
+  // offered bits) a remote address is an offset into the region.
+  return (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
 }
 bool Fabric::prov_key() const {
   return (info_->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;

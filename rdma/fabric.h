@@ -70,6 +70,9 @@ class Fabric {
  private:
   Fabric() = default;
   absl::Status OpenAll(size_t cq_entries);
+  // FailedPrecondition when the domain does not use the registration mode
+  // fi_getinfo reported (libfabric bound through its 1.0 ABI).
+  absl::Status CheckRegistrationMode();
 
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
