@@ -58,7 +58,7 @@ absl::Status Allreduce(transport::Context& context, const Group& group,
   }
   if (count == 0) return absl::OkStatus();
   if (group.size() == 1) {
-    if (options.postscale != 1.0) Scale(data, count, dtype, options.postscale);
+    Postscale(data, count, dtype, options.postscale, options.divisor);
     return absl::OkStatus();
   }
   return Run(context, group, internal::DataView(static_cast<char*>(data)),
@@ -81,8 +81,8 @@ absl::Status AllreduceMany(transport::Context& context, const Group& group,
   }
   if (count == 0) return absl::OkStatus();
   if (group.size() == 1) {
-    if (options.postscale != 1.0) {
-      for (const auto& [p, n] : pieces) Scale(p, n, dtype, options.postscale);
+    for (const auto& [p, n] : pieces) {
+      Postscale(p, n, dtype, options.postscale, options.divisor);
     }
     return absl::OkStatus();
   }

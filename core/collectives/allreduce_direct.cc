@@ -40,7 +40,7 @@ absl::Status AllreduceDirect(transport::Context& context, const Group& group,
   // member 0's slot and copy the result out.
   char* acc = contribution(0);
   for (int j = 1; j < n; ++j) Reduce(acc, contribution(j), count, dtype, op);
-  if (options.postscale != 1.0) Scale(acc, count, dtype, options.postscale);
+  Postscale(acc, count, dtype, options.postscale, options.divisor);
   if (acc != data) std::memcpy(data, acc, bytes);
   return absl::OkStatus();
 }

@@ -59,6 +59,7 @@ absl::Status AllreduceHierarchical(transport::Context& context,
   const int prev = RingPeer(local, -1);
   CollectiveOptions unscaled = options;
   unscaled.postscale = 1.0;
+  unscaled.divisor = 1;
   if (local.size() > 1) {
     const RingPlan plan = BuildRingPlan(
         ReduceScatterFirstSend(blocks, local.index),
@@ -80,9 +81,9 @@ absl::Status AllreduceHierarchical(transport::Context& context,
             : AllreduceRing(context, layout.cross, block, own_count, dtype, op,
                             options);
     if (!status.ok()) return status;
-  } else if (options.postscale != 1.0) {
+  } else if (options.scales()) {
     for (const auto& [p, n] : data.Ranges(own.offset, own.bytes)) {
-      Scale(p, n / elem_size, dtype, options.postscale);
+      Postscale(p, n / elem_size, dtype, options.postscale, options.divisor);
     }
   }
   if (local.size() > 1) {

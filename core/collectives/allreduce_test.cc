@@ -125,18 +125,23 @@ TEST_P(AllreduceTest, EveryDtypeAndOpMatchesExactReference) {
   }
 }
 
+// Both ways an Average is done: a division by the world size, and a factor
+// (a scaled Average, or Horovod's 1/N).
 TEST_P(AllreduceTest, PostscaleIsAppliedOnceToEveryElement) {
   const int world = this->world();
   const size_t count = this->count();
   TestMesh* mesh = TestMesh::Shared(world, transport());
   ASSERT_NE(mesh, nullptr);
-  CollectiveOptions options = Options(*mesh);
-  options.postscale = 1.0 / world;  // Average
   const std::vector<int> all_ranks = AllRanks();
+  for (auto [factor, divisor] : {std::pair<double, int>{1.0 / world, 1},
+                                 std::pair<double, int>{1.0, world}})
   for (DataType dtype :
        {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16}) {
+    CollectiveOptions options = Options(*mesh);
+    options.postscale = factor;
+    options.divisor = divisor;
     std::vector<char> want = Expected(dtype, ReduceOp::kSum, all_ranks, count);
-    Scale(want.data(), count, dtype, options.postscale);
+    Postscale(want.data(), count, dtype, factor, divisor);
     std::vector<std::string> bad(world);
     auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
       std::vector<char> data = MakeInput(dtype, ReduceOp::kSum, rank, count);

@@ -66,11 +66,18 @@ struct CollectiveOptions {
   // 2), in H-1 steps across hosts instead of N-1. Otherwise, or when false
   // (HVD_HIERARCHICAL_ALLGATHER=0), the flat ring.
   bool hierarchical_allgather = true;
-  // Allreduce: the result is multiplied by this (Scale, reduce.h), which is
-  // how Average is done (Sum, then 1/N). Each element is scaled once, by the
-  // member that completes its reduction, before it is passed on, instead of
-  // in a pass of its own over the whole buffer on every member afterwards.
+  // Allreduce: the result is multiplied by `postscale` and then divided by
+  // `divisor` (Postscale, reduce.h). An Average is Sum with divisor N, so
+  // that it equals the framework's own sum / N bit for bit; with a factor
+  // of its own it is Sum with postscale factor/N, as Horovod does it. Each
+  // element is scaled once, by the member that completes its reduction,
+  // before it is passed on, instead of in a pass of its own over the whole
+  // buffer on every member afterwards.
   double postscale = 1.0;
+  int divisor = 1;
+
+  // Whether an allreduce's result is scaled at all.
+  bool scales() const { return postscale != 1.0 || divisor != 1; }
 };
 
 }  // namespace hvd::collectives

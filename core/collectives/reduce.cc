@@ -117,17 +117,29 @@ void ScaleTyped(void* bytes, size_t count, double factor) {
   }
 }
 
-// dst[i] = (dst[i] + src[i]) * factor, rounded as Loop<SumOp> then
-// ScaleTyped round it: the sum to T, then the product in T.
+template <typename T>
+void DivideTyped(void* bytes, size_t count, int divisor) {
+  T* __restrict data = static_cast<T*>(bytes);
+  const T d = static_cast<T>(divisor);
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(data[i] / d);
+}
+
+// dst[i] = (dst[i] + src[i]) * factor / divisor, rounded as Loop<SumOp>,
+// ScaleTyped and DivideTyped round it: the sum to T, the product in T, the
+// quotient in T.
 template <typename T>
 void SumScaleLoop(void* dst_bytes, const void* src_bytes, size_t count,
-                  double factor) {
+                  double factor, int divisor) {
   T* __restrict dst = static_cast<T*>(dst_bytes);
   const T* __restrict src = static_cast<const T*>(src_bytes);
   const T f = static_cast<T>(factor);
-  for (size_t i = 0; i < count; ++i) {
-    const T sum = dst[i] + src[i];
-    dst[i] = sum * f;
+  const T d = static_cast<T>(divisor);
+  if (divisor == 1) {
+    for (size_t i = 0; i < count; ++i) dst[i] = (dst[i] + src[i]) * f;
+  } else if (factor == 1.0) {
+    for (size_t i = 0; i < count; ++i) dst[i] = (dst[i] + src[i]) / d;
+  } else {
+    for (size_t i = 0; i < count; ++i) dst[i] = (dst[i] + src[i]) * f / d;
   }
 }
 
@@ -168,15 +180,49 @@ void Reduce(void* dst, const void* src, size_t count, DataType dtype,
 }
 
 void ReduceAndScale(void* dst, const void* src, size_t count, DataType dtype,
-                    ReduceOp op, double factor) {
+                    ReduceOp op, double factor, int divisor) {
   if (op == ReduceOp::kSum && dtype == DataType::kFloat32) {
-    return SumScaleLoop<float>(dst, src, count, factor);
+    return SumScaleLoop<float>(dst, src, count, factor, divisor);
   }
   if (op == ReduceOp::kSum && dtype == DataType::kFloat64) {
-    return SumScaleLoop<double>(dst, src, count, factor);
+    return SumScaleLoop<double>(dst, src, count, factor, divisor);
   }
   Reduce(dst, src, count, dtype, op);
-  Scale(dst, count, dtype, factor);
+  Postscale(dst, count, dtype, factor, divisor);
+}
+
+void Postscale(void* data, size_t count, DataType dtype, double factor,
+               int divisor) {
+  if (factor != 1.0) Scale(data, count, dtype, factor);
+  if (divisor != 1) Divide(data, count, dtype, divisor);
+}
+
+void Divide(void* data, size_t count, DataType dtype, int divisor) {
+  switch (dtype) {
+    case DataType::kUint8:
+      return DivideTyped<uint8_t>(data, count, divisor);
+    case DataType::kInt8:
+      return DivideTyped<int8_t>(data, count, divisor);
+    case DataType::kUint16:
+      return DivideTyped<uint16_t>(data, count, divisor);
+    case DataType::kInt16:
+      return DivideTyped<int16_t>(data, count, divisor);
+    case DataType::kInt32:
+      return DivideTyped<int32_t>(data, count, divisor);
+    case DataType::kInt64:
+      return DivideTyped<int64_t>(data, count, divisor);
+    case DataType::kFloat32:
+      return DivideTyped<float>(data, count, divisor);
+    case DataType::kFloat64:
+      return DivideTyped<double>(data, count, divisor);
+    case DataType::kFloat16:
+      return internal::DivideFloat16(data, count, static_cast<float>(divisor));
+    case DataType::kBFloat16:
+      return internal::DivideBFloat16(data, count,
+                                      static_cast<float>(divisor));
+    case DataType::kBool:
+      return;
+  }
 }
 
 void Scale(void* data, size_t count, DataType dtype, double factor) {

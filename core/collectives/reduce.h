@@ -18,11 +18,22 @@ void Reduce(void* dst, const void* src, size_t count, DataType dtype,
 // integer types, truncated toward zero.
 void Scale(void* data, size_t count, DataType dtype, double factor);
 
-// Reduce, then Scale by `factor`, with bit-identical results, in one pass
-// over memory where a fused kernel exists (float32 and float64 Sum: the
-// Average of gradients), else as the two calls.
+// data[i] /= divisor (divisor > 0): integer types divide exactly,
+// truncating toward zero; floating types divide in their own type (half
+// types in float, rounded once), so the result is what the framework's own
+// division gives. Bool is left as it is.
+void Divide(void* data, size_t count, DataType dtype, int divisor);
+
+// Scale by `factor`, then Divide by `divisor`, each only where it is not 1:
+// what an allreduce's result gets (CollectiveOptions::postscale, divisor).
+void Postscale(void* data, size_t count, DataType dtype, double factor,
+               int divisor);
+
+// Reduce, then Postscale, with bit-identical results, in one pass over
+// memory where a fused kernel exists (float32 and float64 Sum: the Average
+// of gradients), else as the calls one after the other.
 void ReduceAndScale(void* dst, const void* src, size_t count, DataType dtype,
-                    ReduceOp op, double factor);
+                    ReduceOp op, double factor, int divisor);
 
 }  // namespace hvd::collectives
 

@@ -72,6 +72,14 @@ void ScaleScalar(void* bytes, size_t count, float factor) {
   }
 }
 
+template <typename Format>
+void DivideScalar(void* bytes, size_t count, float divisor) {
+  uint16_t* data = static_cast<uint16_t*>(bytes);
+  for (size_t i = 0; i < count; ++i) {
+    data[i] = Format::FromFloat(Format::ToFloat(data[i]) / divisor);
+  }
+}
+
 #ifdef HVD_HAVE_F16C_PATH
 // The portable float16 conversion branches on subnormals and does not
 // vectorise; where the CPU has F16C, convert 8 lanes per instruction. Both
@@ -192,6 +200,14 @@ void ScaleFloat16(void* data, size_t count, float factor) {
 
 void ScaleBFloat16(void* data, size_t count, float factor) {
   ScaleScalar<BFloat16>(data, count, factor);
+}
+
+void DivideFloat16(void* data, size_t count, float divisor) {
+  DivideScalar<Float16>(data, count, divisor);
+}
+
+void DivideBFloat16(void* data, size_t count, float divisor) {
+  DivideScalar<BFloat16>(data, count, divisor);
 }
 
 }  // namespace hvd::collectives::internal

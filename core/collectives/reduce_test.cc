@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "core/common/half.h"
@@ -30,27 +31,28 @@ TEST(ReduceAndScale, MatchesReduceThenScaleBitForBit) {
     c.push_back(1.0 / (i + 7) + 1e15 * (i % 5));
     d.push_back(std::cbrt(static_cast<double>(i)) * -0.7);
   }
-  for (double factor : {1.0 / 3, 0.5, -2.75}) {
+  for (auto [factor, divisor] : std::vector<std::pair<double, int>>{
+           {1.0 / 3, 1}, {0.5, 1}, {-2.75, 1}, {1.0, 3}, {-2.75, 7}}) {
     std::vector<float> fused = a, split = a;
     ReduceAndScale(fused.data(), b.data(), a.size(), DataType::kFloat32,
-                   ReduceOp::kSum, factor);
+                   ReduceOp::kSum, factor, divisor);
     Reduce(split.data(), b.data(), a.size(), DataType::kFloat32,
            ReduceOp::kSum);
-    Scale(split.data(), a.size(), DataType::kFloat32, factor);
+    Postscale(split.data(), a.size(), DataType::kFloat32, factor, divisor);
     EXPECT_EQ(std::memcmp(fused.data(), split.data(), a.size() * 4), 0);
     std::vector<double> fused64 = c, split64 = c;
     ReduceAndScale(fused64.data(), d.data(), c.size(), DataType::kFloat64,
-                   ReduceOp::kSum, factor);
+                   ReduceOp::kSum, factor, divisor);
     Reduce(split64.data(), d.data(), c.size(), DataType::kFloat64,
            ReduceOp::kSum);
-    Scale(split64.data(), c.size(), DataType::kFloat64, factor);
+    Postscale(split64.data(), c.size(), DataType::kFloat64, factor, divisor);
     EXPECT_EQ(std::memcmp(fused64.data(), split64.data(), c.size() * 8), 0);
     // Other dtypes and ops take the two-call path.
     std::vector<int32_t> ints = {7, -9, 100}, more = {1, 2, 3};
     ReduceAndScale(ints.data(), more.data(), 3, DataType::kInt32,
-                   ReduceOp::kMax, factor);
+                   ReduceOp::kMax, factor, divisor);
     std::vector<int32_t> want = {7, 2, 100};
-    Scale(want.data(), 3, DataType::kInt32, factor);
+    Postscale(want.data(), 3, DataType::kInt32, factor, divisor);
     EXPECT_EQ(ints, want);
   }
 }
@@ -261,7 +263,7 @@ TEST(Scale, Float32IsScaledInFloatArithmetic) {
   std::vector<float> fused = f, other(f.size(), 0.0f);
   Scale(f.data(), f.size(), DataType::kFloat32, factor);
   ReduceAndScale(fused.data(), other.data(), fused.size(),
-                 DataType::kFloat32, ReduceOp::kSum, factor);
+                 DataType::kFloat32, ReduceOp::kSum, factor, 1);
   int differs_in_double = 0;
   for (size_t i = 0; i < f.size(); ++i) {
     const float x = -50.0f + 0.37f * i;
@@ -280,6 +282,36 @@ TEST(Scale, BoolKeepsTruthUnlessFactorIsZero) {
   EXPECT_EQ(v, (std::vector<uint8_t>{0, 1, 1}));
   Scale(v.data(), v.size(), DataType::kBool, 0.0);
   EXPECT_EQ(v, (std::vector<uint8_t>{0, 0, 0}));
+}
+
+
+// An Average divides: torch's and numpy's own sum / N, which the frameworks'
+// tests compare with no tolerance. Multiplying by 1/N instead gives
+// 194 * 0.33333334f = 64.66667f, not 194 / 3 = 64.666664f.
+TEST(Divide, FloatTypesGiveTheCorrectlyRoundedQuotient) {
+  std::vector<float> f = {194.0f, -172.0f, 1.0f, 0.0f};
+  Divide(f.data(), f.size(), DataType::kFloat32, 3);
+  EXPECT_EQ(f, (std::vector<float>{194.0f / 3, -172.0f / 3, 1.0f / 3, 0.0f}));
+  EXPECT_NE(194.0f / 3, 194.0f * static_cast<float>(1.0 / 3));
+  std::vector<double> d = {1e300, 7.0};
+  Divide(d.data(), d.size(), DataType::kFloat64, 3);
+  EXPECT_EQ(d, (std::vector<double>{1e300 / 3, 7.0 / 3}));
+  std::vector<uint16_t> h = {FloatToHalf(97.0f)};
+  Divide(h.data(), h.size(), DataType::kFloat16, 3);
+  EXPECT_EQ(h[0], FloatToHalf(97.0f / 3));
+}
+
+TEST(Divide, IntegerTypesTruncateTowardZeroExactly) {
+  std::vector<int32_t> i = {-7, 7, 6, -6, 2};
+  Divide(i.data(), i.size(), DataType::kInt32, 3);
+  EXPECT_EQ(i, (std::vector<int32_t>{-2, 2, 2, -2, 0}));
+  // Past 2^53, where a quotient taken in double would be off.
+  std::vector<int64_t> big = {9007199254740993LL * 3};
+  Divide(big.data(), big.size(), DataType::kInt64, 3);
+  EXPECT_EQ(big[0], 9007199254740993LL);
+  std::vector<uint8_t> u = {255};
+  Divide(u.data(), u.size(), DataType::kUint8, 2);
+  EXPECT_EQ(u[0], 127);
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ class RingRunner {
         elem_size_(DataTypeSize(dtype)),
         limits_(LimitsOf(options)),
         postscale_(options.postscale),
+        divisor_(options.divisor),
         data_scratch_(data_scratch),
         scratch_(plan.slot_bytes * plan.num_slots),
         recvs_(plan.recvs.size()) {}
@@ -98,16 +99,16 @@ class RingRunner {
   }
 
   void Process(const RingRecv& recv) {
-    const bool scale = recv.scale && postscale_ != 1.0;
+    const bool scale = recv.scale && (postscale_ != 1.0 || divisor_ != 1);
     char* at = data_.At(recv.span.offset);
     const size_t count = recv.span.bytes / elem_size_;
     if (recv.reduce && scale) {
       ReduceAndScale(at, SlotAddress(recv.slot), count, dtype_, op_,
-                     postscale_);
+                     postscale_, divisor_);
     } else if (recv.reduce) {
       Reduce(at, SlotAddress(recv.slot), count, dtype_, op_);
     } else if (scale) {
-      Scale(at, count, dtype_, postscale_);
+      Postscale(at, count, dtype_, postscale_, divisor_);
     }
     if (recv.forward) Send(recv.span);
   }
@@ -122,6 +123,7 @@ class RingRunner {
   const size_t elem_size_;
   const transport::WaitLimits limits_;
   const double postscale_;
+  const int divisor_;
   Scratch* const data_scratch_;
   Scratch scratch_;  // kPipelineDepth slots for chunks to be reduced.
   std::vector<RequestPtr> sends_;  // In posting order.

@@ -29,7 +29,7 @@ inline constexpr int kPipelineDepth = 4;
 struct RingStep {
   Span recv;
   bool reduce = false;
-  bool scale = false;  // Apply options.postscale after reducing.
+  bool scale = false;  // Apply options.postscale and divisor after reducing.
 };
 
 struct RingRecv {

@@ -12,6 +12,19 @@
 namespace hvd::runtime {
 namespace {
 
+// An Average over `members` is a Sum, then a division by `members` where no
+// other factor applies (the framework's own sum / N, bit for bit), else a
+// multiplication by postscale / members, as Horovod does it.
+void AverageAsSum(int members, ReduceOp* op, double* postscale, int* divisor) {
+  if (*op != ReduceOp::kAverage) return;
+  *op = ReduceOp::kSum;
+  if (*postscale == 1.0) {
+    *divisor = members;
+  } else {
+    *postscale /= members;
+  }
+}
+
 // memcpy, for any byte count: a tensor with no elements may have a null data
 // pointer, and memcpy's pointers must not be null even for 0 bytes.
 void CopyBytes(void* to, const void* from, size_t bytes) {
@@ -355,10 +368,7 @@ absl::Status Executor::Allreduce(const Response& response, Entries& entries,
   ReduceOp op = static_cast<ReduceOp>(response.op());
   collectives::CollectiveOptions options = options_;
   options.postscale = response.postscale();
-  if (op == ReduceOp::kAverage) {
-    op = ReduceOp::kSum;
-    options.postscale /= group.size();
-  }
+  AverageAsSum(group.size(), &op, &options.postscale, &options.divisor);
   const std::string& row = response.names(0);
   AllreducePieces plan = PlanPieces(response, entries);
   GatherSmall(response, entries, plan);
@@ -370,10 +380,8 @@ absl::Status Executor::Allreduce(const Response& response, Entries& entries,
   }
   absl::Status status;
   if (group.size() == 1) {  // No context in a job of one.
-    if (options.postscale != 1.0) {
-      for (const auto& [p, n] : pieces) {
-        collectives::Scale(p, n, dtype, options.postscale);
-      }
+    for (const auto& [p, n] : pieces) {
+      collectives::Postscale(p, n, dtype, options.postscale, options.divisor);
     }
   } else {
     timeline_->ActivityStart(row, "ALLREDUCE");
@@ -463,10 +471,8 @@ absl::Status Executor::ReduceScatter(const Response& response,
   for (int m = 0; m < n; ++m) counts[m] = SplitRows(rows, n, m) * row_elems;
   ReduceOp op = static_cast<ReduceOp>(response.op());
   double postscale = response.postscale();
-  if (op == ReduceOp::kAverage) {
-    op = ReduceOp::kSum;
-    postscale /= n;
-  }
+  int divisor = 1;
+  AverageAsSum(n, &op, &postscale, &divisor);
   const void* input = entry.input;
   if (response.prescale() != 1.0) {
     void* scaled = FusionBuffer(entry.Bytes());
@@ -488,9 +494,8 @@ absl::Status Executor::ReduceScatter(const Response& response,
                                         op, options_);
   }
   if (!status.ok()) return status;
-  if (postscale != 1.0) {
-    collectives::Scale(result.output->data(), out_count, dtype, postscale);
-  }
+  collectives::Postscale(result.output->data(), out_count, dtype, postscale,
+                         divisor);
   Complete(entry, status, std::move(result));
   return status;
 }
