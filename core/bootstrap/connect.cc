@@ -14,6 +14,7 @@
 #include "core/bootstrap/data_plane_token.h"
 #include "core/rendezvous/grpc_store.h"
 #include "core/transport/composite/composite_context.h"
+#include "core/common/logging.h"
 #include "core/transport/shm/shm_context.h"
 #include "core/transport/tcp/tcp_context.h"
 #include "rdma/fabric.h"
@@ -223,6 +224,8 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
   }
   auto tcp = make_context(config.rank, config.size, parts.store.get());
   if (!tcp.ok()) return tcp.status();
+  HVD_LOG(INFO) << "rank " << config.rank << ": ranks on other hosts over "
+                << (*use_rdma ? "rdma" : "tcp");
   auto hosts = ExchangeHosts(config, *parts.store);
   if (!hosts.ok()) return hosts.status();
   parts.hosts = *std::move(hosts);

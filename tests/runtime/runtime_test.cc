@@ -44,6 +44,47 @@ TEST_P(CollectivesTest, EveryCollectiveIsCorrect) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CollectivesTest, ::testing::Values(2, 3, 4));
 
+// Each rank names a host of its own, so every pair of ranks is between
+// hosts, where HVD_TRANSPORT=rdma puts the RDMA transport (here over
+// libfabric's tcp provider, on loopback) instead of shared memory.
+TEST(Transport, RdmaBetweenHostsRunsEveryCollective) {
+  JobSpec spec;
+  spec.size = 3;
+  spec.args = {"collectives"};
+  spec.env = {{"HVD_TRANSPORT", "rdma"},
+              {"HVD_RDMA_PROVIDER", "tcp"},
+              {"HVD_LOG_LEVEL", "info"}};
+  for (int r = 0; r < spec.size; ++r) {
+    spec.rank_env[r] = {{"HVD_HOSTNAME", absl::StrCat("rdma-host-", r)}};
+  }
+  auto results = RunJob(spec);
+  ExpectAllPass(results);
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_TRUE(absl::StrContains(
+        results[r].err,
+        absl::StrCat("rank ", r, ": ranks on other hosts over rdma")))
+        << Describe(results);
+  }
+}
+
+TEST(Transport, RdmaWithAProviderNobodyHasFailsInitOnEveryRank) {
+  JobSpec spec;
+  spec.size = 2;
+  spec.args = {"collectives"};
+  spec.env = {{"HVD_TRANSPORT", "rdma"}, {"HVD_RDMA_PROVIDER", "nosuch"},
+              {"HVD_START_TIMEOUT", "10"}};
+  for (int r = 0; r < spec.size; ++r) {
+    spec.rank_env[r] = {{"HVD_HOSTNAME", absl::StrCat("rdma-host-", r)}};
+  }
+  auto results = RunJob(spec);
+  for (const WorkerResult& result : results) {
+    EXPECT_NE(result.exit_code, 0) << Describe(results);
+    EXPECT_TRUE(absl::StrContains(result.out + result.err,
+                                  "HVD_TRANSPORT=rdma, but"))
+        << Describe(results);
+  }
+}
+
 TEST(Runtime, PlainProcessIsAJobOfSizeOne) {
   JobSpec spec;
   spec.size = 1;
