@@ -55,9 +55,9 @@ rdma::RdmaOptions RdmaOptionsOf(const Config& config) {
 
 // What this rank can offer between hosts: true for RDMA. Forced RDMA with
 // no usable provider fails (on every rank: each looks for itself). auto is
-// TCP until the RDMA transport has run on a hardware fabric and its open bug
-// under sustained large transfers is fixed (docs/rdma.md); then auto will
-// take RDMA where rdma::IsHardwareProvider holds on every rank.
+// TCP until the RDMA transport has run on a hardware fabric (docs/rdma.md);
+// then auto will take RDMA where rdma::IsHardwareProvider holds on every
+// rank.
 absl::StatusOr<bool> LocalRdmaChoice(const Config& config) {
   if (config.transport != runtime::Transport::kRdma) return false;
   absl::StatusOr<std::string> provider =
