@@ -93,6 +93,25 @@ TEST_F(LaunchTest, NetworkInterfacesFlagNamesTheDataPlane) {
   EXPECT_TRUE(NothingLeftWithin(absl::Seconds(10)));
 }
 
+// --transport rdma between the hosts (libfabric's tcp provider over the
+// hosts' links), shared memory within each: a loop of 4 MiB allreduces, so
+// that ring chunks of 1 MiB cross between hosts as one-sided writes.
+TEST_F(LaunchTest, RdmaTransportCarriesTheJobBetweenHosts) {
+  launcher::CommandResult r =
+      Run({"--transport", "rdma", "-x", "HVD_RDMA_PROVIDER=tcp", "-x",
+           "HVD_LOG_LEVEL=info", "-np", "4", "-H", "h1:2,h2:2", Driver(),
+           "--allreduce", "--loop", "20", "--bytes", "4194304"});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString() << "\n" << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat(
+                           "rank ", rank, ": ranks on other hosts over rdma")));
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank,
+                                              "]<stdout>:loop done")));
+  }
+  EXPECT_TRUE(NothingLeftWithin(absl::Seconds(10)));
+}
+
 // Over ssh the rendezvous speaks TLS with the job's own CA, which the
 // workers get (the job running at all shows the handshakes succeed: the
 // server speaks nothing else); --no-tls is plaintext, with a warning.
