@@ -21,7 +21,6 @@ each mode is the one least disturbed).
 import argparse
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,21 +28,11 @@ import threading
 import time
 import urllib.request
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from compare import REPO, bazel_bin, free_port  # tools/bench, beside this
+
 TARGETS = ["//launcher:hvdrun", "//agent:hvd-agent", "//tests/multihost:driver"]
 DONE_RE = re.compile(r"^\[(\d+)\]<stdout>:loop done iterations=\d+ ok "
                      r"seconds=([0-9.]+)$", re.M)
-
-
-def bazel_bin():
-    return subprocess.run(["bazel", "info", "bazel-bin"], cwd=REPO, check=True,
-                          capture_output=True, text=True).stdout.strip()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port, stop):
