@@ -59,6 +59,12 @@ void Core::AddPeer(int peer, std::unique_ptr<Segment> segment,
     ring.bytes = bytes;
     return ring;
   };
+  // Of the peer's segment this rank touches its header, the ring headers
+  // and its own ring's data: those pages only, not the rings of the other
+  // local ranks (which would make every rank map the whole host's rings).
+  segment->Prefault(0, RingDataOffset(num_rings, ring_bytes, 0));
+  segment->Prefault(RingDataOffset(num_rings, ring_bytes, index_there),
+                    ring_bytes);
   p->send = std::make_unique<SendChannel>(
       ring_in(segment->data(), ring_bytes, index_there), p->header,
       tuning_.piece_bytes);

@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/transport/shm/layout.h"
 
 namespace hvd::transport::shm_internal {
 namespace {
@@ -20,6 +22,13 @@ absl::Status Errno(absl::string_view what, const std::string& name, int err) {
   if (err == ENOENT) return absl::NotFoundError(message);
   return absl::UnavailableError(message);
 }
+
+// madvise(MADV_POPULATE_WRITE), Linux 5.14; older headers lack the name.
+#ifdef MADV_POPULATE_WRITE
+constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kPopulateWrite = 23;
+#endif
 
 }  // namespace
 
@@ -67,8 +76,7 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Open(
     return Errno("cannot stat", name, err);
   }
   const size_t bytes = static_cast<size_t>(st.st_size);
-  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int err = errno;
   close(fd);
   if (data == MAP_FAILED) return Errno("cannot map", name, err);
@@ -79,6 +87,13 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Open(
 Segment::~Segment() {
   Unlink();
   munmap(data_, size_);
+}
+
+void Segment::Prefault(size_t offset, size_t bytes) const {
+  if (offset >= size_) return;
+  bytes = std::min(bytes, size_ - offset);
+  const size_t start = offset / kPage * kPage;
+  madvise(data_ + start, bytes + (offset - start), kPopulateWrite);
 }
 
 void Segment::Unlink() {

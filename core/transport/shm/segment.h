@@ -20,7 +20,9 @@ class Segment {
   // errno text) when /dev/shm refuses.
   static absl::StatusOr<std::unique_ptr<Segment>> Create(
       const std::string& name, size_t bytes);
-  // Maps an existing object read-write. NotFound if there is none.
+  // Maps an existing object read-write, its pages faulted in only as they
+  // are touched (a rank uses one ring of each peer's segment: see
+  // Prefault). NotFound if there is none.
   static absl::StatusOr<std::unique_ptr<Segment>> Open(
       const std::string& name);
 
@@ -34,6 +36,11 @@ class Segment {
 
   // Removes the name (creator only; idempotent). Mappings stay valid.
   void Unlink();
+
+  // Maps the pages of [offset, offset + bytes) now, writable, so that the
+  // data path does not take their page faults; best effort (the kernel may
+  // lack MADV_POPULATE_WRITE, and then they fault in on first use).
+  void Prefault(size_t offset, size_t bytes) const;
 
  private:
   Segment(std::string name, char* data, size_t size, bool owner);
