@@ -18,7 +18,7 @@ Ownership rules (core/c_api.h):
     allocated by hvd too (hvd_empty_like, pooled_empty_like): fresh pages
     cost more to touch than the collective moves; the pool's are warm.
 
-The per-call path is kept lean (docs/performance.md, "The Python layer"):
+The per-call path is kept lean (docs/python_performance.md):
 options structs are cached by value, the pending table is a plain dict
 (its operations are atomic under the GIL), and nothing is built per call
 that a call does not need.
