@@ -11,6 +11,7 @@
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
+#include "core/common/prometheus_label.h"
 #include "google/protobuf/util/json_util.h"
 #include "launcher/metrics_page.h"
 
@@ -21,20 +22,6 @@ namespace {
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using tcp = boost::asio::ip::tcp;
-
-// The label values hvd adds, escaped as the format asks.
-std::string LabelValue(absl::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out.push_back('\\');
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out.push_back(c);
-  }
-  return out;
-}
 
 // "name{a=\"b\"} 1" -> name, and the sample with `labels` put first.
 std::pair<std::string, std::string> Labelled(absl::string_view line,
@@ -72,17 +59,7 @@ std::string StallOf(absl::string_view text) {
   constexpr absl::string_view kStalled = "hvd_stalled{what=\"";
   const size_t at = text.find(kStalled);
   if (at == absl::string_view::npos) return "";
-  std::string out;
-  for (size_t i = at + kStalled.size(); i < text.size(); ++i) {
-    if (text[i] == '"') break;
-    if (text[i] == '\\' && i + 1 < text.size()) {
-      ++i;
-      out.push_back(text[i] == 'n' ? '\n' : text[i]);
-      continue;
-    }
-    out.push_back(text[i]);
-  }
-  return out;
+  return UnescapeLabelValue(text.substr(at + kStalled.size()));
 }
 
 std::string Json(const metrics::JobStatus& status) {
@@ -173,7 +150,7 @@ std::string RenderPrometheus(const JobReport& job) {
       absl::StrCat("hvd_job_failed ", job.failure.empty() ? 0 : 1));
   for (const RankReport& r : job.ranks) {
     const std::string labels = absl::StrCat("rank=\"", r.rank, "\",host=\"",
-                                            LabelValue(r.host), "\"");
+                                            EscapeLabelValue(r.host), "\"");
     families["hvd_rank_reporting"].push_back(absl::StrCat(
         "hvd_rank_reporting{", labels, "} ", r.samples.empty() ? 0 : 1));
     for (absl::string_view line :

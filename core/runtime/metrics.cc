@@ -8,8 +8,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "core/common/config_names.h"
+#include "core/common/prometheus_label.h"
 
 namespace hvd::runtime {
 
@@ -76,8 +76,7 @@ std::string Metrics::Render(uint64_t rss_bytes) const {
   }
   // A stall's text is the user's tensor name: quoted as Prometheus escapes
   // label values.
-  const std::string stall = absl::StrReplaceAll(
-      stall_, {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}});
+  const std::string stall = EscapeLabelValue(stall_);
   absl::StrAppend(
       &out, "hvd_negotiation_seconds_total ",
       absl::ToDoubleSeconds(negotiation_), "\n",

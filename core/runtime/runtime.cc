@@ -84,10 +84,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
   runtime->executor_ = std::make_unique<Executor>(
       config.rank, runtime->parts_.context.get(), &runtime->sets_,
       &runtime->cache_, &runtime->timeline_, options,
-      runtime->device_ops_.get(), &runtime->metrics_);
+      runtime->device_ops_.get(),
+      runtime->Reports() ? &runtime->metrics_ : nullptr);
   runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
-  if (config.metrics_interval > absl::ZeroDuration() &&
-      runtime->parts_.job_store != nullptr) {
+  if (runtime->Reports()) {
     runtime->reporter_ = std::thread([r = runtime.get()] { r->Report(); });
   }
   HVD_LOG(INFO) << "initialized: rank " << config.rank << " of "
@@ -302,7 +302,7 @@ void Runtime::Loop() {
     }
     // Idle cycles (rank 0 waits for the peers' lists in them) count as
     // neither.
-    if (busy || responses->responses_size() > 0) {
+    if (Reports() && (busy || responses->responses_size() > 0)) {
       metrics_.Negotiation(data_start - negotiation_start);
       metrics_.DataMovement(absl::Now() - data_start);
     }

@@ -111,6 +111,12 @@ class Runtime {
  private:
   Runtime(const Config& config, RuntimeParts parts, HandleTable* handles);
   void Loop();
+  // Whether this rank reports metrics_ (HVD_METRICS_INTERVAL set, in a job
+  // with a store); only then does it count them.
+  bool Reports() const {
+    return config_.metrics_interval > absl::ZeroDuration() &&
+           parts_.job_store != nullptr;
+  }
   // Publishes metrics_ in the store every config_.metrics_interval.
   void Report();
   bool WaitForWork(absl::Time cycle_start);
@@ -164,8 +170,8 @@ class Runtime {
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);  // why the loop ended
   Coordinator::Stats final_stats_ ABSL_GUARDED_BY(mu_);  // set at Shutdown
   std::thread thread_;
-  // What this rank has done (metrics.h); reported by reporter_ when
-  // config_.metrics_interval is set, until reporter_stop_.
+  // What this rank has done (metrics.h); counted and reported by reporter_
+  // only when Reports(), until reporter_stop_.
   Metrics metrics_;
   std::thread reporter_;
   bool reporter_stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -63,7 +63,7 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
     lists[0].set_shutdown(stop);
     *busy |= Announces(lists[0]);
     result = coordinator_->Compute(lists, absl::Now());
-    metrics_.Stall(coordinator_->stalled());
+    if (Reports()) metrics_.Stall(coordinator_->stalled());
     if (result.responses_size() > 0 || !result.shutdown().empty() ||
         !coordinator_->WaitingFor(0) || absl::Now() >= hold_end) {
       break;

@@ -274,16 +274,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._allreduce_delay[p] = passes
 
 
-_METRICS_STEP = []  # the library's hvd_metrics_step (or None), looked up once
+_metrics_step_fn = None  # the library's hvd_metrics_step, looked up once
 
 
 def _metrics_step():
     """Tells the core a training step ended (hvdrun --metrics-port shows the
     step time); nothing when the library predates hvd_metrics_step."""
-    if not _METRICS_STEP:
-        _METRICS_STEP.append(_lib.optional("hvd_metrics_step"))
-    if _METRICS_STEP[0] is not None:
-        _METRICS_STEP[0]()
+    global _metrics_step_fn
+    if _metrics_step_fn is None:
+        _metrics_step_fn = _lib.optional("hvd_metrics_step") or (lambda: 0)
+    _metrics_step_fn()
 
 
 def DistributedOptimizer(optimizer, named_parameters=None,
