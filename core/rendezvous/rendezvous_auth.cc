@@ -1,10 +1,15 @@
 #include "core/rendezvous/rendezvous_auth.h"
 
 #include <utility>
+#include <vector>
 
+#include <grpc/byte_buffer.h>
+#include <grpc/slice.h>
 #include <grpcpp/impl/codegen/service_type.h>
 #include <grpcpp/server_context.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/method_handler.h>
+#include <grpcpp/support/sync_stream.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -88,18 +93,52 @@ bool Authenticated(const grpc::ServerContextBase& context,
                          token);
 }
 
+// Whether gRPC reads a method's request before running its handler.
+bool PreReadsRequest(grpc::internal::RpcMethod::RpcType type) {
+  return type == grpc::internal::RpcMethod::NORMAL_RPC ||
+         type == grpc::internal::RpcMethod::SERVER_STREAMING;
+}
+
+// Reads the one request message of a unary or server-streaming call as raw
+// bytes, for `handler` to parse; nullptr with `status` set when none came.
+void* ReadRequest(const grpc::internal::MethodHandler::HandlerParameter& param,
+                  grpc::internal::MethodHandler* handler, grpc::Status* status,
+                  void** handler_data) {
+  grpc::ByteBuffer message;
+  grpc::internal::ServerReaderWriterBody<grpc::ByteBuffer, grpc::ByteBuffer>
+      stream(param.call, static_cast<grpc::ServerContext*>(param.server_context));
+  std::vector<grpc::Slice> slices;
+  if (!stream.Read(&message) || !message.Dump(&slices).ok()) {
+    *status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "the call carried no request message");
+    return nullptr;
+  }
+  std::vector<grpc_slice> raw;
+  raw.reserve(slices.size());
+  for (const grpc::Slice& slice : slices) raw.push_back(slice.c_slice());
+  grpc_byte_buffer* payload =
+      grpc_raw_byte_buffer_create(raw.data(), raw.size());
+  for (grpc_slice& slice : raw) grpc_slice_unref(slice);
+  return handler->Deserialize(param.call->call(), payload, status,
+                              handler_data);
+}
+
 // Runs the original handler only for calls that present the token.
 //
-// The request payload of unary and server-streaming calls arrives before the
-// handler runs; Deserialize keeps it as raw bytes, so a rejected call never
-// parses attacker-chosen input and leaks nothing, and an accepted one is
-// parsed by the original handler exactly as without the guard.
+// The wrapper is registered as a bidirectional-streaming method, so gRPC
+// hands it the call with the client's metadata but without reading any
+// request message: the token is checked first, and a rejected call's body
+// is never read or parsed (it is bounded by HTTP/2 flow control and dropped
+// with the stream). For an accepted unary or server-streaming call the
+// wrapper reads the one message itself and the original handler parses it,
+// exactly as without the guard; streaming-request handlers read their own.
 class TokenCheckingHandler : public grpc::internal::MethodHandler {
  public:
   TokenCheckingHandler(std::unique_ptr<grpc::internal::RpcServiceMethod> inner,
                        std::shared_ptr<const std::string> token,
                        std::shared_ptr<RejectionLog> log)
       : inner_(std::move(inner)),
+        reads_request_(PreReadsRequest(inner_->method_type())),
         token_(std::move(token)),
         log_(std::move(log)) {}
 
@@ -107,17 +146,9 @@ class TokenCheckingHandler : public grpc::internal::MethodHandler {
     return std::move(inner_);
   }
 
-  void* Deserialize(grpc_call* /*call*/, grpc_byte_buffer* request,
-                    grpc::Status* /*status*/, void** /*data*/) override {
-    return request;
-  }
-
   void RunHandler(const HandlerParameter& param) override {
-    auto* payload = static_cast<grpc_byte_buffer*>(param.request);
     if (!Authenticated(*param.server_context, *token_)) {
       log_->Rejected(inner_->name(), param.server_context->peer());
-      grpc::Status ignored;
-      rejecter_.Deserialize(param.call->call(), payload, &ignored, nullptr);
       rejecter_.RunHandler(param);
       return;
     }
@@ -125,8 +156,8 @@ class TokenCheckingHandler : public grpc::internal::MethodHandler {
     grpc::Status status;
     void* request = nullptr;
     void* data = nullptr;
-    if (payload != nullptr) {
-      request = handler->Deserialize(param.call->call(), payload, &status, &data);
+    if (reads_request_) {
+      request = ReadRequest(param, handler, &status, &data);
     }
     handler->RunHandler(HandlerParameter(param.call, param.server_context,
                                          request, status, data,
@@ -135,6 +166,7 @@ class TokenCheckingHandler : public grpc::internal::MethodHandler {
 
  private:
   std::unique_ptr<grpc::internal::RpcServiceMethod> inner_;
+  const bool reads_request_;
   std::shared_ptr<const std::string> token_;
   std::shared_ptr<RejectionLog> log_;
   grpc::internal::ErrorMethodHandler<grpc::StatusCode::UNAUTHENTICATED>
@@ -178,11 +210,12 @@ absl::Status TokenGuard::Guard(grpc::Service* service) {
   for (size_t i = 0; i < methods.size(); ++i) {
     if (methods[i] == nullptr) continue;
     const char* name = methods[i]->name();
-    const auto type = methods[i]->method_type();
     auto* wrapper =
         new TokenCheckingHandler(std::move(methods[i]), token_, log_);
-    methods[i] =
-        std::make_unique<grpc::internal::RpcServiceMethod>(name, type, wrapper);
+    // Streaming-request registration: gRPC reads no message before the
+    // wrapper has checked the token (see TokenCheckingHandler).
+    methods[i] = std::make_unique<grpc::internal::RpcServiceMethod>(
+        name, grpc::internal::RpcMethod::BIDI_STREAMING, wrapper);
     guarded.indices.push_back(i);
   }
   guarded_.push_back(std::move(guarded));

@@ -6,15 +6,18 @@
 //    (it asserts), and it is never told the peer's address, which the
 //    rejection log must name.
 //  - A server interceptor sees the peer but cannot fail a call: the handler
-//    runs anyway (grpc/grpc#28807).
+//    runs anyway.
 // So each method's handler is replaced by one that checks the token first and
-// either runs the original or answers UNAUTHENTICATED without running it. This
-// relies on gRPC's codegen interfaces (grpc::internal::MethodHandler) and on
-// reaching grpc::Service's private method table; both are pinned by Debian's
-// gRPC 1.51 and covered by rendezvous_server_test, which fails loudly if a
-// gRPC upgrade changes them. Side effect: a server interceptor on such a
-// server would see the raw request bytes at POST_RECV_MESSAGE, not the parsed
-// message (the server installs none).
+// either runs the original or answers UNAUTHENTICATED without running it.
+// The replacement is registered as a streaming-request method, so that gRPC
+// reads no request body before the check: a rejected call costs its
+// metadata, not the message (up to gRPC's 4 MB) it may carry. This relies on
+// gRPC's codegen interfaces (grpc::internal::MethodHandler) and on reaching
+// grpc::Service's private method table; both are pinned by Debian's gRPC
+// 1.51 and covered by rendezvous_server_test and rendezvous_auth_test, which
+// fail loudly if a gRPC upgrade changes them. Side effect: a server
+// interceptor on such a server would see every method as streaming (the
+// server installs none).
 //
 // Internal to //core/rendezvous:rendezvous_server.
 #ifndef HVD_CORE_RENDEZVOUS_RENDEZVOUS_AUTH_H_

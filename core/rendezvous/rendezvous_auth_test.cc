@@ -1,6 +1,9 @@
 // The rendezvous server's job token: every method of its own and of hosted
 // services refuses a call without the right token, before running it.
+#include <grpcpp/generic/generic_stub.h>
+
 #include <functional>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -83,6 +86,65 @@ INSTANTIATE_TEST_SUITE_P(EveryMethod, RendezvousAuthTest,
                                : token == Token::kMissing ? "MissingToken"
                                                           : "TokenTwice");
                          });
+
+// ---- What a call costs before its token is checked ----
+
+TEST_F(RendezvousServerTest, ABadTokenIsRefusedBeforeTheRequestBodyIsRead) {
+  StartServer();
+  // Larger than the 4 MB gRPC accepts: reading it would fail the call as
+  // RESOURCE_EXHAUSTED, so UNAUTHENTICATED shows the body was never read.
+  const std::string oversized(5 << 20, 'x');
+  for (Token token : {Token::kWrong, Token::kMissing}) {
+    EXPECT_EQ(Set("k", oversized, token).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(Set("k", oversized).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(Set("k", "v").ok());
+}
+
+// A raw call that ends its request stream without sending a message, as a
+// hand-made HTTP/2 client may.
+grpc::Status CallWithoutRequest(const std::shared_ptr<grpc::Channel>& channel,
+                                const std::string& method, Token token) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  RendezvousServerTest::Prepare(&context, token);
+  auto call = stub.PrepareCall(&context, method, &cq);
+  grpc::Status status;
+  int tag = 0;
+  auto step = [&](auto start) {
+    start(&tag);
+    void* got = nullptr;
+    bool ok = false;
+    return cq.Next(&got, &ok) && ok;
+  };
+  step([&](void* t) { call->StartCall(t); });
+  step([&](void* t) { call->WritesDone(t); });
+  step([&](void* t) { call->Finish(&status, t); });
+  cq.Shutdown();
+  void* got = nullptr;
+  bool ok = false;
+  while (cq.Next(&got, &ok)) {
+  }
+  return status;
+}
+
+TEST_F(RendezvousServerTest, ACallWithoutARequestMessageIsRefusedNotRun) {
+  StartServer();
+  for (const char* method : {"Register", "Set", "Get", "Barrier"}) {
+    grpc::Status status =
+        CallWithoutRequest(channel_,
+                           absl::StrCat("/hvd.rendezvous.Rendezvous/", method),
+                           Token::kRight);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method;
+    EXPECT_EQ(status.error_message(), "the call carried no request message");
+  }
+  EXPECT_TRUE(server_->Workers().empty());
+  EXPECT_TRUE(Set("k", "v").ok());  // the server is still serving
+}
 
 // ---- Extra services ----
 
