@@ -1,7 +1,5 @@
 #include "core/collectives/internal.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <new>
@@ -9,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "core/common/huge_pages.h"
 
 namespace hvd::collectives::internal {
 
@@ -232,45 +231,38 @@ absl::Status Annotate(const absl::Status& status, absl::string_view collective,
 
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
-
-size_t HugeCapacity(size_t bytes) {
-  return (bytes + kHugePage - 1) / kHugePage * kHugePage;
-}
-
 // The large scratch this thread freed last, kept for its next collective:
 // fresh memory costs a page fault and a zeroed page per page touched (tens
 // of milliseconds for 64 MiB here), more than the data movement.
 struct CachedScratch {
   char* data = nullptr;
   size_t capacity = 0;
-  ~CachedScratch() { std::free(data); }
+  ~CachedScratch() { UnmapHugePages(data, capacity); }
 };
 thread_local CachedScratch cached_scratch;
 
 char* AllocateScratch(size_t bytes) {
   if (bytes == 0) return nullptr;
-  if (bytes < 2 * kHugePage) return static_cast<char*>(std::malloc(bytes));
-  const size_t capacity = HugeCapacity(bytes);
+  if (bytes < 2 * kHugePageBytes) {
+    return static_cast<char*>(std::malloc(bytes));
+  }
+  const size_t capacity = HugePageCapacity(bytes);
   CachedScratch& cache = cached_scratch;
   if (cache.data != nullptr && cache.capacity == capacity) {
     char* p = cache.data;
     cache.data = nullptr;
     return p;
   }
-  void* p = std::aligned_alloc(kHugePage, capacity);
-  // Transparent huge pages: 512 times fewer first-touch faults.
-  if (p != nullptr) madvise(p, capacity, MADV_HUGEPAGE);  // advisory
-  return static_cast<char*>(p);
+  return static_cast<char*>(MapHugePages(capacity));
 }
 
 void FreeScratch(char* data, size_t bytes) {
   if (data == nullptr) return;
   CachedScratch& cache = cached_scratch;
-  if (bytes >= 2 * kHugePage) {
-    std::free(cache.data);
+  if (bytes >= 2 * kHugePageBytes) {
+    UnmapHugePages(cache.data, cache.capacity);
     cache.data = data;
-    cache.capacity = HugeCapacity(bytes);
+    cache.capacity = HugePageCapacity(bytes);
     return;
   }
   std::free(data);

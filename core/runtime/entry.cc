@@ -1,26 +1,22 @@
 #include "core/runtime/entry.h"
 
-#include <sys/mman.h>
-
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <new>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "core/common/huge_pages.h"
 
 namespace hvd::runtime {
 
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kLarge = 2 * kHugePage;
+constexpr size_t kCacheLine = 64;
+constexpr size_t kLarge = 2 * kHugePageBytes;
 // Freed large buffers kept for reuse, at most this much in all.
 constexpr size_t kPoolBytes = size_t{512} << 20;
-
-size_t LargeCapacity(size_t bytes) {
-  return (bytes + kHugePage - 1) / kHugePage * kHugePage;
-}
 
 // Large host buffers (outputs of allgather, alltoall, reducescatter) would
 // be fresh memory on every call: the kernel must fault in and zero each
@@ -62,23 +58,32 @@ LargeBufferPool& Pool() {
 
 HostBuffer::HostBuffer(size_t bytes) : size_(bytes) {
   if (bytes >= kLarge) {
-    const size_t capacity = LargeCapacity(bytes);
+    const size_t capacity = HugePageCapacity(bytes);
     data_ = Pool().Take(capacity);
-    if (data_ != nullptr) return;
-    data_ = std::aligned_alloc(kHugePage, capacity);
+    if (data_ == nullptr) data_ = MapHugePages(capacity);
     if (data_ == nullptr) throw std::bad_alloc();
-    // Transparent huge pages: 512 times fewer first-touch faults.
-    madvise(data_, capacity, MADV_HUGEPAGE);  // advisory: errors are fine
     return;
   }
-  const size_t rounded = ((bytes + 63) / 64) * 64;
-  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (data_ == nullptr) throw std::bad_alloc();
+  // malloc with the alignment made by hand, not aligned_alloc: memalign
+  // carves each block from a larger free chunk and hands back its edges, so
+  // the block it frees is a few bytes short of the next request of the same
+  // size, and a thread that allocates one size per op grows its arena by a
+  // block per op (seen as resident memory climbing through a soak). A plain
+  // malloc of the same size takes the freed block back.
+  const size_t rounded = ((bytes + kCacheLine - 1) / kCacheLine) * kCacheLine;
+  raw_ = std::malloc(rounded + kCacheLine);
+  if (raw_ == nullptr) throw std::bad_alloc();
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw_);
+  data_ = reinterpret_cast<void*>((start + kCacheLine - 1) & ~(kCacheLine - 1));
 }
 
 HostBuffer::~HostBuffer() {
-  if (size_ >= kLarge && Pool().Give(data_, LargeCapacity(size_))) return;
-  std::free(data_);
+  if (raw_ != nullptr) {
+    std::free(raw_);
+    return;
+  }
+  const size_t capacity = HugePageCapacity(size_);
+  if (!Pool().Give(data_, capacity)) UnmapHugePages(data_, capacity);
 }
 
 int64_t TensorEntry::NumElements() const {

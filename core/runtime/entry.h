@@ -39,6 +39,7 @@ class HostBuffer : public Buffer {
  private:
   void* data_;
   size_t size_;
+  void* raw_ = nullptr;  // what malloc gave, for small buffers
 };
 
 // What an op hands back besides its status.

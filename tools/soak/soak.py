@@ -49,6 +49,10 @@ def parse_args():
                         help="seconds before the baseline sample "
                         "(default: two intervals)")
     parser.add_argument("--max-rss-growth", type=float, default=0.01)
+    parser.add_argument("--malloc-info", metavar="DIR",
+                        help="write glibc's malloc_info (every arena's "
+                        "sizes and free lists) to DIR/rank<R>-<seconds>.xml "
+                        "at each sample: which arena grows")
     parser.add_argument("--trim", action="store_true",
                         help="malloc_trim(0) before each sample: measure "
                         "without the freed memory malloc keeps")
@@ -100,10 +104,25 @@ def process_set_round(round_number):
     hvd.remove_process_set(subset)
 
 
-def sample(start, trim):
+def dump_malloc_info(directory, seconds):
+    libc = ctypes.CDLL(None)
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    path = os.path.join(directory, "rank%d-%05d.xml" % (hvd.rank(), seconds))
+    f = libc.fopen(path.encode(), b"w")
+    if f:
+        libc.malloc_info(0, f)
+        libc.fclose(f)
+
+
+def sample(start, trim, malloc_info=None):
     gc.collect()
     if trim:
         ctypes.CDLL(None).malloc_trim(0)
+    if malloc_info:
+        dump_malloc_info(malloc_info, time.monotonic() - start)
     with open("/proc/self/statm") as f:
         rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     with open("/proc/self/maps") as f:
@@ -140,7 +159,7 @@ def run(args):
                                         now - start >= args.seconds],
                                        np.int32), 0)
         if flags[0]:
-            samples.append(sample(start, args.trim))
+            samples.append(sample(start, args.trim, args.malloc_info))
             next_sample += args.interval
             if hvd.rank() == 0:
                 print("soak: round %d, rank 0: %s" % (round_number, ", ".join(
