@@ -2,7 +2,8 @@
 # Runs every test (bazel test //...); the thread-safety analysis (the C++
 # built with clang -Werror=thread-safety, one more case); the whole suite
 # again under AddressSanitizer and UBSan (--config=asan) and the C++ suite
-# under ThreadSanitizer (--config=tsan), each case counted again; and every
+# with some Python jobs under ThreadSanitizer (--config=tsan), each case
+# counted again; and every
 # fuzzer for HVD_FUZZ_SECONDS (default 15) from its seed corpus (one case
 # each). Prints the total over all of them: "N passed, N failed"
 # (tools/count_tests.py). Exit status: non-zero if any failed.
@@ -77,9 +78,17 @@ if [[ "${HVD_TEST_QUICK:-0}" != 1 ]]; then
   done
   echo "test: the suite under AddressSanitizer and UBSan (--config=asan)"
   sanitized asan "${packages[@]}"
-  echo "test: the C++ suite under ThreadSanitizer (--config=tsan)"
+  # Under TSan the whole Python suite passes too (bazel test --config=tsan
+  # //python/..., about 25 minutes here); CI's time takes one job of each
+  # kind: numpy and torch collectives, a Horovod script, elastic resets and
+  # a lost peer.
+  echo "test: the C++ suite and Python jobs under ThreadSanitizer (--config=tsan)"
   sanitized tsan //core/... //launcher/... //agent/... //host/... //rdma/... \
-    //tests/...
+    //tests/... //python/tests:single_process_test \
+    //python/tests:numpy_collectives_np2_test \
+    //python/tests:torch_collectives_np3_test \
+    //python/tests:horovod_script_np2_test //python/tests:elastic_np3_test \
+    //python/tests:peer_lost_np2_test
 
   echo "test: fuzzers, ${HVD_FUZZ_SECONDS:-15} s each (tools/fuzz/run.sh)"
   start=$SECONDS

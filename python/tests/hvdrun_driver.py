@@ -76,6 +76,14 @@ def run(np, command, timeout, env=None):
         return None, out + "\n*** hvdrun_driver: job killed after %ds\n" % timeout
 
 
+# pytest with its JUnit report at <argv[1]>/rank<HVD_RANK>.xml; pytest's own
+# arguments follow.
+PYTEST_WITH_RANK_REPORT = (
+    "import os, sys, pytest; "
+    "sys.exit(pytest.main(sys.argv[2:] + ['--junitxml=%s/rank%s.xml' % "
+    "(sys.argv[1], os.environ.get('HVD_RANK', '0'))]))")
+
+
 def failures(path):
     try:
         root = ET.parse(path).getroot()
@@ -112,14 +120,17 @@ def main():
     xml_output = os.environ.get("XML_OUTPUT_FILE")  # set by bazel test
     xml_dir = None
     if args.test_file.endswith("_test.py"):
-        command = [PYTHON, "-m", "pytest", "-x", "-q", "-p",
-                   "no:cacheprovider", test_file] + args.pytest_args
+        pytest_args = ["-x", "-q", "-p", "no:cacheprovider",
+                       test_file] + args.pytest_args
+        command = [PYTHON, "-m", "pytest"] + pytest_args
         if xml_output:
-            # Each rank writes its own report: rank<R>.xml.
+            # Each rank writes its own report: rank<R>.xml. Python itself
+            # names the file: no shell may run between hvdrun and Python,
+            # since under the sanitizers' preloaded runtimes (run_python.sh)
+            # Debian's shells crash.
             xml_dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-            command = ["/bin/sh", "-c",
-                       'exec "$@" --junitxml="%s/rank${HVD_RANK:-0}.xml"'
-                       % xml_dir, "sh"] + command
+            command = [PYTHON, "-c", PYTEST_WITH_RANK_REPORT,
+                       xml_dir] + pytest_args
     else:  # a plain script: its exit code says
         command = [PYTHON, test_file] + args.pytest_args
     code, out = run(args.np, command, args.timeout)

@@ -5,13 +5,15 @@ ranks than cores the loop's time is the scheduler's), with metrics on and
 off, in the same run.
 
 "On" is --metrics-port (each rank then reports every 2 s) with the page's
-/status.json and Prometheus' /metrics fetched every second meanwhile; "off"
-is the same job without the flag. Runs alternate on and off, so that drift
+/status.json and Prometheus' /metrics fetched every --scrape-interval
+seconds meanwhile (Prometheus' own default is a minute; 15 s is common;
+1 s is a person watching the page), by an HTTP client in this process
+(not a program started per scrape); "off" is the same job without the flag. Runs alternate on and off, so that drift
 of a shared machine falls on both. A run's time is the slowest rank's loop
 (from its first allreduce's end, as tests/multihost/driver prints it).
 
   /usr/bin/python3 tools/bench/metrics_overhead.py [--runs 10] [--ranks 2]
-      [--iterations 100000] [--no-build]
+      [--iterations 100000] [--scrape-interval 15] [--no-build]
 
 Prints every run, and on/off - 1 of the medians and of the fastest runs
 (noise on a shared machine only ever adds time, so the fastest run of
@@ -19,14 +21,13 @@ each mode is the one least disturbed).
 """
 
 import argparse
+import http.client
 import os
 import re
 import statistics
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 
 from compare import REPO, bazel_bin, free_port  # tools/bench, beside this
 
@@ -35,18 +36,24 @@ DONE_RE = re.compile(r"^\[(\d+)\]<stdout>:loop done iterations=\d+ ok "
                      r"seconds=([0-9.]+)$", re.M)
 
 
-def scrape(port, stop):
-    """Fetches the page's data and /metrics every second until `stop`."""
-    while not stop.wait(1.0):
+def scrape(port, interval, stop):
+    """Fetches the page's data and /metrics every `interval` seconds until
+    `stop` (http.client opens a new connection when the server closed
+    the last one, as hvdrun's does after each answer)."""
+    connection = None
+    while not stop.wait(interval):
         for path in ("/status.json", "/metrics"):
             try:
-                urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                       timeout=5).read()
-            except OSError:
-                pass  # not up yet, or the job just ended
+                if connection is None:
+                    connection = http.client.HTTPConnection("127.0.0.1", port,
+                                                            timeout=5)
+                connection.request("GET", path)
+                connection.getresponse().read()
+            except (OSError, http.client.HTTPException):
+                connection = None  # not up yet, closed, or the job ended
 
 
-def run(binaries, ranks, iterations, metrics):
+def run(binaries, ranks, iterations, metrics, interval):
     hvdrun, agent, driver = binaries
     cmd = [hvdrun, "--agent-path", agent, "-np", str(ranks),
            "-H", "localhost:%d" % ranks]
@@ -55,7 +62,7 @@ def run(binaries, ranks, iterations, metrics):
         cmd += ["--metrics-port", str(port)]
     cmd += [driver, "--allreduce", "--loop", str(iterations), "--bytes", "4096"]
     stop = threading.Event()
-    scraper = threading.Thread(target=scrape, args=(port, stop))
+    scraper = threading.Thread(target=scrape, args=(port, interval, stop))
     if metrics:
         scraper.start()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -73,6 +80,7 @@ def main():
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--iterations", type=int, default=100000)
+    p.add_argument("--scrape-interval", type=float, default=15.0)
     p.add_argument("--no-build", action="store_true")
     a = p.parse_args()
     if not a.no_build:
@@ -84,7 +92,8 @@ def main():
     print("%-4s %-4s %10s %12s" % ("run", "mode", "seconds", "us/allreduce"))
     for i in range(a.runs):
         for metrics in ((True, False) if i % 2 == 0 else (False, True)):
-            t = run(binaries, a.ranks, a.iterations, metrics)
+            t = run(binaries, a.ranks, a.iterations, metrics,
+                    a.scrape_interval)
             (on if metrics else off).append(t)
             print("%-4d %-4s %10.3f %12.1f" % (i, "on" if metrics else "off",
                                               t, t / a.iterations * 1e6))
