@@ -3,9 +3,8 @@
 # built with clang -Werror=thread-safety, one more case); the whole suite
 # again under AddressSanitizer and UBSan (--config=asan) and the C++ suite
 # with some Python jobs under ThreadSanitizer (--config=tsan), each case
-# counted again; and every
-# fuzzer for HVD_FUZZ_SECONDS (default 15) from its seed corpus (one case
-# each). Prints the total over all of them: "N passed, N failed"
+# counted again; and every fuzzer for HVD_FUZZ_SECONDS (default 15) from its
+# seed corpus (one case each). Prints the total over all of them: "N passed, N failed"
 # (tools/count_tests.py). Exit status: non-zero if any failed.
 # HVD_TEST_QUICK=1 skips the sanitizer runs and the fuzzers.
 set -uo pipefail
