@@ -2,7 +2,6 @@
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
 
 #include <algorithm>
 #include <cstring>
@@ -36,6 +35,9 @@ Engine::Engine(int rank, int size, std::unique_ptr<Fabric> fabric,
           options.tuning.max_registration_bytes)),
       peers_(size) {
   for (Peer& p : peers_) p.credits = options_.tuning.credits;
+  ordered_writes_ = fabric_->ordered_writes(
+      std::min(options_.tuning.write_piece_bytes,
+               options_.tuning.max_registration_bytes));
 }
 
 Engine::~Engine() { Shutdown(); }
@@ -241,92 +243,6 @@ void Engine::StartSends(int peer) {
     p.adverts.erase(it);
   }
   for (auto& [op, advert] : ready) StartSend(peer, op, std::move(advert));
-}
-
-void Engine::StartSend(int peer, const std::shared_ptr<Op>& op,
-                       Advert advert) {
-  if (advert.any) {
-    if (op->len() <= options_.tuning.eager_bytes) {
-      Queue(peer, MsgType::kEager, op->seq, std::string(op->data(), op->len()));
-      op->set_bytes_done(op->len());
-      return FinishSend(peer, op.get(), absl::OkStatus());
-    }
-    // The receiver sizes its string, then advertises it under this seq.
-    return Queue(peer, MsgType::kLength, op->seq, EncodeU64(op->len()));
-  }
-  op->started = true;
-  if (advert.total != op->len()) {
-    Queue(peer, MsgType::kMismatch, op->seq, EncodeU64(op->len()));
-    return FinishSend(
-        peer, op.get(),
-        absl::InternalError(absl::StrCat(
-            "rank ", rank_, ": message to ", Who(peer), " is ", op->len(),
-            " bytes but the receive posted for it expects ", advert.total,
-            " bytes")));
-  }
-  if (op->len() == 0) {
-    Queue(peer, MsgType::kEager, op->seq, "");
-    return FinishSend(peer, op.get(), absl::OkStatus());
-  }
-  // Split at both sides' registration boundaries.
-  const size_t max = cache_->max_entry_bytes();
-  size_t off = 0, chunk = 0, chunk_off = 0;
-  while (off < op->len() && chunk < advert.chunks.size()) {
-    const RemoteChunk& rc = advert.chunks[chunk];
-    const size_t local = off / max;
-    const size_t n =
-        std::min({max - off % max, op->len() - off, rc.len - chunk_off});
-    op->pieces.push_back(
-        {off, n, op->regs[local]->desc(), rc.addr + chunk_off, rc.key});
-    off += n;
-    chunk_off += n;
-    if (chunk_off == rc.len) ++chunk, chunk_off = 0;
-  }
-  if (off != op->len()) {
-    return FailLocked(absl::InternalError(absl::StrCat(
-        "rank ", rank_, ": advert from ", Who(peer), " covers ", off, " of ",
-        op->len(), " bytes")));
-  }
-  PostWrites(peer, op);
-}
-
-bool Engine::PostWrites(int peer, const std::shared_ptr<Op>& op) {
-  Peer& p = peers_[peer];
-  const size_t n = op->pieces.size();
-  while (op->pieces_posted < n) {
-    const bool last = op->pieces_posted + 1 == n;
-    // The last write completes the receive: every earlier one must have
-    // landed first, and it takes a credit.
-    if (last && (op->pieces_done + 1 < n || p.credits == 0)) return true;
-    const Piece& piece = op->pieces[op->pieces_posted];
-    auto ctx = std::make_unique<WriteCtx>();
-    ctx->op = op;
-    ctx->piece = op->pieces_posted;
-    ctx->last = last;
-    char* buf = op->data() + piece.offset;
-    const fi_addr_t dest = static_cast<fi_addr_t>(peer);
-    const ssize_t rc =
-        last ? fi_writedata(fabric_->ep(), buf, piece.len, piece.desc,
-                            ImmData(rank_, op->seq), dest, piece.remote_addr,
-                            piece.key, &ctx->fi)
-             : fi_write(fabric_->ep(), buf, piece.len, piece.desc, dest,
-                        piece.remote_addr, piece.key, &ctx->fi);
-    if (rc == -FI_EAGAIN) {
-      retry_ = true;
-      return false;
-    }
-    if (rc != 0) {
-      FailLocked(absl::UnavailableError(absl::StrCat(
-          "rank ", rank_, ": writing to ", Who(peer), ": ",
-          FiError(last ? "fi_writedata" : "fi_write", rc))));
-      return false;
-    }
-    if (last) --p.credits;
-    WriteCtx* raw = ctx.get();
-    writes_[raw] = std::move(ctx);
-    ++op->pieces_posted;
-  }
-  return true;
 }
 
 void Engine::FinishSend(int peer, Op* op, absl::Status status) {

@@ -110,6 +110,7 @@ class Engine {
     uint32_t owed = 0;  // credits to return
     uint16_t next_send_seq = 0;
     uint16_t next_recv_seq = 0;
+    size_t write_bytes_in_flight = 0;  // posted writes not yet delivered
     std::deque<std::shared_ptr<Op>> sends;  // posted, not finished, in order
     std::map<uint16_t, Advert> adverts;     // received, not yet matched
     std::map<uint16_t, std::shared_ptr<Op>> receiving;  // advertised
@@ -130,10 +131,6 @@ class Engine {
   // False when the provider's queue is full (try again later).
   bool PostControl(int peer, const OutMsg& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartSends(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartSend(int peer, const std::shared_ptr<Op>& op, Advert advert)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool PostWrites(int peer, const std::shared_ptr<Op>& op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishSend(int peer, Op* op, absl::Status status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendHellos() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -146,6 +143,21 @@ class Engine {
   void FailAllOps(const Why& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WaitForSendsToDrain(absl::Duration limit);
   std::string Who(int peer) const;  // "rank P (address)"
+
+  // ---- engine_writes.cc: a send's writes -----------------------------------
+  void StartSend(int peer, const std::shared_ptr<Op>& op, Advert advert)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cuts op into pieces at both sides' registrations and the piece size.
+  absl::Status CutPieces(int peer, Op& op, const Advert& advert)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts op's pending writes as far as credits, the window and the
+  // provider's queue allow; false if this peer's later sends must wait too.
+  bool PostWrites(int peer, const std::shared_ptr<Op>& op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WindowAllows(const Peer& p, size_t len) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ssize_t PostWrite(int peer, const Op& op, const Piece& piece, bool last,
+                    void* context) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- engine_completions.cc: the progress thread ---------------------------
   void ProgressLoop();
@@ -174,6 +186,9 @@ class Engine {
   const RdmaOptions options_;
   std::unique_ptr<Fabric> fabric_;
   std::unique_ptr<RegistrationCache> cache_;
+  // The provider keeps writes in order (Fabric::ordered_writes): a send's
+  // last write need not wait for the earlier ones to complete.
+  bool ordered_writes_ = false;
 
   // The control buffers: one registered slab cut into kControlBytes slots,
   // the first rx_slots_ for receives (always posted), the rest for sends.

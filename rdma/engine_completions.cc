@@ -253,6 +253,7 @@ void Engine::OnWriteDone(WriteCtx* ctx) {
   const bool last = ctx->last;
   const size_t piece = ctx->piece;
   writes_.erase(ctx);
+  peers_[op->peer()].write_bytes_in_flight -= op->pieces[piece].len;
   if (op->done()) return;
   ++op->pieces_done;
   op->set_bytes_done(op->bytes_done() + op->pieces[piece].len);

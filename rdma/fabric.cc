@@ -211,4 +211,9 @@ bool Fabric::prov_key() const {
   return (info_->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
 }
 
+bool Fabric::ordered_writes(size_t bytes) const {
+  return (info_->tx_attr->msg_order & FI_ORDER_WAW) != 0 &&
+         info_->ep_attr->max_order_waw_size >= bytes;
+}
+
 }  // namespace hvd::rdma

@@ -66,6 +66,10 @@ class Fabric {
   bool mr_local() const;
   bool virt_addr() const;
   bool prov_key() const;
+  // Whether writes of up to `bytes` each land in the order they were posted
+  // (FI_ORDER_WAW, max_order_waw_size): the remote completion of the last
+  // then implies the earlier ones landed.
+  bool ordered_writes(size_t bytes) const;
 
  private:
   Fabric() = default;

@@ -23,6 +23,13 @@ struct RdmaTuning {
   // The largest region one registration covers: a longer buffer is
   // registered (and written) in pieces of at most this size.
   size_t max_registration_bytes = size_t{64} << 20;
+  // Bytes of writes to one peer posted but not yet delivered (acknowledged
+  // by the peer's provider); 0: no limit. Whatever this rank sends the same
+  // peer later (an advert above all) queues behind them: on the tcp provider
+  // at 1 Gbit/s, 1 MiB is 8 ms.
+  size_t write_window_bytes = size_t{512} << 10;
+  // The longest single write (at least 1), so that the window fills in steps.
+  size_t write_piece_bytes = size_t{128} << 10;
 };
 
 struct RdmaOptions {

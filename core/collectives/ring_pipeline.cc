@@ -51,6 +51,10 @@ class RingRunner {
 
  private:
   absl::Status RunSteps() {
+    // Receives first: a transport that tells the sender where to write (RDMA)
+    // then has its adverts on the wire ahead of this rank's own data.
+    absl::Status posted = PostAhead();
+    if (!posted.ok()) return posted;
     for (const Span& chunk : plan_.initial_sends) Send(chunk);
     while (done_ < plan_.recvs.size()) {
       absl::Status status = PostAhead();
