@@ -58,6 +58,16 @@ bool IsHardwareProvider(const std::string& provider) {
                      [&](const char* h) { return core == h; });
 }
 
+std::string HardwareProvider(const std::string& wanted,
+                             const std::vector<std::string>& usable) {
+  for (const std::string& name : usable) {
+    if ((wanted.empty() || name == wanted) && IsHardwareProvider(name)) {
+      return name;
+    }
+  }
+  return "";
+}
+
 std::vector<std::string> UsableProviders() {
   fi_info* hints = Hints("");
   fi_info* list = nullptr;

@@ -28,6 +28,12 @@ namespace hvd::rdma {
 // (tcp, sockets, udp, net, shm) emulate the API in software.
 bool IsHardwareProvider(const std::string& provider);
 
+// The first of `usable` (UsableProviders' names) that is a hardware provider
+// and, unless `wanted` is empty, is named `wanted`; "" when none is: what
+// HVD_TRANSPORT=auto takes, since no software provider beats hvd's own TCP.
+std::string HardwareProvider(const std::string& wanted,
+                             const std::vector<std::string>& usable);
+
 // Names of the providers that pass the hints above, first match first,
 // without duplicates ("tcp;ofi_rxm" is reported as "tcp").
 std::vector<std::string> UsableProviders();

@@ -44,22 +44,30 @@ transport::TcpOptions TcpOptionsOf(
   return options;
 }
 
+// All but the provider, which the ranks agree on (AgreeOnRdma).
 rdma::RdmaOptions RdmaOptionsOf(const Config& config) {
   rdma::RdmaOptions options;
-  options.provider = config.rdma_provider;
   options.hostname = config.hostname;
   options.token = DataPlaneToken(config.token);
   options.connect_timeout = config.start_timeout;
   return options;
 }
 
-// What this rank can offer between hosts: true for RDMA. Forced RDMA with
-// no usable provider fails (on every rank: each looks for itself). auto is
-// TCP until the RDMA transport has run on a hardware fabric (docs/rdma.md);
-// then auto will take RDMA where rdma::IsHardwareProvider holds on every
-// rank.
-absl::StatusOr<bool> LocalRdmaChoice(const Config& config) {
-  if (config.transport != runtime::Transport::kRdma) return false;
+// The libfabric provider this rank offers for ranks on other hosts, "" for
+// TCP. Forced RDMA with no usable provider fails (on every rank: each looks
+// for itself). auto takes a hardware provider (rdma::HardwareProvider), never
+// a software one, and a job on one host has no other hosts to reach.
+absl::StatusOr<std::string> LocalRdmaChoice(const Config& config) {
+  switch (config.transport) {
+    case runtime::Transport::kTcp:
+      return std::string();
+    case runtime::Transport::kAuto:
+      if (config.local_size >= config.size) return std::string();
+      return rdma::HardwareProvider(config.rdma_provider,
+                                    rdma::UsableProviders());
+    case runtime::Transport::kRdma:
+      break;
+  }
   absl::StatusOr<std::string> provider =
       rdma::ResolveProvider(config.rdma_provider);
   if (!provider.ok()) {
@@ -67,19 +75,21 @@ absl::StatusOr<bool> LocalRdmaChoice(const Config& config) {
         absl::StrCat("rank ", config.rank, ": HVD_TRANSPORT=rdma, but ",
                      provider.status().message()));
   }
-  return true;
+  return provider;
 }
 
-// RDMA between hosts only if every rank can (auto mode may differ by host).
-absl::StatusOr<bool> AgreeOnRdma(const Config& config, Store& store) {
-  absl::StatusOr<bool> mine = LocalRdmaChoice(config);
+// The provider to reach other hosts over RDMA, only if every rank offers
+// RDMA (auto may differ by host); "" for TCP.
+absl::StatusOr<std::string> AgreeOnRdma(const Config& config, Store& store) {
+  absl::StatusOr<std::string> mine = LocalRdmaChoice(config);
   if (!mine.ok()) return mine.status();
   const std::string key = absl::StrCat("transport/", config.rank);
-  if (absl::Status s = store.Set(key, *mine ? "rdma" : "tcp"); !s.ok()) {
+  if (absl::Status s = store.Set(key, mine->empty() ? "tcp" : "rdma");
+      !s.ok()) {
     return Annotate(s, absl::StrCat("rank ", config.rank,
                                     ": publishing the transport choice"));
   }
-  bool all = *mine;
+  bool all = !mine->empty();
   for (int r = 0; r < config.size && all; ++r) {
     auto choice = store.Get(absl::StrCat("transport/", r), config.start_timeout);
     if (!choice.ok()) {
@@ -94,7 +104,7 @@ absl::StatusOr<bool> AgreeOnRdma(const Config& config, Store& store) {
         "rank ", config.rank,
         ": HVD_TRANSPORT=rdma, but another rank has no usable RDMA provider"));
   }
-  return all;
+  return all ? *std::move(mine) : std::string();
 }
 
 // The store keys of this connect: fresh for each connect of a process, so
@@ -205,15 +215,17 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
   if (!stores.ok()) return stores.status();
   parts.store = std::move(stores->scoped);
   parts.job_store = std::move(stores->job);
-  auto use_rdma = AgreeOnRdma(config, *parts.store);
-  if (!use_rdma.ok()) return use_rdma.status();
+  auto rdma_provider = AgreeOnRdma(config, *parts.store);
+  if (!rdma_provider.ok()) return rdma_provider.status();
+  const bool use_rdma = !rdma_provider->empty();
   const transport::TcpOptions tcp_options =
       TcpOptionsOf(config, std::move(cancel));
-  const rdma::RdmaOptions rdma_options = RdmaOptionsOf(config);
+  rdma::RdmaOptions rdma_options = RdmaOptionsOf(config);
+  rdma_options.provider = *rdma_provider;
   std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
       int, int, Store*)>
       make_context;
-  if (*use_rdma) {
+  if (use_rdma) {
     make_context = [rdma_options](int rank, int size, Store* store) {
       return rdma::CreateRdmaContext(rank, size, store, rdma_options);
     };
@@ -225,7 +237,8 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
   auto tcp = make_context(config.rank, config.size, parts.store.get());
   if (!tcp.ok()) return tcp.status();
   HVD_LOG(INFO) << "rank " << config.rank << ": ranks on other hosts over "
-                << (*use_rdma ? "rdma" : "tcp");
+                << (use_rdma ? absl::StrCat("rdma (", *rdma_provider, ")")
+                             : std::string("tcp"));
   auto hosts = ExchangeHosts(config, *parts.store);
   if (!hosts.ok()) return hosts.status();
   parts.hosts = *std::move(hosts);
