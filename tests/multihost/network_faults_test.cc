@@ -2,10 +2,12 @@
 // checked allreduces: a rank that stops reading (SIGSTOP, its socket
 // buffers fill) is named and ends the job within the data-plane timeout,
 // or, with a stall check and shutdown time, is named by the stall warning
-// and ends the job at the shutdown time,
-// and a port scanner sending random bytes at every port the job listens on
-// (the rendezvous and the agents) does not disturb it. Each case: the exact outcome, in time, and nothing left
-// running. Run by netns_hosts.sh with 2 hosts.
+// and ends the job at the shutdown time; a rank whose connections carry
+// garbage after the handshake is named by the rank that reads it; and a
+// port scanner sending random bytes at every port the job listens on (the
+// rendezvous and the agents) does not disturb it. Each case: the exact
+// outcome, in time, and nothing left running. Run by netns_hosts.sh with 2
+// hosts.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -127,6 +129,38 @@ TEST_F(NetworkFaultsTest, AStoppedRankIsNamedByTheStallCheckAndShutDown) {
                          "4s\n")));
   EXPECT_THAT(r.err, HasSubstr("; rank 3 (host h2) was stopped at the time"));
   EXPECT_LT(took, absl::Seconds(12)) << took;
+  EXPECT_TRUE(NothingLeftWithin(absl::Seconds(10)));
+}
+
+// Rank 3's own connections to the ranks on h1 get 64 bytes of garbage
+// after its hello, between its messages: whichever rank reads them first
+// takes them for a message header, names rank 3 and its address, and the
+// job ends at once (not at a timeout).
+TEST_F(NetworkFaultsTest, GarbageAfterTheHandshakeIsNamedAndEndsTheJob) {
+  auto job = StartLoop(100000000, 4, Env());
+  std::vector<pid_t> rank3 = Workers("HVD_RANK=3");
+  ASSERT_EQ(rank3.size(), 1u);
+  // 0x5a repeated: a header claiming about 6.5e18 bytes, without the stop
+  // notice's bit.
+  std::string garbage;
+  for (int i = 0; i < 64; ++i) garbage += "5a";
+  const absl::Time injected = absl::Now();
+  launcher::CommandResult inject = launcher::RunCommand(
+      {"/usr/bin/python3",
+       launcher::Runfile("tests/multihost/garbage_injector.py"),
+       absl::StrCat(rank3[0]), Addr("h1"), garbage},
+      Env(), absl::Seconds(10));
+  EXPECT_EQ(inject.status.ShellCode(), 0) << inject.out << inject.err;
+  EXPECT_THAT(inject.out, ContainsRegex("injected 64 bytes into [12] "
+                                        "connections"));
+  launcher::CommandResult r = job->Wait(absl::Seconds(60));
+  const absl::Duration took = absl::Now() - injected;
+  EXPECT_EQ(r.status.ShellCode(), 1);
+  EXPECT_THAT(r.err, ContainsRegex(absl::StrCat(
+                         "rank [01]: message header from rank 3 \\(",
+                         Addr("h2"), ":[0-9]+\\) claims 6510615555426900570 "
+                         "bytes; the stream is corrupt")));
+  EXPECT_LT(took, absl::Seconds(10)) << took;
   EXPECT_TRUE(NothingLeftWithin(absl::Seconds(10)));
 }
 
