@@ -193,6 +193,25 @@ absl::Status Pair::CheckHeader(Op& op, size_t payload_got) {
       " bytes"));
 }
 
+namespace {
+
+// A reason as it may be printed: what a corrupt stream passes off as one
+// must not put control bytes (terminal escapes) into the job's output.
+std::string Printable(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 // The peer wrote the reason in one go right behind the header, so it is
 // (nearly always) all in the socket already; a part that is not is left out.
 absl::Status Pair::ReadStopNotice(const Op& op, size_t len,
@@ -210,7 +229,7 @@ absl::Status Pair::ReadStopNotice(const Op& op, size_t len,
   }
   return absl::UnavailableError(absl::StrCat("rank ", rank_, ": rank ", peer_,
                                              " (", address_, ") stopped: ",
-                                             reason));
+                                             Printable(reason)));
 }
 
 absl::Status Pair::DoRecv() {

@@ -115,6 +115,19 @@ TEST_F(TcpContextTest, AbortReasonReachesAReceiveOfAnyLength) {
   EXPECT_TRUE(message.empty());
 }
 
+// What arrives as a stop notice's reason may be a corrupt stream's bytes:
+// control bytes (terminal escapes) are shown escaped, text as it is.
+TEST_F(TcpContextTest, ControlBytesInAStopNoticeArePrintedEscaped) {
+  auto contexts = Connect(2);
+  const std::string address = contexts[0]->PeerAddress(1);
+  contexts[1]->Abort(absl::AbortedError("line\x1b[2J\tend\x7f\n"));
+  std::string message;
+  const absl::Status status = contexts[0]->RecvAny(1, &message)->Wait(Deadline());
+  EXPECT_EQ(status.message(),
+            absl::StrCat("rank 0: rank 1 (", address,
+                         ") stopped: line\\x1b[2J\tend\\x7f\n"));
+}
+
 // Rank 0 loses rank 2; rank 1, which waits only on rank 0, is told so
 // instead of learning merely that rank 0 went away.
 TEST_F(TcpContextTest, RankWaitingOnAFailedPeerLearnsWhichRankWasLost) {
