@@ -1,5 +1,6 @@
 #include "rdma/fabric.h"
 
+#include <glob.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
@@ -56,6 +57,18 @@ bool IsHardwareProvider(const std::string& provider) {
   const std::string core = CoreName(provider.c_str());
   return std::any_of(std::begin(kHardware), std::end(kHardware),
                      [&](const char* h) { return core == h; });
+}
+
+bool HasRdmaDevices() {
+  for (const char* pattern :
+       {"/sys/class/infiniband/*", "/dev/hfi1_*", "/dev/cxi*"}) {
+    glob_t found = {};
+    const bool any = glob(pattern, 0, nullptr, &found) == 0 &&
+                     found.gl_pathc > 0;
+    globfree(&found);
+    if (any) return true;
+  }
+  return false;
 }
 
 std::string HardwareProvider(const std::string& wanted,

@@ -28,6 +28,13 @@ namespace hvd::rdma {
 // (tcp, sockets, udp, net, shm) emulate the API in software.
 bool IsHardwareProvider(const std::string& provider);
 
+// Whether this host shows a device some hardware provider drives: an RDMA
+// device (verbs, efa, psm3, usnic: /sys/class/infiniband), an Omni-Path HFI
+// (psm2, opx: /dev/hfi1_*) or a Slingshot NIC (cxi: /dev/cxi*). Cheap, where
+// a first libfabric query loads every provider (about 0.1 s here): where
+// this is false, no hardware provider is usable.
+bool HasRdmaDevices();
+
 // The first of `usable` (UsableProviders' names) that is a hardware provider
 // and, unless `wanted` is empty, is named `wanted`; "" when none is: what
 // HVD_TRANSPORT=auto takes, since no software provider beats hvd's own TCP.

@@ -62,7 +62,11 @@ absl::StatusOr<std::string> LocalRdmaChoice(const Config& config) {
     case runtime::Transport::kTcp:
       return std::string();
     case runtime::Transport::kAuto:
-      if (config.local_size >= config.size) return std::string();
+      // One host has no other hosts to reach; without a device no hardware
+      // provider can be usable (and asking libfabric costs about 0.1 s).
+      if (config.local_size >= config.size || !rdma::HasRdmaDevices()) {
+        return std::string();
+      }
       return rdma::HardwareProvider(config.rdma_provider,
                                     rdma::UsableProviders());
     case runtime::Transport::kRdma:
