@@ -83,6 +83,16 @@ def test_allgather_broadcast_alltoall_reducescatter():
     assert g1.shape == (SIZE,) and g2.shape == (SIZE, 2)
 
 
+def test_alltoall_splits_of_floats_are_refused_by_type_on_every_rank():
+    with pytest.raises(ValueError, match="splits must be an array of "
+                       "integers"):
+        hvd.alltoall(np.zeros(SIZE), splits=np.ones(SIZE, dtype=np.float32))
+    # Still in step: the next collective meets.
+    out, received = hvd.alltoall(np.zeros(SIZE),
+                                 splits=np.ones(SIZE, np.int32))
+    assert out.shape == (SIZE,) and received.tolist() == [1] * SIZE
+
+
 def test_a_removed_process_set_leaves_nothing_cached():
     # A job that adds and removes sets as it goes must not fill the binding's
     # cache of call options with sets that are gone.

@@ -334,6 +334,21 @@ def test_alltoall_with_splits_returns_received_splits():
     assert torch.equal(out, expected) and torch.equal(rec, received)
 
 
+def test_alltoall_splits_of_floats_are_refused_by_type_on_every_rank():
+    # Values that would be valid splits: the dtype alone decides, so every
+    # rank refuses and none is left waiting in a collective.
+    tensor = torch.zeros(SIZE, 1)
+    for bad in (torch.ones(SIZE, dtype=torch.float32),
+                torch.ones(SIZE, dtype=torch.bool)):
+        with pytest.raises(ValueError, match="splits must be a tensor of "
+                           "integers"):
+            hvd.alltoall(tensor, splits=bad)
+    # Still in step: the next collective meets.
+    result, received = hvd.alltoall(tensor,
+                                    splits=torch.ones(SIZE, dtype=torch.int64))
+    assert result.shape == (SIZE, 1) and received.tolist() == [1] * SIZE
+
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_alltoall_every_dtype(dtype):
     # Rank r sends j + 1 rows of its value to rank j.

@@ -7,8 +7,8 @@ process set, runs an allreduce on it and removes it again. Every --interval
 seconds all ranks sample their resident memory, open files, threads and
 mapped shared-memory segments at the same round boundary. After --warmup
 seconds each must stay flat: resident memory (and the bytes malloc has
-handed out) within --max-rss-growth of the first sample after warm-up, the
-counts never above it. Rank 0 prints every
+handed out) within --max-rss-growth (or 1 MiB, whichever is more) of the
+first sample after warm-up, the counts never above it. Rank 0 prints every
 sample and the verdict; the exit code is 1 when a result was wrong or a
 resource grew. Also reported, to say where memory went: Python's count of
 allocated objects (py_blocks), resident memory that is private (anon_mib)
@@ -31,6 +31,13 @@ import hvd.numpy as hvd
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
 SIZES = [4, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # bytes/rank
+# Growth below this is never a verdict. Over its first minutes this mix
+# raises malloc's bytes in use by about 0.3 MiB, which then stay (a
+# 30-minute run: 7.2 MiB at 2 minutes, 7.5 MiB from 6 minutes to the end):
+# 4% of the few MiB malloc holds once large outputs come from hvd's own
+# mappings. Bounded state filling up (the response cache keeps 1024
+# entries; an unnamed op gets a new name each call) would look like this.
+MIN_SLACK_MIB = 1.0
 COLUMNS = ("seconds", "rss_mib", "fds", "threads", "shm_segments",
            "heap_mib", "py_blocks", "anon_mib", "shmem_mib", "free_mib")
 
@@ -180,7 +187,8 @@ def verdict(samples, args):
             continue
         base, peak = after[0], after[1:].max(axis=0)
         for column, what in ((1, "resident memory"), (5, "malloc's heap")):
-            if peak[column] > base[column] * (1 + args.max_rss_growth):
+            allowed = max(base[column] * args.max_rss_growth, MIN_SLACK_MIB)
+            if peak[column] > base[column] + allowed:
                 problems.append("rank %d: %s grew %.2f%% (%.1f -> %.1f MiB)" % (
                     rank, what, 100 * (peak[column] / base[column] - 1),
                     base[column], peak[column]))
@@ -203,8 +211,8 @@ def report(samples, args):
         print("soak: FAILED: " + line)
     if not problems:
         print("soak: flat after warm-up on every rank (resident memory and "
-              "heap within %.1f%%; files, threads, shm segments no higher)"
-              % (100 * args.max_rss_growth))
+              "heap within %.1f%% or %.0f MiB; files, threads, shm segments "
+              "no higher)" % (100 * args.max_rss_growth, MIN_SLACK_MIB))
     return not problems
 
 

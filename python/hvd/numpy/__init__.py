@@ -263,6 +263,10 @@ def _splits_array(received):
 
 def alltoall_async(tensor, splits=None, name=None,
                    process_set=global_process_set):
+    if isinstance(splits, np.ndarray) and splits.dtype.kind not in "iu":
+        # Refused by type, never by value, as the torch binding does.
+        raise ValueError("alltoall: splits must be an array of integers, "
+                         "not %s" % splits.dtype)
     splits = None if splits is None else [int(s) for s in
                                           np.asarray(splits).reshape(-1)]
     return _engine.alltoall_async(_adapter, tensor, splits, name, process_set,

@@ -108,6 +108,13 @@ def _splits_list(splits):
     if splits is None:
         return None
     if isinstance(splits, torch.Tensor):
+        # Refused by type, as Horovod does, never by value: a float tensor's
+        # values (torch.empty's, say) may pass on one rank and not on
+        # another, leaving the ranks out of step.
+        if splits.is_floating_point() or splits.is_complex() or (
+                splits.dtype == torch.bool):
+            raise ValueError("alltoall: splits must be a tensor of integers "
+                             "(int32), not %s" % splits.dtype)
         return [int(s) for s in splits.reshape(-1).tolist()]
     return [int(s) for s in splits]
 
