@@ -100,16 +100,24 @@ absl::StatusOr<std::vector<std::string>> ExchangeNames(
     return Annotate(s, absl::StrCat("rank ", rank,
                                     ": publishing the RDMA address: "));
   }
+  std::vector<int> peers;
   for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    const std::string context = absl::StrCat(
-        "rank ", rank, ": reading rank ", peer, "'s RDMA address from the store: ");
-    auto value = store->Get(absl::StrCat("rdma/", peer), deadline - absl::Now());
-    if (!value.ok()) return Annotate(value.status(), context);
-    std::vector<std::string> fields = absl::StrSplit(*value, '\n');
+    if (peer != rank) peers.push_back(peer);
+  }
+  auto values = GetOfRanks(*store, "rdma/", peers, deadline - absl::Now());
+  if (!values.ok()) {
+    return Annotate(values.status(),
+                    absl::StrCat("rank ", rank, ": reading the peers' RDMA "
+                                 "addresses from the store: "));
+  }
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const int peer = peers[i];
+    std::vector<std::string> fields = absl::StrSplit((*values)[i], '\n');
     if (fields.size() != 3 || fields[0] != kRecordMagic) {
       return absl::InvalidArgumentError(
-          absl::StrCat(context, "not an hvd RDMA address record"));
+          absl::StrCat("rank ", rank, ": rank ", peer,
+                       "'s RDMA address in the store is not an hvd RDMA "
+                       "address record"));
     }
     if (fields[1] != provider) {
       return absl::FailedPreconditionError(absl::StrCat(

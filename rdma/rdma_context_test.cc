@@ -257,7 +257,8 @@ TEST_F(RdmaContextTest, MissingPeerAddressTimesOutNamingTheKey) {
   EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(
       std::string(context.status().message()),
-      StartsWith("rank 1: reading rank 0's RDMA address from the store: "));
+      StartsWith("rank 1: reading the peers' RDMA addresses from the store: "
+                 "key 'rdma/0' not set within "));
 }
 
 TEST_F(RdmaContextTest, UnknownProviderFailsNamingWhatWasLookedFor) {

@@ -40,6 +40,23 @@ fi
 bazel --output_base="$clang_base" shutdown >/dev/null 2>&1
 took "$start"
 
+# sanitizer_reports SUMMARY TESTLOGS: for each test SUMMARY lists as failed,
+# the first sanitizer report in its log (the report's stack, not only its
+# headline: a flaky finding must be readable from CI's output alone).
+sanitizer_reports() {
+  local target log
+  for target in $(sed -n 's|^//\([^ ]*\) .*FAILED.*|\1|p' "$1" | tr : /); do
+    for log in "$2/$target/test.log" "$2/$target"/run_*/test.log \
+               "$2/$target"/shard_*/test.log; do
+      [[ -f $log ]] || continue
+      grep -aq "ERROR: .*Sanitizer\|runtime error" "$log" || continue
+      echo "--- $target: $(basename "$(dirname "$log")")"
+      grep -a -m1 -A40 "ERROR: .*Sanitizer\|runtime error" "$log"
+      break
+    done
+  done
+}
+
 extra=()
 # sanitized CONFIG PATTERN...: the tests of PATTERN under --config=CONFIG,
 # but for those tagged no_sanitizer: they measure memory or bandwidth, which
@@ -60,6 +77,7 @@ sanitized() {
   grep -aE "^Executed" "$summary"
   logs=$(bazel --output_base="$base" info --config="$config" \
     bazel-testlogs 2>/dev/null)
+  sanitizer_reports "$summary" "$logs"
   bazel --output_base="$base" shutdown >/dev/null 2>&1
   extra+=("$config=$summary@$logs")
   ((run_status)) && status=$run_status

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/bootstrap/data_plane_token.h"
 #include "core/rendezvous/grpc_store.h"
 #include "core/transport/composite/composite_context.h"
@@ -44,7 +45,7 @@ transport::TcpOptions TcpOptionsOf(
   return options;
 }
 
-// All but the provider, which the ranks agree on (AgreeOnRdma).
+// All but the provider, which the ranks agree on (ExchangeLayout).
 rdma::RdmaOptions RdmaOptionsOf(const Config& config) {
   rdma::RdmaOptions options;
   options.hostname = config.hostname;
@@ -82,33 +83,56 @@ absl::StatusOr<std::string> LocalRdmaChoice(const Config& config) {
   return provider;
 }
 
-// The provider to reach other hosts over RDMA, only if every rank offers
-// RDMA (auto may differ by host); "" for TCP.
-absl::StatusOr<std::string> AgreeOnRdma(const Config& config, Store& store) {
+// What the ranks tell each other once at start-up, in one round trip: each
+// rank's host (by HVD_HOSTNAME) and whether it offers RDMA.
+struct Layout {
+  std::vector<int> hosts;  // each rank's host index, in order of appearance
+  std::string rdma_provider;  // "" unless every rank offers RDMA
+};
+
+absl::StatusOr<Layout> ExchangeLayout(const Config& config, Store& store) {
   absl::StatusOr<std::string> mine = LocalRdmaChoice(config);
   if (!mine.ok()) return mine.status();
-  const std::string key = absl::StrCat("transport/", config.rank);
-  if (absl::Status s = store.Set(key, mine->empty() ? "tcp" : "rdma");
+  const int rank = config.rank;
+  if (absl::Status s =
+          store.Set(absl::StrCat("layout/", rank),
+                    absl::StrCat(mine->empty() ? "tcp" : "rdma", "\n",
+                                 config.hostname));
       !s.ok()) {
-    return Annotate(s, absl::StrCat("rank ", config.rank,
-                                    ": publishing the transport choice"));
+    return Annotate(s, absl::StrCat("rank ", rank,
+                                    ": publishing its host and transport"));
   }
-  bool all = !mine->empty();
-  for (int r = 0; r < config.size && all; ++r) {
-    auto choice = store.Get(absl::StrCat("transport/", r), config.start_timeout);
-    if (!choice.ok()) {
-      return Annotate(choice.status(),
-                      absl::StrCat("rank ", config.rank, ": reading rank ", r,
-                                   "'s transport choice"));
+  std::vector<int> ranks(config.size);
+  for (int r = 0; r < config.size; ++r) ranks[r] = r;
+  auto records = GetOfRanks(store, "layout/", ranks, config.start_timeout);
+  if (!records.ok()) {
+    return Annotate(records.status(),
+                    absl::StrCat("rank ", rank,
+                                 ": reading every rank's host and transport"));
+  }
+  Layout layout;
+  layout.hosts.resize(config.size);
+  std::vector<std::string> names;
+  bool all_rdma = !mine->empty();
+  for (int r = 0; r < config.size; ++r) {
+    const std::vector<std::string> fields =
+        absl::StrSplit((*records)[r], absl::MaxSplits('\n', 1));
+    if (fields.size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", rank, ": rank ", r, "'s layout record is unreadable"));
     }
-    all = *choice == "rdma";
+    all_rdma = all_rdma && fields[0] == "rdma";
+    auto it = std::find(names.begin(), names.end(), fields[1]);
+    layout.hosts[r] = static_cast<int>(it - names.begin());
+    if (it == names.end()) names.push_back(fields[1]);
   }
-  if (!all && config.transport == runtime::Transport::kRdma) {
+  if (!all_rdma && config.transport == runtime::Transport::kRdma) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", config.rank,
+        "rank ", rank,
         ": HVD_TRANSPORT=rdma, but another rank has no usable RDMA provider"));
   }
-  return all ? *std::move(mine) : std::string();
+  if (all_rdma) layout.rdma_provider = *std::move(mine);
+  return layout;
 }
 
 // The store keys of this connect: fresh for each connect of a process, so
@@ -159,30 +183,6 @@ absl::StatusOr<Stores> ReachRendezvous(
   return Stores{std::move(cancellable), std::move(base)};
 }
 
-// Every rank's host index (by HVD_HOSTNAME, in order of first appearance).
-absl::StatusOr<std::vector<int>> ExchangeHosts(const Config& config,
-                                               Store& store) {
-  const int rank = config.rank;
-  if (absl::Status s = store.Set(absl::StrCat("host/", rank), config.hostname);
-      !s.ok()) {
-    return Annotate(s, absl::StrCat("rank ", rank, ": publishing host name"));
-  }
-  std::vector<std::string> names;
-  std::vector<int> hosts(config.size, 0);
-  for (int r = 0; r < config.size; ++r) {
-    auto name = store.Get(absl::StrCat("host/", r), config.start_timeout);
-    if (!name.ok()) {
-      return Annotate(name.status(), absl::StrCat("rank ", rank,
-                                                  ": reading rank ", r,
-                                                  "'s host name"));
-    }
-    auto it = std::find(names.begin(), names.end(), *name);
-    hosts[r] = static_cast<int>(it - names.begin());
-    if (it == names.end()) names.push_back(*name);
-  }
-  return hosts;
-}
-
 // `tcp` with the ranks on this host routed through shared memory where they
 // can map each other's segments (a composite context); `tcp` itself when no
 // local peer can.
@@ -219,13 +219,14 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
   if (!stores.ok()) return stores.status();
   parts.store = std::move(stores->scoped);
   parts.job_store = std::move(stores->job);
-  auto rdma_provider = AgreeOnRdma(config, *parts.store);
-  if (!rdma_provider.ok()) return rdma_provider.status();
-  const bool use_rdma = !rdma_provider->empty();
+  auto layout = ExchangeLayout(config, *parts.store);
+  if (!layout.ok()) return layout.status();
+  const std::string& rdma_provider = layout->rdma_provider;
+  const bool use_rdma = !rdma_provider.empty();
   const transport::TcpOptions tcp_options =
       TcpOptionsOf(config, std::move(cancel));
   rdma::RdmaOptions rdma_options = RdmaOptionsOf(config);
-  rdma_options.provider = *rdma_provider;
+  rdma_options.provider = rdma_provider;
   std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
       int, int, Store*)>
       make_context;
@@ -241,11 +242,9 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
   auto tcp = make_context(config.rank, config.size, parts.store.get());
   if (!tcp.ok()) return tcp.status();
   HVD_LOG(INFO) << "rank " << config.rank << ": ranks on other hosts over "
-                << (use_rdma ? absl::StrCat("rdma (", *rdma_provider, ")")
+                << (use_rdma ? absl::StrCat("rdma (", rdma_provider, ")")
                              : std::string("tcp"));
-  auto hosts = ExchangeHosts(config, *parts.store);
-  if (!hosts.ok()) return hosts.status();
-  parts.hosts = *std::move(hosts);
+  parts.hosts = std::move(layout->hosts);
   auto context = AddSharedMemory(config, parts.hosts, parts.store.get(),
                                  *std::move(tcp));
   if (!context.ok()) return context.status();

@@ -162,17 +162,17 @@ absl::StatusOr<std::vector<MemberInfo>> ExchangeMemberInfo(
   }
   std::string all;
   if (index == 0) {
-    std::vector<std::string> lines = {*encoded};
-    for (int m = 1; m < size; ++m) {
-      auto line = store->Get(absl::StrCat(prefix, "info/", m), timeout);
-      if (!line.ok()) {
-        return absl::Status(line.status().code(),
-                            absl::StrCat("GPU info of member ", m, " of ", size,
-                                         ": ", line.status().message()));
-      }
-      lines.push_back(*line);
+    std::vector<int> others;
+    for (int m = 1; m < size; ++m) others.push_back(m);
+    auto lines = GetOfRanks(*store, absl::StrCat(prefix, "info/"), others,
+                            timeout);
+    if (!lines.ok()) {
+      return absl::Status(lines.status().code(),
+                          absl::StrCat("GPU info of the set's ", size,
+                                       " members: ", lines.status().message()));
     }
-    all = absl::StrJoin(lines, "\n");
+    lines->insert(lines->begin(), *encoded);
+    all = absl::StrJoin(*lines, "\n");
     if (absl::Status s = store->Set(absl::StrCat(prefix, "info/all"), all);
         !s.ok()) {
       return s;

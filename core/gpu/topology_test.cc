@@ -162,7 +162,9 @@ TEST(ExchangeMemberInfo, AMissingMemberTimesOutNamingIt) {
                                 absl::Milliseconds(300));
   other.join();
   ASSERT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(got.status().message(), HasSubstr("GPU info of member 2 of 3"));
+  EXPECT_THAT(got.status().message(),
+              HasSubstr("GPU info of the set's 3 members: key 'p/info/2' "
+                        "not set"));
 }
 
 TEST(ExchangeMemberInfo, RefusesAHostNameWithATab) {

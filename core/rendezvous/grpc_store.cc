@@ -12,16 +12,18 @@
 #include "core/rendezvous/channel.h"
 #include "proto/job_token.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "proto/rendezvous_bounds.h"
 
 namespace hvd {
 namespace {
 
 namespace pb = ::hvd::rendezvous;
+using rendezvous::kBarrierArrivedKey;
+using rendezvous::kMaxKeysPerGetMany;
 using rendezvous::RendezvousCallError;
 
 // The network's allowance on top of a blocking RPC's server-side wait.
 constexpr absl::Duration kMaxWaitGrace = absl::Seconds(5);
-constexpr char kBarrierArrivedKey[] = "hvd-barrier-arrived";
 
 std::string Quote(absl::string_view bytes) {
   return absl::StrCat("'", absl::CHexEscape(bytes), "'");
@@ -165,6 +167,49 @@ absl::StatusOr<std::string> GrpcStore::Get(absl::string_view key,
   return absl::DeadlineExceededError(
       absl::StrCat("rendezvous ", address_, ": key ", Quote(key),
                    " not set within ", absl::FormatDuration(timeout)));
+}
+
+absl::StatusOr<std::vector<std::string>> GrpcStore::GetMany(
+    const std::vector<std::string>& keys, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<std::string> values;
+  values.reserve(keys.size());
+  while (values.size() < keys.size()) {
+    const size_t first = values.size();
+    const size_t count =
+        std::min(keys.size() - first, size_t{kMaxKeysPerGetMany});
+    pb::GetManyRequest request;
+    for (size_t i = first; i < first + count; ++i) request.add_keys(keys[i]);
+    pb::GetManyResponse response;
+    const grpc::Status status = Rpc::CallInSlices(
+        token_, options_, deadline,
+        [&](grpc::ClientContext* context, int64_t timeout_ms) {
+          request.set_timeout_ms(timeout_ms);
+          response.Clear();
+          return rpc_->stub().GetMany(context, request, &response);
+        });
+    if (status.ok() && response.values_size() == 0) {
+      return absl::InternalError(absl::StrCat(
+          "rendezvous ", address_, ": GetMany answered no value for ", count,
+          " keys"));
+    }
+    if (status.ok()) {
+      for (std::string& v : *response.mutable_values()) {
+        if (values.size() == first + count) break;
+        values.push_back(std::move(v));
+      }
+      continue;
+    }
+    const std::string what =
+        absl::StrCat("GetMany of ", count, " keys from ", Quote(keys[first]));
+    if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return RendezvousCallError(status, address_, what);
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "rendezvous ", address_, ": ", status.error_message(), " (", what,
+        ", ", absl::FormatDuration(timeout), " in all)"));
+  }
+  return values;
 }
 
 absl::Status GrpcStore::Barrier(absl::string_view name, int count,

@@ -68,6 +68,10 @@ class GrpcStore : public Store {
   absl::Status Set(absl::string_view key, absl::string_view value) override;
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   absl::Duration timeout) override;
+  // One GetMany RPC for up to 4096 keys whose values fit one answer; more
+  // calls only for longer lists or larger values.
+  absl::StatusOr<std::vector<std::string>> GetMany(
+      const std::vector<std::string>& keys, absl::Duration timeout) override;
   // Each call is one participant (retried slices are not counted twice).
   // Barrier names are single-use.
   absl::Status Barrier(absl::string_view name, int count,

@@ -121,6 +121,51 @@ TEST_F(GrpcStoreTest, TimeoutSpanningSeveralSlicesNamesTheWholeTimeout) {
   EXPECT_THAT(value.status().message(), HasSubstr("not set within 90ms"));
 }
 
+TEST_F(GrpcStoreTest, GetManyReturnsTheValuesOnceTheLastIsSet) {
+  ASSERT_TRUE(store_->Set("host/0", "a").ok());
+  absl::StatusOr<std::vector<std::string>> values;
+  std::thread getter([&] {
+    values = store_->GetMany({"host/1", "host/0"}, absl::Seconds(60));
+  });
+  ASSERT_TRUE(server_->WaitForBlockedCalls(1, absl::Seconds(20)));
+  ASSERT_TRUE(Connect()->Set("host/1", "b").ok());
+  getter.join();
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(*values, (std::vector<std::string>{"b", "a"}));
+}
+
+TEST_F(GrpcStoreTest, GetManyTimeoutNamesTheFirstMissingKeyAndTheAddress) {
+  ASSERT_TRUE(store_->Set("k0", "v").ok());
+  absl::StatusOr<std::vector<std::string>> values =
+      store_->GetMany({"k0", "k1", "k2"}, absl::Milliseconds(50));
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(values.status().message(),
+              HasSubstr(absl::StrCat("rendezvous ", address_,
+                                     ": key 'k1' and 1 other(s) of 3")));
+  EXPECT_THAT(values.status().message(), HasSubstr("50ms in all"));
+}
+
+// 5000 keys take two calls of the server's at most 4096; 4 values of 1 MiB
+// take two answers of at most 3 MiB. What the caller sees is one list.
+TEST_F(GrpcStoreTest, GetManySplitsLongListsAndLargeAnswers) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 5000; ++i) {
+    keys.push_back(absl::StrCat("many/", i));
+    ASSERT_TRUE(store_->Set(keys.back(), absl::StrCat(i)).ok());
+  }
+  absl::StatusOr<std::vector<std::string>> values =
+      store_->GetMany(keys, absl::Seconds(20));
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), 5000u);
+  EXPECT_EQ((*values)[0], "0");
+  EXPECT_EQ((*values)[4999], "4999");
+  ASSERT_TRUE(store_->Set("mib", std::string(1 << 20, 'm')).ok());
+  values = store_->GetMany({"mib", "mib", "mib", "mib"}, absl::Seconds(20));
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), 4u);
+  EXPECT_EQ((*values)[3].size(), size_t{1} << 20);
+}
+
 TEST_F(GrpcStoreTest, BarrierReleasesFourThreadsTogether) {
   std::vector<std::unique_ptr<GrpcStore>> stores;
   for (int i = 0; i < 2; ++i) stores.push_back(Connect());

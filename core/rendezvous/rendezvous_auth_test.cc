@@ -67,6 +67,10 @@ const MethodCase kMethods[] = {
      [](RendezvousServerTest* t, Token token) {
        return t->Get("k", absl::Seconds(5), nullptr, token);
      }},
+    {"GetMany",
+     [](RendezvousServerTest* t, Token token) {
+       return t->GetMany({"k"}, absl::Seconds(5), nullptr, token);
+     }},
     {"Barrier",
      [](RendezvousServerTest* t, Token token) {
        return t->Barrier("b", 2, absl::Seconds(5), "intruder", token);
@@ -133,7 +137,7 @@ grpc::Status CallWithoutRequest(const std::shared_ptr<grpc::Channel>& channel,
 
 TEST_F(RendezvousServerTest, ACallWithoutARequestMessageIsRefusedNotRun) {
   StartServer();
-  for (const char* method : {"Register", "Set", "Get", "Barrier"}) {
+  for (const char* method : {"Register", "Set", "Get", "GetMany", "Barrier"}) {
     grpc::Status status =
         CallWithoutRequest(channel_,
                            absl::StrCat("/hvd.rendezvous.Rendezvous/", method),

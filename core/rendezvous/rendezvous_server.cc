@@ -104,7 +104,8 @@ void RendezvousServer::Impl::Shutdown() {
   absl::MutexLock lifecycle(&lifecycle_mu_);
   {
     absl::MutexLock lock(&mu_);
-    shutting_down_ = true;  // wakes every blocked Get and Barrier
+    shutting_down_ = true;
+    for (auto& [topic, woken] : waiters_) woken->Signal();
   }
   if (server_ == nullptr) return;
   server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
@@ -167,17 +168,16 @@ bool RendezvousServer::Impl::WaitForBlockedCalls(int count,
 
 absl::Status RendezvousServer::Impl::WaitLocked(
     grpc::ServerContext* context, absl::Duration wait,
-    const std::function<bool()>& done) {
+    const std::function<bool()>& done,
+    const std::function<std::string()>& topic) {
   // No point waiting past the client's own deadline.
   absl::Time deadline = absl::Now() + wait;
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {
     deadline = std::min(deadline, absl::FromChrono(context->deadline()));
   }
-  auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return shutting_down_ || done();
-  };
   ++blocked_;
   absl::Status result;
+  absl::CondVar woken;
   while (true) {
     if (done()) break;
     if (shutting_down_) {
@@ -193,11 +193,17 @@ absl::Status RendezvousServer::Impl::WaitLocked(
       result = absl::DeadlineExceededError("");
       break;
     }
-    mu_.AwaitWithDeadline(absl::Condition(&wake),
-                          std::min(deadline, now + kCancelPoll));
+    auto entry = waiters_.emplace(topic(), &woken);
+    woken.WaitWithDeadline(&mu_, std::min(deadline, now + kCancelPoll));
+    waiters_.erase(entry);
   }
   --blocked_;
   return result;
+}
+
+void RendezvousServer::Impl::WakeLocked(const std::string& topic) {
+  auto [begin, end] = waiters_.equal_range(topic);
+  for (auto it = begin; it != end; ++it) it->second->Signal();
 }
 
 absl::StatusOr<bool> RendezvousServer::Impl::RegisterLocked(WorkerInfo* info) {

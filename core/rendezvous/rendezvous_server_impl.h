@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/rendezvous/rendezvous_auth.h"
 #include "core/rendezvous/rendezvous_server.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "proto/rendezvous_bounds.h"
 
 namespace hvd {
 namespace rendezvous_internal {
@@ -29,8 +31,6 @@ namespace pb = ::hvd::rendezvous;
 
 // One blocking call holds a gRPC thread; bound it whatever the client asks.
 inline constexpr absl::Duration kMaxWait = absl::Seconds(60);
-// Trailing metadata of a timed-out Barrier: how many had arrived.
-inline constexpr char kBarrierArrivedKey[] = "hvd-barrier-arrived";
 
 grpc::Status ToGrpc(const absl::Status& status);
 grpc::Status Refused(grpc::StatusCode code, absl::string_view what);
@@ -72,6 +72,10 @@ class RendezvousServer::Impl final
   grpc::Status Get(grpc::ServerContext* context,
                    const rendezvous_internal::pb::GetRequest* request,
                    rendezvous_internal::pb::GetResponse* response) override;
+  grpc::Status GetMany(grpc::ServerContext* context,
+                       const rendezvous_internal::pb::GetManyRequest* request,
+                       rendezvous_internal::pb::GetManyResponse* response)
+      override;
   grpc::Status Barrier(
       grpc::ServerContext* context,
       const rendezvous_internal::pb::BarrierRequest* request,
@@ -94,9 +98,21 @@ class RendezvousServer::Impl final
 
   // Waits until done() holds (OK), `wait` passes (DeadlineExceeded), the
   // server shuts down (Unavailable) or the client cancels (Cancelled).
+  // While done() does not hold, topic() names the one change that could
+  // make it hold next (KeyTopic, BarrierTopic): only that change wakes the
+  // call, so a Set does not wake thousands of calls waiting on other keys.
   absl::Status WaitLocked(grpc::ServerContext* context, absl::Duration wait,
-                          const std::function<bool()>& done)
+                          const std::function<bool()>& done,
+                          const std::function<std::string()>& topic)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the calls waiting on `topic`.
+  void WakeLocked(const std::string& topic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static std::string KeyTopic(absl::string_view key) {
+    return absl::StrCat("k", key);
+  }
+  static std::string BarrierTopic(absl::string_view name) {
+    return absl::StrCat("b", name);
+  }
 
   // OK, or INVALID_ARGUMENT when `name` (a key, barrier or participant) is
   // longer than the limit.
@@ -128,6 +144,8 @@ class RendezvousServer::Impl final
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   int blocked_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
+  // The blocked calls by topic, each with its own condition variable.
+  std::multimap<std::string, absl::CondVar*> waiters_ ABSL_GUARDED_BY(mu_);
   // Bytes of keys and values, barrier names and participants held.
   size_t store_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);

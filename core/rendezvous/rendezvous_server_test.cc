@@ -172,6 +172,63 @@ TEST_F(RendezvousServerTest, GetTimeoutIsDeadlineExceededNamingTheKey) {
   EXPECT_EQ(status.error_message(), "key 'never-set' not set within 20ms");
 }
 
+TEST_F(RendezvousServerTest, GetManyAnswersEveryKeyInTheOrderAsked) {
+  StartServer();
+  ASSERT_TRUE(Set("b", "2").ok());
+  ASSERT_TRUE(Set("a", "1").ok());
+  std::vector<std::string> values;
+  ASSERT_TRUE(GetMany({"b", "a", "b"}, absl::ZeroDuration(), &values).ok());
+  EXPECT_EQ(values, (std::vector<std::string>{"2", "1", "2"}));
+}
+
+TEST_F(RendezvousServerTest, GetManyWaitsForTheLastKey) {
+  StartServer();
+  ASSERT_TRUE(Set("a", "1").ok());
+  std::vector<std::string> values;
+  grpc::Status status;
+  std::thread getter(
+      [&] { status = GetMany({"a", "late"}, absl::Seconds(30), &values); });
+  ASSERT_TRUE(server_->WaitForBlockedCalls(1, absl::Seconds(20)));
+  ASSERT_TRUE(Set("late", "2").ok());
+  getter.join();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(values, (std::vector<std::string>{"1", "2"}));
+}
+
+TEST_F(RendezvousServerTest, GetManyTimeoutNamesAMissingKeyAndCountsTheRest) {
+  StartServer();
+  ASSERT_TRUE(Set("a", "1").ok());
+  grpc::Status status =
+      GetMany({"a", "x", "y", "z"}, absl::Milliseconds(20));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(status.error_message(),
+            "key 'x' and 2 other(s) of 4 not set within 20ms");
+}
+
+TEST_F(RendezvousServerTest, GetManyOfMoreKeysThanOneCallAnswersIsRefused) {
+  StartServer();
+  std::vector<std::string> keys(4097, "k");
+  grpc::Status status = GetMany(keys, absl::ZeroDuration());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            "GetMany asks for 4097 keys; one call answers at most 4096");
+}
+
+// An answer stops after 3 MiB of values, but always carries the first.
+TEST_F(RendezvousServerTest, GetManyAnswersTheFirstValuesThatFitOneAnswer) {
+  StartServer();
+  const std::string mib(1 << 20, 'v');
+  const std::string big(3 << 20, 'w');
+  ASSERT_TRUE(Set("m", mib).ok());
+  ASSERT_TRUE(Set("big", big).ok());
+  std::vector<std::string> values;
+  ASSERT_TRUE(GetMany({"m", "m", "m", "m"}, absl::ZeroDuration(), &values).ok());
+  EXPECT_EQ(values.size(), 3u);
+  ASSERT_TRUE(GetMany({"big", "m"}, absl::ZeroDuration(), &values).ok());
+  ASSERT_EQ(values.size(), 1u);
+  EXPECT_EQ(values[0], big);
+}
+
 TEST_F(RendezvousServerTest, BlockedGetIsReleasedWhenTheClientCancels) {
   StartServer();
   grpc::ClientContext context;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -142,6 +143,23 @@ class RendezvousServerTest : public ::testing::Test {
     Prepare(&context, token, wait + absl::Seconds(20));
     grpc::Status status = stub_->Get(&context, request, &response);
     if (value != nullptr) *value = response.value();
+    return status;
+  }
+
+  grpc::Status GetMany(const std::vector<std::string>& keys,
+                       absl::Duration wait,
+                       std::vector<std::string>* values = nullptr,
+                       Token token = Token::kRight) {
+    pb::GetManyRequest request;
+    for (const std::string& key : keys) request.add_keys(key);
+    request.set_timeout_ms(absl::ToInt64Milliseconds(wait));
+    pb::GetManyResponse response;
+    grpc::ClientContext context;
+    Prepare(&context, token, wait + absl::Seconds(20));
+    grpc::Status status = stub_->GetMany(&context, request, &response);
+    if (values != nullptr) {
+      values->assign(response.values().begin(), response.values().end());
+    }
     return status;
   }
 

@@ -1,5 +1,5 @@
-// The rendezvous store's RPCs: Set, Get and Barrier, within the bounds of
-// RendezvousLimits.
+// The rendezvous store's RPCs: Set, Get, GetMany and Barrier, within the
+// bounds of RendezvousLimits.
 #include <algorithm>
 #include <string>
 
@@ -8,7 +8,9 @@
 
 namespace hvd {
 
-using rendezvous_internal::kBarrierArrivedKey;
+using rendezvous::kBarrierArrivedKey;
+using rendezvous::kMaxGetManyAnswerBytes;
+using rendezvous::kMaxKeysPerGetMany;
 using rendezvous_internal::kMaxWait;
 using rendezvous_internal::Quote;
 using rendezvous_internal::Refused;
@@ -52,7 +54,8 @@ grpc::Status RendezvousServer::Impl::Set(grpc::ServerContext* /*context*/,
                                 store_bytes_, " in use)"));
   }
   store_bytes_ = store_bytes_ - old_bytes + new_bytes;
-  values_[key] = request->value();  // waiters re-check on unlock
+  values_[key] = request->value();
+  WakeLocked(KeyTopic(key));
   return grpc::Status::OK;
 }
 
@@ -71,7 +74,8 @@ grpc::Status RendezvousServer::Impl::Get(grpc::ServerContext* context,
   if (!present() && wait > absl::ZeroDuration()) {
     if (grpc::Status s = CheckCanBlock(); !s.ok()) return s;
   }
-  absl::Status status = WaitLocked(context, wait, present);
+  absl::Status status =
+      WaitLocked(context, wait, present, [&] { return KeyTopic(key); });
   if (status.ok()) {
     response->set_value(values_[key]);
     return grpc::Status::OK;
@@ -82,6 +86,65 @@ grpc::Status RendezvousServer::Impl::Get(grpc::ServerContext* context,
                                      absl::FormatDuration(wait)));
   }
   return ToGrpc(status);
+}
+
+grpc::Status RendezvousServer::Impl::GetMany(grpc::ServerContext* context,
+                                             const pb::GetManyRequest* request,
+                                             pb::GetManyResponse* response) {
+  const auto& keys = request->keys();
+  if (keys.size() > kMaxKeysPerGetMany) {
+    return Refused(grpc::StatusCode::INVALID_ARGUMENT,
+                   absl::StrCat("GetMany asks for ", keys.size(),
+                                " keys; one call answers at most ",
+                                kMaxKeysPerGetMany));
+  }
+  for (const std::string& key : keys) {
+    if (grpc::Status s = CheckName("key", key); !s.ok()) return s;
+  }
+  const absl::Duration wait =
+      std::clamp(absl::Milliseconds(request->timeout_ms()),
+                 absl::ZeroDuration(), kMaxWait);
+  absl::MutexLock lock(&mu_);
+  // Keys [unchecked, size) are known to be set (nothing is ever removed).
+  // A call waits for the last key not yet seen: with the keys arriving in
+  // a random order it is woken about ln(keys) times, not once per key.
+  int unchecked = keys.size();
+  auto all_present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (unchecked > 0 && values_.count(keys[unchecked - 1]) > 0) {
+      --unchecked;
+    }
+    return unchecked == 0;
+  };
+  if (!all_present() && wait > absl::ZeroDuration()) {
+    if (grpc::Status s = CheckCanBlock(); !s.ok()) return s;
+  }
+  absl::Status status = WaitLocked(context, wait, all_present, [&] {
+    return KeyTopic(keys[unchecked - 1]);
+  });
+  if (absl::IsDeadlineExceeded(status)) {
+    int missing = 0;
+    const std::string* first = nullptr;
+    for (const std::string& key : keys) {
+      if (values_.count(key) > 0) continue;
+      if (first == nullptr) first = &key;
+      ++missing;
+    }
+    return grpc::Status(
+        grpc::StatusCode::DEADLINE_EXCEEDED,
+        absl::StrCat("key ", Quote(*first), " and ", missing - 1,
+                     " other(s) of ", keys.size(), " not set within ",
+                     absl::FormatDuration(wait)));
+  }
+  if (!status.ok()) return ToGrpc(status);
+  // The first keys' values that fit one answer, and always the first's.
+  size_t bytes = 0;
+  for (const std::string& key : keys) {
+    const std::string& value = values_[key];
+    bytes += value.size();
+    if (bytes > kMaxGetManyAnswerBytes && response->values_size() > 0) break;
+    response->add_values(value);
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status RendezvousServer::Impl::CheckBarrier(
@@ -162,7 +225,12 @@ grpc::Status RendezvousServer::Impl::Barrier(grpc::ServerContext* context,
   auto complete = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return barrier->arrived() >= barrier->count;
   };
-  absl::Status status = WaitLocked(context, wait, complete);
+  if (barrier->arrived() >= barrier->count) {
+    WakeLocked(BarrierTopic(request->name()));
+  }
+  absl::Status status = WaitLocked(context, wait, complete, [&] {
+    return BarrierTopic(request->name());
+  });
   response->set_arrived(barrier->arrived());
   if (status.ok()) return grpc::Status::OK;
   if (absl::IsDeadlineExceeded(status)) {

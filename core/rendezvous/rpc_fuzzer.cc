@@ -57,7 +57,7 @@ void Call(pb::Rendezvous::Stub& stub, uint8_t method,
           const std::string& bytes) {
   grpc::ClientContext context;
   Prepare(&context);
-  switch (method % 4) {
+  switch (method % 5) {
     case 0: {
       auto request = Parse<pb::RegisterRequest>(bytes);
       pb::RegisterResponse response;
@@ -77,11 +77,18 @@ void Call(pb::Rendezvous::Stub& stub, uint8_t method,
       stub.Get(&context, request, &response);
       break;
     }
-    default: {
+    case 3: {
       auto request = Parse<pb::BarrierRequest>(bytes);
       request.set_timeout_ms(0);
       pb::BarrierResponse response;
       stub.Barrier(&context, request, &response);
+      break;
+    }
+    default: {
+      auto request = Parse<pb::GetManyRequest>(bytes);
+      request.set_timeout_ms(0);
+      pb::GetManyResponse response;
+      stub.GetMany(&context, request, &response);
       break;
     }
   }

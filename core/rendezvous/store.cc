@@ -3,10 +3,34 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
 namespace hvd {
+
+absl::StatusOr<std::vector<std::string>> Store::GetMany(
+    const std::vector<std::string>& keys, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<std::string> values;
+  values.reserve(keys.size());
+  for (const std::string& key : keys) {
+    absl::StatusOr<std::string> value =
+        Get(key, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    if (!value.ok()) return value.status();
+    values.push_back(*std::move(value));
+  }
+  return values;
+}
+
+absl::StatusOr<std::vector<std::string>> GetOfRanks(
+    Store& store, absl::string_view prefix, const std::vector<int>& ranks,
+    absl::Duration timeout) {
+  std::vector<std::string> keys;
+  keys.reserve(ranks.size());
+  for (int rank : ranks) keys.push_back(absl::StrCat(prefix, rank));
+  return store.GetMany(keys, timeout);
+}
 
 absl::Status PrefixStore::Set(absl::string_view key, absl::string_view value) {
   return base_->Set(absl::StrCat(prefix_, key), value);
@@ -15,6 +39,16 @@ absl::Status PrefixStore::Set(absl::string_view key, absl::string_view value) {
 absl::StatusOr<std::string> PrefixStore::Get(absl::string_view key,
                                              absl::Duration timeout) {
   return base_->Get(absl::StrCat(prefix_, key), timeout);
+}
+
+absl::StatusOr<std::vector<std::string>> PrefixStore::GetMany(
+    const std::vector<std::string>& keys, absl::Duration timeout) {
+  std::vector<std::string> prefixed;
+  prefixed.reserve(keys.size());
+  for (const std::string& key : keys) {
+    prefixed.push_back(absl::StrCat(prefix_, key));
+  }
+  return base_->GetMany(prefixed, timeout);
 }
 
 absl::Status PrefixStore::Barrier(absl::string_view name, int count,
@@ -28,23 +62,52 @@ absl::Status CancellableStore::Set(absl::string_view key,
   return base_->Set(key, value);
 }
 
-absl::StatusOr<std::string> CancellableStore::Get(absl::string_view key,
-                                                  absl::Duration timeout) {
+namespace {
+
+// `get(slice)` (a Get or GetMany of the base store) in slices of `poll` until
+// `timeout`, checking `cancel` before each. When the whole `timeout` passes,
+// DeadlineExceeded with `timed_out(last slice's status)`.
+template <typename T, typename GetFn>
+absl::StatusOr<T> InSlices(
+    const Cancellation& cancel, absl::Duration poll, absl::Duration timeout,
+    absl::FunctionRef<std::string(const absl::Status&)> timed_out, GetFn get) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    if (cancel_->cancelled()) return cancel_->status();
+    if (cancel.cancelled()) return cancel.status();
     const absl::Duration left = deadline - absl::Now();
-    absl::StatusOr<std::string> value =
-        base_->Get(key, std::max(absl::ZeroDuration(), std::min(left, poll_)));
-    if (!absl::IsDeadlineExceeded(value.status()) || left <= poll_) {
+    absl::StatusOr<T> value =
+        get(std::max(absl::ZeroDuration(), std::min(left, poll)));
+    if (!absl::IsDeadlineExceeded(value.status()) || left <= poll) {
       if (!value.ok() && absl::IsDeadlineExceeded(value.status())) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("key '", key, "' not set within ",
-                         absl::FormatDuration(timeout)));
+        return absl::DeadlineExceededError(timed_out(value.status()));
       }
       return value;
     }
   }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CancellableStore::Get(absl::string_view key,
+                                                  absl::Duration timeout) {
+  return InSlices<std::string>(
+      *cancel_, poll_, timeout,
+      [&](const absl::Status&) {
+        return absl::StrCat("key '", key, "' not set within ",
+                            absl::FormatDuration(timeout));
+      },
+      [&](absl::Duration slice) { return base_->Get(key, slice); });
+}
+
+absl::StatusOr<std::vector<std::string>> CancellableStore::GetMany(
+    const std::vector<std::string>& keys, absl::Duration timeout) {
+  return InSlices<std::vector<std::string>>(
+      *cancel_, poll_, timeout,
+      [&](const absl::Status& last) {
+        return absl::StrCat(last.message(), " (of a wait of ",
+                            absl::FormatDuration(timeout), ")");
+      },
+      [&](absl::Duration slice) { return base_->GetMany(keys, slice); });
 }
 
 absl::Status CancellableStore::Barrier(absl::string_view name, int count,

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -28,6 +29,13 @@ class Store {
   virtual absl::StatusOr<std::string> Get(absl::string_view key,
                                           absl::Duration timeout) = 0;
 
+  // The values of `keys`, in their order, once every one exists: in one
+  // round trip where the store can (the gRPC store's GetMany), key by key
+  // within the one `timeout` otherwise. Errors as Get's, for the first key
+  // that fails.
+  virtual absl::StatusOr<std::vector<std::string>> GetMany(
+      const std::vector<std::string>& keys, absl::Duration timeout);
+
   // Returns once `count` callers have entered barrier `name`, or
   // DeadlineExceeded saying how many arrived.
   virtual absl::Status Barrier(absl::string_view name, int count,
@@ -43,6 +51,8 @@ class PrefixStore : public Store {
   absl::Status Set(absl::string_view key, absl::string_view value) override;
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   absl::Duration timeout) override;
+  absl::StatusOr<std::vector<std::string>> GetMany(
+      const std::vector<std::string>& keys, absl::Duration timeout) override;
   absl::Status Barrier(absl::string_view name, int count,
                        absl::Duration timeout) override;
 
@@ -52,8 +62,9 @@ class PrefixStore : public Store {
 };
 
 // A view of `base` (not owned; must outlive this) whose calls fail with the
-// cancellation's status once `cancel` is cancelled: a Get waiting when that
-// happens gives up within `poll` (it waits in slices of that length).
+// cancellation's status once `cancel` is cancelled: a Get or GetMany waiting
+// when that happens gives up within `poll` (it waits in slices of that
+// length).
 // Barriers are not sliced: a cancellation stops one only before it starts.
 class CancellableStore : public Store {
  public:
@@ -63,6 +74,8 @@ class CancellableStore : public Store {
   absl::Status Set(absl::string_view key, absl::string_view value) override;
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   absl::Duration timeout) override;
+  absl::StatusOr<std::vector<std::string>> GetMany(
+      const std::vector<std::string>& keys, absl::Duration timeout) override;
   absl::Status Barrier(absl::string_view name, int count,
                        absl::Duration timeout) override;
 
@@ -71,6 +84,12 @@ class CancellableStore : public Store {
   const std::shared_ptr<const Cancellation> cancel_;
   const absl::Duration poll_;
 };
+
+// The values of keys `prefix`+rank for each of `ranks`, in their order, by one
+// GetMany: what a rank reads of its peers at start-up.
+absl::StatusOr<std::vector<std::string>> GetOfRanks(
+    Store& store, absl::string_view prefix, const std::vector<int>& ranks,
+    absl::Duration timeout);
 
 // The store of a one-process test, where each thread plays a rank.
 std::unique_ptr<Store> NewInMemoryStore();

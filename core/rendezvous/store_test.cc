@@ -1,7 +1,9 @@
 #include "core/rendezvous/store.h"
 
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -60,6 +62,34 @@ TEST(CancellableStore, AValueSetWhileWaitingIsReturned) {
   });
   EXPECT_EQ(*store.Get("late", absl::Seconds(10)), "there");
   setter.join();
+}
+
+TEST(CancellableStore, AWaitingGetManyGivesUpSoonAfterTheCancel) {
+  auto base = NewInMemoryStore();
+  auto cancel = std::make_shared<Cancellation>();
+  CancellableStore store(base.get(), cancel, absl::Milliseconds(20));
+  ASSERT_TRUE(base->Set("there", "v").ok());
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    cancel->Cancel(absl::AbortedError("peer lost"));
+  });
+  const absl::Time start = absl::Now();
+  auto values = store.GetMany({"there", "never"}, absl::Seconds(30));
+  canceller.join();
+  EXPECT_EQ(values.status(), absl::AbortedError("peer lost"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+TEST(PrefixStore, GetManyReadsThePrefixedKeysInOrder) {
+  auto base = NewInMemoryStore();
+  PrefixStore store(base.get(), "core/7/");
+  ASSERT_TRUE(base->Set("core/7/a", "1").ok());
+  ASSERT_TRUE(store.Set("b", "2").ok());
+  auto values = store.GetMany({"b", "a"}, absl::Seconds(1));
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(*values, (std::vector<std::string>{"2", "1"}));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      store.GetMany({"a", "never"}, absl::Milliseconds(20)).status()));
 }
 
 }  // namespace

@@ -205,21 +205,26 @@ absl::StatusOr<std::vector<int>> AttachPeers(
                                     ": publishing the shared-memory "
                                     "segment name: "));
   }
+  std::vector<int> peers;
   for (int peer : local_ranks) {
-    if (peer == rank) continue;
-    auto value = store->Get(absl::StrCat("shm/", peer), deadline - absl::Now());
-    if (!value.ok()) {
-      return Annotate(value.status(),
-                      absl::StrCat("rank ", rank, ": reading rank ", peer,
-                                   "'s shared-memory segment name: "));
-    }
+    if (peer != rank) peers.push_back(peer);
+  }
+  auto values = GetOfRanks(*store, "shm/", peers, deadline - absl::Now());
+  if (!values.ok()) {
+    return Annotate(values.status(),
+                    absl::StrCat("rank ", rank, ": reading the local peers' "
+                                 "shared-memory segment names: "));
+  }
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const int peer = peers[i];
+    const std::string& value = (*values)[i];
     Record record;
-    if (*value == kNoSegment) continue;  // It logged why.
+    if (value == kNoSegment) continue;  // It logged why.
     absl::StatusOr<Attached> mapped =
-        Decode(*value, &record)
+        Decode(value, &record)
             ? Attach(peer, record, num_rings, own.pid_ns)
             : absl::InvalidArgumentError(
-                  absl::StrCat("unreadable record '", *value, "'"));
+                  absl::StrCat("unreadable record '", value, "'"));
     if (!mapped.ok()) {
       HVD_LOG(WARNING) << "rank " << rank << ": cannot share memory with "
                        << "rank " << peer << " on this host ("
@@ -244,15 +249,21 @@ absl::StatusOr<std::vector<bool>> MutualPeers(
     int rank, int size, const std::vector<int>& attached_ranks, Store* store,
     absl::Time deadline) {
   std::vector<bool> mutual(size, false);
+  if (attached_ranks.empty()) return mutual;
+  std::vector<std::string> keys;
   for (int peer : attached_ranks) {
-    auto value = store->Get(absl::StrCat("shm/", peer, "/attached"),
-                            deadline - absl::Now());
-    if (!value.ok()) {
-      return Annotate(value.status(),
-                      absl::StrCat("rank ", rank, ": reading rank ", peer,
-                                   "'s shared-memory peers: "));
-    }
-    for (absl::string_view r : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
+    keys.push_back(absl::StrCat("shm/", peer, "/attached"));
+  }
+  auto values = store->GetMany(keys, deadline - absl::Now());
+  if (!values.ok()) {
+    return Annotate(values.status(),
+                    absl::StrCat("rank ", rank, ": reading which ranks the "
+                                 "local peers mapped: "));
+  }
+  for (size_t i = 0; i < attached_ranks.size(); ++i) {
+    const int peer = attached_ranks[i];
+    for (absl::string_view r :
+         absl::StrSplit((*values)[i], ',', absl::SkipEmpty())) {
       int other = -1;
       if (absl::SimpleAtoi(r, &other) && other == rank) mutual[peer] = true;
     }

@@ -360,8 +360,8 @@ TEST_F(ShmContextTest, MissingPeerTimesOutNamingIt) {
   auto mesh = CreateShmContext(0, 2, {0, 1}, store_.get(), options);
   EXPECT_EQ(mesh.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(mesh.status().message()),
-              StartsWith("rank 0: reading rank 1's shared-memory segment "
-                         "name: "));
+              StartsWith("rank 0: reading the local peers' shared-memory "
+                         "segment names: key 'shm/1' not set within "));
   EXPECT_THAT(OurSegments(), ::testing::IsEmpty());
 }
 

@@ -60,20 +60,27 @@ tcp_internal::PeerRecord OwnRecord(
   return record;
 }
 
-// The dial candidates of each lower rank, read from the store.
+// The dial candidates of each lower rank, read from the store at once.
 absl::StatusOr<std::vector<std::vector<Endpoint>>> ReadLowerPeers(
     int rank, Store* store, const TcpOptions& options, absl::Time deadline) {
+  std::vector<int> lower(rank);
+  for (int peer = 0; peer < rank; ++peer) lower[peer] = peer;
+  absl::StatusOr<std::vector<std::string>> values =
+      GetOfRanks(*store, "tcp/", lower, deadline - absl::Now());
+  if (!values.ok()) {
+    return Annotate(values.status(),
+                    absl::StrCat("rank ", rank, ": reading the TCP addresses "
+                                 "of the lower ranks from the store: "));
+  }
   std::vector<std::vector<Endpoint>> candidates(rank);
   for (int peer = 0; peer < rank; ++peer) {
-    const std::string context =
-        absl::StrCat("rank ", rank, ": reading rank ", peer,
-                     "'s TCP address from the store: ");
-    absl::StatusOr<std::string> value =
-        store->Get(absl::StrCat("tcp/", peer), deadline - absl::Now());
-    if (!value.ok()) return Annotate(value.status(), context);
     absl::StatusOr<tcp_internal::PeerRecord> record =
-        tcp_internal::DecodePeerRecord(*value);
-    if (!record.ok()) return Annotate(record.status(), context);
+        tcp_internal::DecodePeerRecord((*values)[peer]);
+    if (!record.ok()) {
+      return Annotate(record.status(),
+                      absl::StrCat("rank ", rank, ": rank ", peer,
+                                   "'s TCP address in the store: "));
+    }
     candidates[peer] = tcp_internal::DialCandidates(*record, options.hostname);
   }
   return candidates;

@@ -293,7 +293,8 @@ TEST_F(TcpContextTest, MissingPeerAddressTimesOutNamingTheKey) {
   EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(
       std::string(context.status().message()),
-      StartsWith("rank 1: reading rank 0's TCP address from the store: "));
+      StartsWith("rank 1: reading the TCP addresses of the lower ranks from "
+                 "the store: key 'tcp/0' not set within "));
 }
 
 }  // namespace

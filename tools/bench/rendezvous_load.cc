@@ -1,0 +1,311 @@
+// The rendezvous server under the start-up load of a large job: N simulated
+// workers, each a thread with its own connection and the core's own client
+// (GrpcStore), do against one server what every rank does at hvd_init:
+//
+//   Register; Set its layout record (host, transport); read every rank's;
+//   Set its TCP address; read the addresses of the ranks below it (the full
+//   mesh it dials today), or with --tcp-peers=ring only its two ring
+//   neighbours' (what a rank that connects lazily would read).
+//
+// --reads=batched reads each list with one GetMany (what the core does);
+// --reads=per-key with one Get per key (what it did before GetMany). The
+// server runs in a process of its own (this binary, re-executed with
+// --serve), so that its CPU time is its own.
+//
+//   bazel run -c opt //tools/bench:rendezvous_load --
+//       [--workers=256,1024,4096] [--reads=batched|per-key]
+//       [--tcp-peers=lower|ring] [--value-bytes=48]
+//
+// Prints one row per size: the time until the last worker has its peers
+// (from the moment all are connected), the median worker's, the store
+// calls each worker made, and the server's CPU time in all and per worker.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "core/rendezvous/grpc_store.h"
+#include "core/rendezvous/rendezvous_server.h"
+
+extern char** environ;
+
+namespace hvd {
+namespace {
+
+constexpr char kToken[] = "rendezvous-load-bench";
+constexpr absl::Duration kTimeout = absl::Minutes(5);
+
+struct Flags {
+  std::vector<int> workers = {256, 1024, 4096};
+  bool batched = true;
+  bool ring = false;  // read only the ring neighbours' TCP addresses
+  int value_bytes = 48;
+  int serve = 0;  // > 0: be the server for a job of this size
+};
+
+bool ParseFlags(int argc, char** argv, Flags* flags) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (absl::ConsumePrefix(&a, "--workers=")) {
+      flags->workers.clear();
+      for (absl::string_view n : absl::StrSplit(a, ',')) {
+        int v = 0;
+        if (!absl::SimpleAtoi(n, &v) || v < 2) return false;
+        flags->workers.push_back(v);
+      }
+    } else if (a == "--reads=batched" || a == "--reads=per-key") {
+      flags->batched = a == "--reads=batched";
+    } else if (a == "--tcp-peers=lower" || a == "--tcp-peers=ring") {
+      flags->ring = a == "--tcp-peers=ring";
+    } else if (absl::ConsumePrefix(&a, "--value-bytes=")) {
+      if (!absl::SimpleAtoi(a, &flags->value_bytes)) return false;
+    } else if (absl::ConsumePrefix(&a, "--serve=")) {
+      if (!absl::SimpleAtoi(a, &flags->serve)) return false;
+    } else {
+      return false;
+    }
+  }
+  return !flags->workers.empty() && flags->value_bytes > 0;
+}
+
+// The server side: prints its port, serves until its stdin closes.
+int Serve(int size) {
+  RendezvousServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.token = kToken;
+  options.size = size;
+  RendezvousServer server(options);
+  if (absl::Status s = server.Start(); !s.ok()) {
+    fprintf(stderr, "rendezvous_load: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  printf("%d\n", server.port());
+  fflush(stdout);
+  char c;
+  while (read(STDIN_FILENO, &c, 1) > 0) {
+  }
+  server.Shutdown();
+  return 0;
+}
+
+// A server process for `size` workers: its pid, port, and the pipe whose
+// closing ends it.
+struct ServerProcess {
+  pid_t pid = -1;
+  int port = 0;
+  int stdin_fd = -1;
+};
+
+absl::StatusOr<ServerProcess> SpawnServer(int size) {
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) return absl::InternalError("pipe");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, in[1]);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  const std::string serve = absl::StrCat("--serve=", size);
+  char exe[] = "/proc/self/exe";
+  char* args[] = {exe, const_cast<char*>(serve.c_str()), nullptr};
+  ServerProcess server;
+  const int rc =
+      posix_spawn(&server.pid, exe, &actions, nullptr, args, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(in[0]);
+  close(out[1]);
+  server.stdin_fd = in[1];
+  if (rc != 0) return absl::InternalError("cannot start the server process");
+  char line[32] = {};
+  size_t got = 0;
+  while (got < sizeof(line) - 1 && read(out[0], line + got, 1) == 1 &&
+         line[got] != '\n') {
+    ++got;
+  }
+  close(out[0]);
+  if (!absl::SimpleAtoi(absl::string_view(line, got), &server.port)) {
+    return absl::InternalError("the server process printed no port");
+  }
+  return server;
+}
+
+// Ends the server; its CPU time (user + system).
+absl::Duration StopServer(const ServerProcess& server) {
+  close(server.stdin_fd);
+  int status = 0;
+  rusage usage{};
+  wait4(server.pid, &status, 0, &usage);
+  auto seconds = [](const timeval& t) {
+    return absl::Seconds(t.tv_sec) + absl::Microseconds(t.tv_usec);
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+struct WorkerResult {
+  absl::Duration took;  // from the start signal to having its peers
+  int calls = 0;        // store calls made
+  absl::Status status;
+};
+
+// Reads keys `prefix`+rank for `ranks`: one GetMany, or one Get each.
+absl::Status ReadRanks(Store& store, const std::string& prefix,
+                       const std::vector<int>& ranks, bool batched,
+                       int* calls) {
+  if (batched) {
+    ++*calls;
+    return GetOfRanks(store, prefix, ranks, kTimeout).status();
+  }
+  for (int r : ranks) {
+    ++*calls;
+    absl::StatusOr<std::string> v = store.Get(absl::StrCat(prefix, r), kTimeout);
+    if (!v.ok()) return v.status();
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int> Below(int count) {
+  std::vector<int> ranks(count);
+  for (int r = 0; r < count; ++r) ranks[r] = r;
+  return ranks;
+}
+
+WorkerResult Work(GrpcStore& store, int rank, int size, const Flags& flags,
+                  absl::Time start) {
+  WorkerResult result;
+  const std::string value(flags.value_bytes, 'a' + rank % 26);
+  auto step = [&]() -> absl::Status {
+    ++result.calls;
+    absl::StatusOr<Registration> r = store.Register(rank, "host", rank, {});
+    if (!r.ok()) return r.status();
+    ++result.calls;
+    if (absl::Status s = store.Set(absl::StrCat("layout/", rank),
+                                   absl::StrCat("tcp\nhost", rank / 8));
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s =
+            ReadRanks(store, "layout/", Below(size), flags.batched,
+                      &result.calls);
+        !s.ok()) {
+      return s;
+    }
+    ++result.calls;
+    if (absl::Status s = store.Set(absl::StrCat("tcp/", rank), value);
+        !s.ok()) {
+      return s;
+    }
+    const std::vector<int> peers =
+        flags.ring ? std::vector<int>{(rank + size - 1) % size,
+                                      (rank + 1) % size}
+                   : Below(rank);
+    return ReadRanks(store, "tcp/", peers, flags.batched, &result.calls);
+  };
+  result.status = step();
+  result.took = absl::Now() - start;
+  return result;
+}
+
+struct Row {
+  absl::Duration last, median, server_cpu;
+  double calls_per_worker = 0;
+};
+
+absl::StatusOr<Row> RunOnce(int size, const Flags& flags) {
+  absl::StatusOr<ServerProcess> server = SpawnServer(size);
+  if (!server.ok()) return server.status();
+  const std::string address = absl::StrCat("127.0.0.1:", server->port);
+  std::vector<WorkerResult> results(size);
+  absl::BlockingCounter connected(size);
+  absl::Notification go;
+  absl::Time start;
+  std::vector<std::thread> threads;
+  std::atomic<int> failed_connects{0};
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto store = GrpcStore::Connect(address, kToken, kTimeout);
+      if (!store.ok()) ++failed_connects;
+      connected.DecrementCount();
+      go.WaitForNotification();
+      if (!store.ok()) {
+        results[rank].status = store.status();
+        return;
+      }
+      results[rank] = Work(**store, rank, size, flags, start);
+    });
+  }
+  connected.Wait();
+  start = absl::Now();
+  go.Notify();
+  for (std::thread& t : threads) t.join();
+  Row row;
+  row.server_cpu = StopServer(*server);
+  std::vector<absl::Duration> took;
+  long calls = 0;
+  for (const WorkerResult& r : results) {
+    if (!r.status.ok()) return r.status;
+    took.push_back(r.took);
+    calls += r.calls;
+  }
+  std::sort(took.begin(), took.end());
+  row.last = took.back();
+  row.median = took[took.size() / 2];
+  row.calls_per_worker = static_cast<double>(calls) / size;
+  return row;
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, &flags)) {
+    fprintf(stderr,
+            "usage: rendezvous_load [--workers=N,N,...] "
+            "[--reads=batched|per-key] [--tcp-peers=lower|ring] "
+            "[--value-bytes=B]\n");
+    return 2;
+  }
+  if (flags.serve > 0) return Serve(flags.serve);
+  signal(SIGPIPE, SIG_IGN);
+  printf("reads: %s; TCP addresses of %s; values of %d bytes\n",
+         flags.batched ? "batched (GetMany)" : "per key (Get)",
+         flags.ring ? "the two ring neighbours" : "every lower rank",
+         flags.value_bytes);
+  printf("| workers | all have their peers (s) | median worker (s) | store "
+         "calls per worker | server CPU (s) | server CPU per worker (ms) |\n");
+  printf("|---|---|---|---|---|---|\n");
+  for (int size : flags.workers) {
+    absl::StatusOr<Row> row = RunOnce(size, flags);
+    if (!row.ok()) {
+      fprintf(stderr, "rendezvous_load: %d workers: %s\n", size,
+              std::string(row.status().message()).c_str());
+      return 1;
+    }
+    printf("| %d | %.2f | %.2f | %.1f | %.2f | %.3f |\n", size,
+           absl::ToDoubleSeconds(row->last),
+           absl::ToDoubleSeconds(row->median), row->calls_per_worker,
+           absl::ToDoubleSeconds(row->server_cpu),
+           absl::ToDoubleMilliseconds(row->server_cpu) / size);
+    fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace hvd
+
+int main(int argc, char** argv) { return hvd::Main(argc, argv); }
