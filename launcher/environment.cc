@@ -186,6 +186,20 @@ std::map<std::string, std::string> TunableEnvironment(const Options& o) {
                      absl::StrCat(*o.timeout_seconds));
   }
   if (o.nccl_ib_disable) env.emplace("NCCL_IB_DISABLE", "1");
+  SetSwitch(env, names::kAutotune, o.autotune);
+  if (!o.autotune_log_file.empty()) {
+    SetBothSpellings(env, names::kAutotuneLog, o.autotune_log_file);
+  }
+  for (const auto& [name, value] :
+       {std::pair{names::kAutotuneWarmupSamples, o.autotune_warmup_samples},
+        std::pair{names::kAutotuneStepsPerSample, o.autotune_steps_per_sample},
+        std::pair{names::kAutotuneMaxSamples, o.autotune_max_samples}}) {
+    if (value.has_value()) SetBothSpellings(env, name, absl::StrCat(*value));
+  }
+  if (o.autotune_noise.has_value()) {
+    SetBothSpellings(env, names::kAutotuneNoise,
+                     absl::StrCat(*o.autotune_noise));
+  }
   if (o.metrics_port.has_value()) {
     // Every 2 s: a scrape every 15 s (Prometheus' default) sees fresh
     // figures; the page refreshes every 2 s.

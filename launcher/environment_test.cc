@@ -75,6 +75,28 @@ TEST(TunableEnvironment, NoFormsAreZeroAndHorovodsOtherKnobsAreMapped) {
   EXPECT_EQ(env["NCCL_IB_DISABLE"], "1");
 }
 
+TEST(TunableEnvironment, AutotuneFlagsBecomeItsVariables) {
+  Options o;
+  o.autotune = true;
+  o.autotune_log_file = "tune.csv";
+  o.autotune_warmup_samples = 2;
+  o.autotune_steps_per_sample = 7;
+  o.autotune_max_samples = 15;
+  o.autotune_noise = 0.5;
+  auto env = TunableEnvironment(o);
+  EXPECT_EQ(env["HVD_AUTOTUNE"], "1");
+  EXPECT_EQ(env["HOROVOD_AUTOTUNE_LOG"], "tune.csv");
+  EXPECT_EQ(env["HVD_AUTOTUNE_WARMUP_SAMPLES"], "2");
+  EXPECT_EQ(env["HVD_AUTOTUNE_STEPS_PER_SAMPLE"], "7");
+  EXPECT_EQ(env["HVD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"], "15");
+  EXPECT_EQ(env["HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"], "0.5");
+  o = Options();
+  o.autotune = false;
+  env = TunableEnvironment(o);
+  EXPECT_EQ(env["HVD_AUTOTUNE"], "0");
+  EXPECT_EQ(env.count("HVD_AUTOTUNE_LOG"), 0u);
+}
+
 TEST(ApplyIdentityVariables, DashXOfAnIdentityVariableIsAUsageError) {
   for (const char* x : {"HVD_RANK=3", "HOROVOD_SIZE=2", "HVD_JOB_TOKEN"}) {
     Options o;

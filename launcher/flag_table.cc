@@ -223,8 +223,6 @@ constexpr char kOneController[] =
     "hvd has one controller (its own: a gRPC rendezvous, then TCP and "
     "shared memory)";
 constexpr char kNoMpi[] = "hvd does not use MPI";
-constexpr char kNoAutotune[] =
-    "hvd has no autotuner: set --fusion-threshold-mb and --cycle-time-ms";
 
 std::vector<Flag> HvdFlags() {
   return {
@@ -311,6 +309,17 @@ std::vector<Flag> TunableFlags() {
         Switch(&O::hierarchical_allgather, false), "h-allgather"),
       F({"--gloo-timeout-seconds"}, 1,
         Int(&O::timeout_seconds, "--gloo-timeout-seconds", 1)),
+      F({"--autotune"}, 0, Switch(&O::autotune, true), "autotune"),
+      F({"--no-autotune"}, 0, Switch(&O::autotune, false), "autotune"),
+      F({"--autotune-log-file"}, 1, String(&O::autotune_log_file)),
+      F({"--autotune-warmup-samples"}, 1,
+        Int(&O::autotune_warmup_samples, "--autotune-warmup-samples", 0)),
+      F({"--autotune-steps-per-sample"}, 1,
+        Int(&O::autotune_steps_per_sample, "--autotune-steps-per-sample", 1)),
+      F({"--autotune-bayes-opt-max-samples"}, 1,
+        Int(&O::autotune_max_samples, "--autotune-bayes-opt-max-samples", 1)),
+      F({"--autotune-gaussian-process-noise"}, 1,
+        Double(&O::autotune_noise, "--autotune-gaussian-process-noise")),
       F({"--log-with-timestamp", "--no-log-hide-timestamp"}, 0,
         Switch(&O::log_hide_timestamp, false), "log-time"),
       F({"--log-without-timestamp", "--log-hide-timestamp"}, 0,
@@ -372,21 +381,6 @@ std::vector<Flag> IgnoredFlags() {
       F({"--torus-allreduce"}, 0,
         Ignored("--torus-allreduce: hvd has no torus allreduce"), "torus"),
       no("--no-torus-allreduce", "torus"),
-      F({"--autotune"}, 0, Ignored(absl::StrCat("--autotune: ", kNoAutotune)),
-        "autotune"),
-      no("--no-autotune", "autotune"),
-      F({"--autotune-log-file"}, 1,
-        Ignored(absl::StrCat("--autotune-log-file: ", kNoAutotune))),
-      F({"--autotune-warmup-samples"}, 1,
-        Ignored(absl::StrCat("--autotune-warmup-samples: ", kNoAutotune))),
-      F({"--autotune-steps-per-sample"}, 1,
-        Ignored(absl::StrCat("--autotune-steps-per-sample: ", kNoAutotune))),
-      F({"--autotune-bayes-opt-max-samples"}, 1,
-        Ignored(absl::StrCat("--autotune-bayes-opt-max-samples: ",
-                             kNoAutotune))),
-      F({"--autotune-gaussian-process-noise"}, 1,
-        Ignored(absl::StrCat("--autotune-gaussian-process-noise: ",
-                             kNoAutotune))),
   };
 }
 

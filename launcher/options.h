@@ -67,6 +67,13 @@ struct Options {
   std::optional<int> timeout_seconds;     // --gloo-timeout-seconds
   std::optional<bool> log_hide_timestamp;  // --log-without-timestamp etc.
   bool nccl_ib_disable = false;           // --tcp
+  // --autotune (--no-autotune: false) and its settings (HVD_AUTOTUNE_*).
+  std::optional<bool> autotune;
+  std::string autotune_log_file;
+  std::optional<int> autotune_warmup_samples;
+  std::optional<int> autotune_steps_per_sample;
+  std::optional<int> autotune_max_samples;
+  std::optional<double> autotune_noise;
 
   ElasticOptions elastic;
 

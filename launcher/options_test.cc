@@ -102,6 +102,24 @@ TEST(ParseCommandLine, Tunables) {
   EXPECT_EQ(o->stall_check_shutdown_time_seconds, 20);
 }
 
+TEST(ParseCommandLine, AutotuneAndItsSettings) {
+  auto o = Parse({"--autotune", "--autotune-log-file", "t.csv",
+                  "--autotune-warmup-samples", "0",
+                  "--autotune-steps-per-sample", "4",
+                  "--autotune-bayes-opt-max-samples", "9",
+                  "--autotune-gaussian-process-noise", "0.3", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->autotune, true);
+  EXPECT_EQ(o->autotune_log_file, "t.csv");
+  EXPECT_EQ(o->autotune_warmup_samples, 0);
+  EXPECT_EQ(o->autotune_steps_per_sample, 4);
+  EXPECT_EQ(o->autotune_max_samples, 9);
+  EXPECT_EQ(o->autotune_noise, 0.3);
+  EXPECT_TRUE(o->notes.empty());
+  EXPECT_THAT(Parse({"--autotune-steps-per-sample", "0", "p"}).status().message(),
+              HasSubstr("--autotune-steps-per-sample"));
+}
+
 TEST(ParseCommandLine, UnknownFlag) {
   auto o = Parse({"-np", "2", "--frobnicate", "prog"});
   EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
@@ -201,18 +219,17 @@ TEST(ParseCommandLine, EveryHorovodrunFlagIsAccepted) {
 }
 
 TEST(ParseCommandLine, FlagsWithNoMeaningHereSayWhyAndTheJobGoesOn) {
-  auto o = Parse({"-np", "2", "--gloo", "--autotune", "--disable-cache",
+  auto o = Parse({"-np", "2", "--gloo", "--disable-cache",
                   "--mpi-args=--bind-to none", "--thread-affinity", "1",
-                  "--no-autotune=x", "p"});
+                  "--no-torus-allreduce=x", "p"});
   EXPECT_THAT(o.status().message(), HasSubstr("takes no value"));
-  o = Parse({"-np", "2", "--gloo", "--autotune", "--disable-cache",
+  o = Parse({"-np", "2", "--gloo", "--disable-cache",
              "--mpi-args=--bind-to none", "--no-torus-allreduce", "p"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(ValidateOptions(*o).ok());
   EXPECT_THAT(
       o->notes,
       ElementsAre(HasSubstr("--gloo: hvd has one controller"),
-                  HasSubstr("--autotune: hvd has no autotuner"),
                   HasSubstr("--disable-cache: hvdrun keeps no cache"),
                   "--mpi-args: hvd does not use MPI (--bind-to none); "
                   "ignored"));
@@ -357,6 +374,8 @@ TEST(ConfigFile, SetsWhatItsKeysStandFor) {
   EXPECT_EQ(o->timeout_seconds, 60);
   EXPECT_EQ(o->log_level, "info");
   EXPECT_EQ(o->log_hide_timestamp, true);
+  EXPECT_EQ(o->autotune, false);
+  EXPECT_EQ(o->autotune_log_file, "horovod_autotune_log.txt");
   EXPECT_THAT(o->notes, ElementsAre(HasSubstr("--gloo: hvd has one")));
 }
 

@@ -55,6 +55,16 @@ inline constexpr char kTransport[] = "TRANSPORT";
 inline constexpr char kTimelineMarkCycles[] = "TIMELINE_MARK_CYCLES";
 inline constexpr char kTimeoutSeconds[] = "TIMEOUT_SECONDS";
 
+// The autotuner (hvdrun --autotune and --autotune-*).
+inline constexpr char kAutotune[] = "AUTOTUNE";
+inline constexpr char kAutotuneLog[] = "AUTOTUNE_LOG";
+inline constexpr char kAutotuneWarmupSamples[] = "AUTOTUNE_WARMUP_SAMPLES";
+inline constexpr char kAutotuneStepsPerSample[] = "AUTOTUNE_STEPS_PER_SAMPLE";
+inline constexpr char kAutotuneMaxSamples[] = "AUTOTUNE_BAYES_OPT_MAX_SAMPLES";
+inline constexpr char kAutotuneNoise[] = "AUTOTUNE_GAUSSIAN_PROCESS_NOISE";
+// 0: values set for tuned knobs are where tuning starts, not held fixed.
+inline constexpr char kAutotuneHoldSet[] = "AUTOTUNE_HOLD_SET";
+
 // Tunables read by workers only.
 inline constexpr char kIdleCycleTime[] = "IDLE_CYCLE_TIME";
 inline constexpr char kStartTimeout[] = "START_TIMEOUT";

@@ -324,6 +324,28 @@ void ReadDataPlane(Reader& r, Config& c) {
          &c.collectives.hierarchical_allgather);
 }
 
+void ReadAutotune(Reader& r, Config& c) {
+  AutotuneOptions& a = c.autotune;
+  r.Bool(names::kAutotune, &a.enabled);
+  r.String(names::kAutotuneLog, &a.log_file);
+  r.Integer(names::kAutotuneWarmupSamples, 0, &a.warmup_samples);
+  r.Integer(names::kAutotuneStepsPerSample, 1, &a.steps_per_sample);
+  r.Integer(names::kAutotuneMaxSamples, 1, &a.max_samples);
+  r.Parsed(
+      names::kAutotuneNoise,
+      [](absl::string_view text, double* out) {
+        return absl::SimpleAtod(text, out) && *out >= 0 && *out <= 10;
+      },
+      "a number from 0 to 10", &a.noise);
+  bool hold = true;
+  r.Bool(names::kAutotuneHoldSet, &hold);
+  if (!hold) return;
+  a.hold_fusion_threshold = r.IsSet(names::kFusionThreshold);
+  a.hold_cycle_time = r.IsSet(names::kCycleTime);
+  a.hold_small_message_bytes = r.IsSet(names::kSmallMessageBytes);
+  a.hold_chunk_bytes = r.IsSet(names::kChunkBytes);
+}
+
 }  // namespace
 
 absl::Duration CycleTimeAfter(const Config& config, int idle_cycles) {
@@ -342,6 +364,7 @@ absl::StatusOr<Config> ParseConfig(const ConfigLookup& lookup,
   ReadIdentity(reader, env, c);
   ReadNegotiation(reader, c);
   ReadDataPlane(reader, c);
+  ReadAutotune(reader, c);
   if (!reader.status().ok()) return reader.status();
   return c;
 }

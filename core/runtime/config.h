@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/collectives/options.h"
+#include "core/runtime/autotune_options.h"
 #include "core/common/logging.h"
 #include "core/transport/shm/shm_options.h"
 #include "core/runtime/launch_contract.h"
@@ -114,6 +115,10 @@ struct Config {
   // empty: any that passes (rdma/fabric.h).
   std::string rdma_provider;
   bool hierarchical_allreduce = false;  // GPU: NCCL within hosts, CPU across
+
+  // Rank 0 tunes the fusion threshold, cycle time, small-message threshold
+  // and chunk size while the job runs (autotune.h).
+  AutotuneOptions autotune;
 };
 
 // Looks a variable up by its bare name ("FUSION_THRESHOLD"), whichever

@@ -112,6 +112,43 @@ TEST(ParseConfigTest, CollectiveTunablesGoToTheCollectivesOptions) {
   EXPECT_EQ(c->fusion_in_place_bytes, 0);
 }
 
+TEST(ParseConfigTest, AutotuneHoldsTheKnobsTheUserSet) {
+  absl::StatusOr<Config> c =
+      ParseConfig(Vars({{"AUTOTUNE", "1"},
+                        {"AUTOTUNE_LOG", "/tmp/tune.csv"},
+                        {"AUTOTUNE_WARMUP_SAMPLES", "0"},
+                        {"AUTOTUNE_STEPS_PER_SAMPLE", "5"},
+                        {"AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "12"},
+                        {"AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.25"},
+                        {"FUSION_THRESHOLD", "1048576"},
+                        {"CHUNK_BYTES", "65536"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const AutotuneOptions& a = c->autotune;
+  EXPECT_TRUE(a.enabled);
+  EXPECT_EQ(a.log_file, "/tmp/tune.csv");
+  EXPECT_EQ(a.warmup_samples, 0);
+  EXPECT_EQ(a.steps_per_sample, 5);
+  EXPECT_EQ(a.max_samples, 12);
+  EXPECT_EQ(a.noise, 0.25);
+  EXPECT_TRUE(a.hold_fusion_threshold);
+  EXPECT_TRUE(a.hold_chunk_bytes);
+  EXPECT_FALSE(a.hold_cycle_time);
+  EXPECT_FALSE(a.hold_small_message_bytes);
+  // Held off: what was set is where tuning starts.
+  c = ParseConfig(Vars({{"AUTOTUNE", "1"},
+                        {"AUTOTUNE_HOLD_SET", "0"},
+                        {"FUSION_THRESHOLD", "1048576"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->autotune.hold_fusion_threshold);
+  EXPECT_EQ(c->fusion_threshold, 1048576);
+  EXPECT_EQ(ErrorOf({{"AUTOTUNE_STEPS_PER_SAMPLE", "0"}}),
+            "HVD_AUTOTUNE_STEPS_PER_SAMPLE='0' is not valid: expected an "
+            "integer >= 1");
+  EXPECT_EQ(ErrorOf({{"AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "-1"}}),
+            "HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE='-1' is not valid: expected "
+            "a number from 0 to 10");
+}
+
 TEST(ParseConfigTest, GpuDataPathAcceptsTheThreeNamesInAnyCase) {
   for (auto [text, path] : {std::pair{"", GpuDataPath::kAuto},
                             {"auto", GpuDataPath::kAuto},

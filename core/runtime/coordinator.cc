@@ -33,13 +33,6 @@ bool Fusable(const Response& a, const Response& b) {
                     b.joined().end());
 }
 
-int64_t ResponseBytes(const Response& r) {
-  int64_t elements = 0;
-  for (int64_t s : r.sizes()) elements += s;
-  return elements * static_cast<int64_t>(
-                        DataTypeSize(static_cast<DataType>(r.dtype())));
-}
-
 void Append(Response& into, const Response& from) {
   for (const auto& n : from.names()) into.add_names(n);
   for (int64_t s : from.sizes()) into.add_sizes(s);
@@ -48,6 +41,13 @@ void Append(Response& into, const Response& from) {
 }
 
 }  // namespace
+
+int64_t ResponseBytes(const Response& r) {
+  int64_t elements = 0;
+  for (int64_t s : r.sizes()) elements += s;
+  return elements * static_cast<int64_t>(
+                        DataTypeSize(static_cast<DataType>(r.dtype())));
+}
 
 Coordinator::Coordinator(CoordinatorOptions options,
                          const ProcessSetTable* sets,

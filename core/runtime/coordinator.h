@@ -39,6 +39,9 @@ inline bool Announces(const RequestList& list) {
   return list.requests_size() > 0 || !list.cache_bits().empty();
 }
 
+// The bytes of one rank's tensors that `response` names (sizes x element).
+int64_t ResponseBytes(const Response& response);
+
 class Coordinator {
  public:
   Coordinator(CoordinatorOptions options, const ProcessSetTable* sets,
@@ -62,6 +65,11 @@ class Coordinator {
   // members' next operation, since nothing of its own wakes it).
   bool Idle(const std::vector<RequestList>& lists,
             const ResponseList& out) const;
+
+  // The autotuner's new threshold, for the cycles after this one.
+  void set_fusion_threshold(int64_t bytes) {
+    options_.fusion_threshold = bytes;
+  }
 
   // Counters since construction, for the log and the tests.
   struct Stats {

@@ -159,6 +159,13 @@ void Executor::FailResponse(const Response& response, Entries& entries,
   }
 }
 
+void Executor::Retune(const Tuning& tuning) {
+  options_.small_message_bytes =
+      static_cast<size_t>(tuning.small_message_bytes());
+  options_.chunk_bytes = static_cast<size_t>(tuning.chunk_bytes());
+  fusion_threshold_bytes_ = static_cast<size_t>(tuning.fusion_threshold());
+}
+
 absl::Status Executor::Execute(const Response& response,
                                PendingTable& pending) {
   for (const auto& name : response.names()) timeline_->ActivityEnd(name);

@@ -66,6 +66,10 @@ class Executor {
   // the caller fails everything.
   absl::Status Execute(const Response& response, PendingTable& pending);
 
+  // The autotuner's small-message threshold, chunk size and fusion
+  // threshold, for the responses after this one.
+  void Retune(const Tuning& tuning);
+
  private:
   using Entries = std::vector<std::unique_ptr<TensorEntry>>;
   Entries Take(const Response& response, PendingTable& pending);

@@ -23,6 +23,17 @@ transport::WaitLimits WaitLimitsOf(const Config& config) {
   return limits;
 }
 
+// The values in force at init of the knobs the autotuner tunes.
+Tuning TuningOf(const Config& config) {
+  Tuning t;
+  t.set_fusion_threshold(config.fusion_threshold);
+  t.set_cycle_time_us(absl::ToInt64Microseconds(config.cycle_time));
+  t.set_small_message_bytes(
+      static_cast<int64_t>(config.collectives.small_message_bytes));
+  t.set_chunk_bytes(static_cast<int64_t>(config.collectives.chunk_bytes));
+  return t;
+}
+
 }  // namespace
 
 Runtime::Runtime(const Config& config, RuntimeParts parts,
@@ -61,6 +72,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
     options.stall_shutdown_time = config.stall_shutdown_time;
     runtime->coordinator_ = std::make_unique<Coordinator>(
         options, &runtime->sets_, &runtime->cache_, &runtime->timeline_);
+    if (config.autotune.enabled && config.size > 1) {
+      auto tuner = Autotuner::Create(config.autotune, TuningOf(config),
+                                     config.size);
+      if (!tuner.ok()) return tuner.status();
+      runtime->autotuner_ = *std::move(tuner);
+    }
   }
   ExecutorOptions options;
   options.collectives = config.collectives;
@@ -357,7 +374,17 @@ absl::Status Runtime::Execute(const ResponseList& responses) {
       return s;
     }
   }
+  if (responses.has_tuning()) Retune(responses.tuning());
   return absl::OkStatus();
+}
+
+void Runtime::Retune(const Tuning& tuning) {
+  config_.fusion_threshold = tuning.fusion_threshold();
+  config_.cycle_time = absl::Microseconds(tuning.cycle_time_us());
+  if (coordinator_) coordinator_->set_fusion_threshold(tuning.fusion_threshold());
+  executor_->Retune(tuning);
+  HVD_LOG(DEBUG) << "autotune: " << (tuning.frozen() ? "frozen at " : "trying ")
+                 << tuning.ShortDebugString();
 }
 
 void Runtime::FailAll(absl::Status status) {

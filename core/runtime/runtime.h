@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/rendezvous/store.h"
+#include "core/runtime/autotune.h"
 #include "core/runtime/config.h"
 #include "core/runtime/coordinator.h"
 #include "core/runtime/device_ops.h"
@@ -127,12 +128,18 @@ class Runtime {
   // Rank 0 of a larger job; *busy: whether any rank announced work.
   absl::StatusOr<ResponseList> CoordinatorCycle(bool* busy);
   absl::Status Execute(const ResponseList& responses);
+  // Switches this rank to the autotuner's values (every rank does, after the
+  // same list).
+  void Retune(const Tuning& tuning);
   void FailAll(absl::Status status);
   // OK, or the reason Abort was given.
   absl::Status AbortStatus();
   // Fails everything with the abort reason if Abort was called; true then.
   bool FailIfAborted();
 
+  // The identity never changes. The knobs the autotuner tunes (cycle time,
+  // fusion threshold) change on the background thread, which alone reads
+  // them.
   Config config_;
   // Every wait for a peer, in negotiation and in the collectives: a warning
   // naming it past the stall check time, failure at the stall shutdown time
@@ -144,6 +151,7 @@ class Runtime {
   ResponseCache cache_;  // background thread only
   Timeline timeline_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::unique_ptr<Autotuner> autotuner_;      // rank 0, with HVD_AUTOTUNE
   std::unique_ptr<DeviceOps> device_ops_;
   std::unique_ptr<Executor> executor_;
   PendingTable pending_;  // background thread only

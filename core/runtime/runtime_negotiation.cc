@@ -80,6 +80,11 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
     // count, as every cycle.
     for (int r = 1; r < size; ++r) lists[r].clear_requests();
   }
+  if (autotuner_) {
+    if (std::optional<Tuning> t = autotuner_->Observe(result, absl::Now())) {
+      *result.mutable_tuning() = *std::move(t);
+    }
+  }
   const std::string reply = result.SerializeAsString();
   std::vector<std::unique_ptr<transport::Request>> sends;
   for (int r = 1; r < size; ++r) {

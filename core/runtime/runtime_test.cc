@@ -19,108 +19,14 @@
 #include "absl/time/clock.h"
 #include "core/collectives/test_mesh.h"
 #include "core/runtime/handle_table.h"
+#include "core/runtime/test_job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace hvd::runtime {
 namespace {
 
-using collectives::MeshTransport;
 using ::testing::HasSubstr;
-
-// Wraps a rank's data plane before its runtime gets it.
-using WrapContext = std::function<std::unique_ptr<transport::Context>(
-    int rank, std::unique_ptr<transport::Context>)>;
-
-// A job of `size` runtimes in this process.
-class Job {
- public:
-  Job(int size, MeshTransport transport, Config base = {},
-      const WrapContext& wrap = nullptr) {
-    auto mesh = collectives::TestMesh::Create(size, transport);
-    EXPECT_TRUE(mesh.ok()) << mesh.status();
-    if (!mesh.ok()) return;
-    for (int rank = 0; rank < size; ++rank) {
-      Config config = base;
-      config.rank = rank;
-      config.size = size;
-      config.hostname = absl::StrCat("host", (*mesh)->hosts()[rank]);
-      config.timeout = absl::Seconds(20);
-      RuntimeParts parts;
-      parts.context = (*mesh)->TakeContext(rank);
-      if (wrap) parts.context = wrap(rank, std::move(parts.context));
-      parts.hosts = (*mesh)->hosts();
-      handles_.push_back(std::make_unique<HandleTable>());
-      auto runtime =
-          Runtime::Start(config, std::move(parts), handles_.back().get());
-      EXPECT_TRUE(runtime.ok()) << runtime.status();
-      if (runtime.ok()) runtimes_.push_back(*std::move(runtime));
-    }
-    mesh_ = *std::move(mesh);
-  }
-  ~Job() {
-    // Every rank asks to stop at once: the stop is negotiated.
-    RunOnEveryRank([this](int rank) { runtimes_[rank]->Shutdown(); });
-  }
-
-  int size() const { return static_cast<int>(runtimes_.size()); }
-  Runtime& runtime(int rank) { return *runtimes_[rank]; }
-  HandleTable& handles(int rank) { return *handles_[rank]; }
-
-  void RunOnEveryRank(const std::function<void(int rank)>& fn) {
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < size(); ++rank) threads.emplace_back(fn, rank);
-    for (auto& t : threads) t.join();
-  }
-
-  // Submits `entries` on `rank` and waits for the handle's status.
-  absl::Status Run(int rank,
-                   std::vector<std::unique_ptr<TensorEntry>> entries) {
-    const int64_t handle = runtime(rank).Submit(std::move(entries)).value();
-    if (handles(rank).Wait(handle, absl::Seconds(30)) !=
-        HandleTable::kDone) {
-      return absl::DeadlineExceededError("handle did not complete");
-    }
-    absl::Status status = handles(rank).GetStatus(handle);
-    handles(rank).Release(handle);
-    return status;
-  }
-
- private:
-  std::unique_ptr<collectives::TestMesh> mesh_;
-  std::vector<std::unique_ptr<HandleTable>> handles_;
-  std::vector<std::unique_ptr<Runtime>> runtimes_;
-};
-
-// An in-place float32 allreduce (Sum) of `data`.
-std::unique_ptr<TensorEntry> Allreduce(const std::string& name,
-                                       std::vector<float>& data) {
-  auto entry = std::make_unique<TensorEntry>();
-  Request& r = entry->request;
-  r.set_type(ALLREDUCE);
-  r.set_name(name);
-  r.set_dtype(static_cast<int32_t>(DataType::kFloat32));
-  r.add_shape(static_cast<int64_t>(data.size()));
-  r.set_op(static_cast<int32_t>(ReduceOp::kSum));
-  r.set_prescale(1.0);
-  r.set_postscale(1.0);
-  entry->input = entry->output = data.data();
-  return entry;
-}
-
-std::unique_ptr<TensorEntry> Join() {
-  auto entry = std::make_unique<TensorEntry>();
-  entry->request.set_type(JOIN);
-  entry->request.set_name("join");
-  return entry;
-}
-
-std::vector<std::unique_ptr<TensorEntry>> One(
-    std::unique_ptr<TensorEntry> entry) {
-  std::vector<std::unique_ptr<TensorEntry>> entries;
-  entries.push_back(std::move(entry));
-  return entries;
-}
 
 // Rank r contributes r + 1 to every element, so the sum is n(n+1)/2.
 float SumOfRanks(int size) { return size * (size + 1) / 2.0f; }

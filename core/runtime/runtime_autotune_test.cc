@@ -1,0 +1,96 @@
+// The autotuner in a running job: rank 0 changes the fusion threshold, cycle
+// time, small-message threshold and chunk size while every rank trains, and
+// every rank switches with it at the same cycle. A rank that switched alone
+// would run another algorithm or another chunking than its peers, and its
+// results would be wrong or never come.
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/runtime/test_job.h"
+#include "gtest/gtest.h"
+
+namespace hvd::runtime {
+namespace {
+
+class RuntimeAutotuneTest : public ::testing::TestWithParam<MeshTransport> {};
+
+// One step: allreduces of 256 B to 1 MiB, submitted together, as a
+// backward pass does; every result checked.
+void Step(Job& job, int rank, int step) {
+  const int size = job.size();
+  std::vector<std::vector<float>> data;
+  for (size_t count = 64; count <= (size_t{1} << 18); count *= 8) {
+    data.emplace_back(count, static_cast<float>(rank + step));
+  }
+  std::vector<int64_t> handles;
+  for (size_t i = 0; i < data.size(); ++i) {
+    handles.push_back(job.runtime(rank)
+                          .Submit(One(Allreduce(absl::StrCat("g", i),
+                                                data[i])))
+                          .value());
+  }
+  // Sum over ranks of (rank + step).
+  const float want = size * (size - 1) / 2.0f + size * step;
+  for (size_t i = 0; i < data.size(); ++i) {
+    ASSERT_EQ(job.handles(rank).Wait(handles[i], absl::Seconds(30)),
+              HandleTable::kDone);
+    ASSERT_TRUE(job.handles(rank).GetStatus(handles[i]).ok());
+    job.handles(rank).Release(handles[i]);
+    ASSERT_EQ(data[i].front(), want) << "rank " << rank << " step " << step;
+    ASSERT_EQ(data[i].back(), want) << "rank " << rank << " step " << step;
+  }
+}
+
+std::vector<std::vector<std::string>> LogRows(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    rows.push_back(absl::StrSplit(line, ','));
+  }
+  return rows;
+}
+
+TEST_P(RuntimeAutotuneTest, EveryRankSwitchesToTheTunedValuesTogether) {
+  Config config;
+  config.autotune.enabled = true;
+  config.autotune.warmup_samples = 1;
+  config.autotune.steps_per_sample = 2;
+  config.autotune.max_samples = 8;
+  config.autotune.log_file =
+      absl::StrCat(::testing::TempDir(), "/autotune_", GetParam(), ".csv");
+  for (int size : {2, 3}) {
+    Job job(size, GetParam(), config);
+    ASSERT_EQ(job.size(), size);
+    // Enough steps to finish tuning: (1 + 8) samples of 2 steps, and a
+    // partial step at each change.
+    job.RunOnEveryRank([&](int rank) {
+      for (int step = 0; step < 40; ++step) Step(job, rank, step);
+    });
+    const auto rows = LogRows(config.autotune.log_file);
+    ASSERT_GE(rows.size(), 11u);  // header, warmup, 8 samples, final
+    EXPECT_EQ(rows[1][1], "warmup");
+    EXPECT_EQ(rows.back()[1], "final");
+    std::set<std::string> small_message_thresholds;
+    for (size_t i = 2; i + 1 < rows.size(); ++i) {
+      EXPECT_EQ(rows[i][1], "sample");
+      small_message_thresholds.insert(rows[i][4]);
+    }
+    EXPECT_GT(small_message_thresholds.size(), 1u)
+        << "the tuner never moved the algorithm threshold";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RuntimeAutotuneTest,
+                         ::testing::Values(MeshTransport::kTcp,
+                                           MeshTransport::kShm),
+                         [](const auto& info) {
+                           return collectives::MeshTransportName(info.param);
+                         });
+
+}  // namespace
+}  // namespace hvd::runtime
