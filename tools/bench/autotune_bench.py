@@ -11,7 +11,7 @@ steps. An autotuned run first trains --tune-steps untimed steps, enough for
 the tuner to finish (warmup 3 + 20 samples of 10 steps, and a partial step
 at each change: under 260), then times --steps steps at the frozen values.
 
-  /usr/bin/python3 tools/bench/autotune_bench.py [--rounds 3] [--steps 30]
+  /usr/bin/python3 tools/bench/autotune_bench.py [--rounds 5] [--steps 60]
       [--tune-steps 280] [--no-build]
 
 Prints each run, then per setting the median over rounds and its ratio to
@@ -85,8 +85,8 @@ def frozen_values(log_file):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=60)
     p.add_argument("--tune-steps", type=int, default=280)
     p.add_argument("--no-build", action="store_true")
     a = p.parse_args()

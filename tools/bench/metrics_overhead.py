@@ -17,7 +17,11 @@ of a shared machine falls on both. A run's time is the slowest rank's loop
 
 Prints every run, and on/off - 1 of the medians and of the fastest runs
 (noise on a shared machine only ever adds time, so the fastest run of
-each mode is the one least disturbed).
+each mode is the one least disturbed). Then the cost measured directly
+(tools/bench/metrics_cost): the counting a cycle does with metrics on and
+one report, as a share of the "off" median time per allreduce (one cycle
+per allreduce in this loop; a report every 2 s). On a machine whose runs
+differ by more than the cost, that share is the figure to read.
 """
 
 import argparse
@@ -31,7 +35,9 @@ import threading
 
 from compare import REPO, bazel_bin, free_port  # tools/bench, beside this
 
-TARGETS = ["//launcher:hvdrun", "//agent:hvd-agent", "//tests/multihost:driver"]
+TARGETS = ["//launcher:hvdrun", "//agent:hvd-agent", "//tests/multihost:driver",
+           "//tools/bench:metrics_cost"]
+REPORT_INTERVAL_S = 2  # HVD_METRICS_INTERVAL under --metrics-port
 DONE_RE = re.compile(r"^\[(\d+)\]<stdout>:loop done iterations=\d+ ok "
                      r"seconds=([0-9.]+)$", re.M)
 
@@ -53,8 +59,23 @@ def scrape(port, interval, stop):
                 connection = None  # not up yet, closed, or the job ended
 
 
+def direct_cost(binary, us_per_allreduce):
+    """Prints metrics_cost's figures against `us_per_allreduce`."""
+    out = subprocess.run([binary], capture_output=True, text=True,
+                         check=True).stdout
+    figures = dict(line.split() for line in out.splitlines())
+    cycle_us = float(figures["cycle_ns"]) / 1000
+    report_us = float(figures["report_us"])
+    share = (cycle_us / us_per_allreduce +
+             report_us / (REPORT_INTERVAL_S * 1e6)) * 100
+    print("measured directly: counting %.3f us a cycle, a report %.1f us "
+          "every %d s: %.2f%% of %.2f us per allreduce" % (
+              cycle_us, report_us, REPORT_INTERVAL_S, share,
+              us_per_allreduce))
+
+
 def run(binaries, ranks, iterations, metrics, interval):
-    hvdrun, agent, driver = binaries
+    hvdrun, agent, driver = binaries[:3]
     cmd = [hvdrun, "--agent-path", agent, "-np", str(ranks),
            "-H", "localhost:%d" % ranks]
     port = free_port()
@@ -105,6 +126,7 @@ def main():
                                          t_on / a.iterations * 1e6,
                                          t_off / a.iterations * 1e6,
                                          (t_on / t_off - 1) * 100))
+    direct_cost(binaries[3], statistics.median(off) / a.iterations * 1e6)
 
 
 if __name__ == "__main__":
