@@ -26,26 +26,24 @@ uint64_t ResidentBytes() {
 
 void Metrics::Collective(OpType type, uint64_t bytes) {
   if (type < 0 || type >= kOps) return;
-  absl::MutexLock lock(&mu_);
-  ++count_[type];
-  bytes_[type] += bytes;
+  count_[type].fetch_add(1, std::memory_order_relaxed);
+  bytes_[type].fetch_add(bytes, std::memory_order_relaxed);
 }
 
 void Metrics::Negotiation(absl::Duration d) {
-  absl::MutexLock lock(&mu_);
-  negotiation_ += d;
+  negotiation_ns_.fetch_add(absl::ToInt64Nanoseconds(d),
+                            std::memory_order_relaxed);
 }
 
 void Metrics::DataMovement(absl::Duration d) {
-  absl::MutexLock lock(&mu_);
-  data_ += d;
+  data_ns_.fetch_add(absl::ToInt64Nanoseconds(d), std::memory_order_relaxed);
 }
 
 void Metrics::FusionFill(uint64_t bytes, uint64_t threshold) {
-  absl::MutexLock lock(&mu_);
-  fusion_fill_ =
+  fusion_fill_.store(
       threshold == 0 ? 0 : std::min(1.0, static_cast<double>(bytes) /
-                                             static_cast<double>(threshold));
+                                             static_cast<double>(threshold)),
+      std::memory_order_relaxed);
 }
 
 void Metrics::Step(absl::Time now) {
@@ -56,9 +54,12 @@ void Metrics::Step(absl::Time now) {
   last_step_ = now;
 }
 
-void Metrics::Stall(std::string what) {
+void Metrics::Stall(const std::string& what) {
+  // Rank 0 calls this every cycle; nearly always nothing stalls.
+  if (what.empty() && !stalled_.load(std::memory_order_relaxed)) return;
   absl::MutexLock lock(&mu_);
-  stall_ = std::move(what);
+  stall_ = what;
+  stalled_.store(!what.empty(), std::memory_order_relaxed);
 }
 
 std::string Metrics::Render(uint64_t rss_bytes) const {
@@ -71,17 +72,20 @@ std::string Metrics::Render(uint64_t rss_bytes) const {
     const std::string name =
         absl::AsciiStrToLower(OpType_Name(static_cast<OpType>(op)));
     absl::StrAppend(&out, "hvd_collectives_total{op=\"", name, "\"} ",
-                    count_[op], "\n", "hvd_collective_bytes_total{op=\"",
-                    name, "\"} ", bytes_[op], "\n");
+                    count_[op].load(std::memory_order_relaxed), "\n",
+                    "hvd_collective_bytes_total{op=\"", name, "\"} ",
+                    bytes_[op].load(std::memory_order_relaxed), "\n");
   }
   // A stall's text is the user's tensor name: quoted as Prometheus escapes
   // label values.
   const std::string stall = EscapeLabelValue(stall_);
   absl::StrAppend(
       &out, "hvd_negotiation_seconds_total ",
-      absl::ToDoubleSeconds(negotiation_), "\n",
-      "hvd_data_movement_seconds_total ", absl::ToDoubleSeconds(data_), "\n",
-      "hvd_fusion_buffer_fill_ratio ", fusion_fill_, "\n",
+      negotiation_ns_.load(std::memory_order_relaxed) / 1e9, "\n",
+      "hvd_data_movement_seconds_total ",
+      data_ns_.load(std::memory_order_relaxed) / 1e9, "\n",
+      "hvd_fusion_buffer_fill_ratio ",
+      fusion_fill_.load(std::memory_order_relaxed), "\n",
       "hvd_step_seconds ", step_seconds_, "\n",
       "hvd_stalled{what=\"", stall, "\"} ", stall_.empty() ? 0 : 1, "\n",
       "hvd_resident_memory_bytes ", rss_bytes, "\n");

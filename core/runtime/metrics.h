@@ -9,6 +9,7 @@
 #define HVD_CORE_RUNTIME_METRICS_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -38,7 +39,7 @@ class Metrics {
   // the time since the previous one.
   void Step(absl::Time now);
   // What this rank waits on ("tensor 'w' on ranks 2, 3"); "" when nothing.
-  void Stall(std::string what);
+  void Stall(const std::string& what);
 
   // Prometheus samples without this rank's labels, one per line, e.g.
   //   hvd_collectives_total{op="allreduce"} 42
@@ -47,12 +48,15 @@ class Metrics {
 
  private:
   static constexpr int kOps = REMOVE_PROCESS_SET + 1;
+  // What the background thread counts every cycle is lock-free (relaxed
+  // atomics: a report needs no snapshot of them all at one instant).
+  std::array<std::atomic<uint64_t>, kOps> count_ = {};
+  std::array<std::atomic<uint64_t>, kOps> bytes_ = {};
+  std::atomic<int64_t> negotiation_ns_{0};
+  std::atomic<int64_t> data_ns_{0};
+  std::atomic<double> fusion_fill_{0};
+  std::atomic<bool> stalled_{false};  // stall_ is not empty
   mutable absl::Mutex mu_;
-  std::array<uint64_t, kOps> count_ ABSL_GUARDED_BY(mu_) = {};
-  std::array<uint64_t, kOps> bytes_ ABSL_GUARDED_BY(mu_) = {};
-  absl::Duration negotiation_ ABSL_GUARDED_BY(mu_);
-  absl::Duration data_ ABSL_GUARDED_BY(mu_);
-  double fusion_fill_ ABSL_GUARDED_BY(mu_) = 0;
   double step_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_step_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string stall_ ABSL_GUARDED_BY(mu_);
