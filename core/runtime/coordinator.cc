@@ -131,16 +131,21 @@ void Coordinator::AddRequest(const Request& request, bool from_bit,
 // slot would) keeps a cycle's cost independent of the cache capacity.
 std::vector<int> Coordinator::SlotsToVisit(
     const std::vector<RequestList>& lists) const {
-  std::vector<int> slots;
+  // One pass over each rank's bits into their union, then its set bits:
+  // linear in the ranks, not in ranks x tensors.
+  std::string any;
   for (const RequestList& list : lists) {
     const std::string& bits = list.cache_bits();
-    for (size_t byte = 0; byte < bits.size(); ++byte) {
-      if (bits[byte] == 0) continue;
-      for (int b = 0; b < 8; ++b) {
-        const int slot = static_cast<int>(byte * 8) + b;
-        if ((bits[byte] >> b) & 1 && slot < cache_->capacity()) {
-          slots.push_back(slot);
-        }
+    if (bits.size() > any.size()) any.resize(bits.size(), 0);
+    for (size_t byte = 0; byte < bits.size(); ++byte) any[byte] |= bits[byte];
+  }
+  std::vector<int> slots;
+  for (size_t byte = 0; byte < any.size(); ++byte) {
+    if (any[byte] == 0) continue;
+    for (int b = 0; b < 8; ++b) {
+      const int slot = static_cast<int>(byte * 8) + b;
+      if ((any[byte] >> b) & 1 && slot < cache_->capacity()) {
+        slots.push_back(slot);
       }
     }
   }
@@ -182,22 +187,21 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
       continue;
     }
     std::vector<int> joined = JoinedMembers(*members);
-    bool all = true;
-    for (int m : *members) {
-      all &= std::count(with.begin(), with.end(), m) > 0 ||
-             std::count(joined.begin(), joined.end(), m) > 0;
-    }
+    std::vector<bool> in(lists.size(), false);
+    for (int r : with) in[r] = true;
+    for (int r : joined) in[r] = true;
+    const bool all = std::all_of(members->begin(), members->end(),
+                                 [&](int m) { return in[m]; });
     if (!all) {
       // Partial: hand over to the full path next cycle for stall tracking.
       bit_first_seen_[slot] = now;
       partial_bits_[slot] = with;
       continue;
     }
-    std::map<int, Request> requests;
-    for (int r : with) {
-      requests[r] = *cached;
-      requests[r].set_rank(r);
-    }
+    // Every bit stands for the same cached allreduce request (only they are
+    // cached), so one request stands for all of them.
+    std::map<int, Request> requests{{with.front(), *cached}};
+    requests.begin()->second.set_rank(with.front());
     ready.push_back(BuildResponse(requests, *members, joined));
     ++stats_.cached_ready;
   }

@@ -325,5 +325,30 @@ TEST_F(CachedCoordinatorTest, BitAgainstChangedShapeIsAMismatch) {
             "rank 1 has [5]");
 }
 
+class LargeJobCachedCoordinatorTest : public CoordinatorTest {
+ protected:
+  LargeJobCachedCoordinatorTest() : CoordinatorTest(4096, 1 << 20, 4) {}
+};
+
+TEST_F(LargeJobCachedCoordinatorTest, ATensorIsReadyOnlyWhenEveryRanksBitIs) {
+  Request cached = Allreduce(0, "c", {1024});
+  cache_.Put(cached);
+  std::string bits;
+  SetBit(bits, cache_.Lookup(cached));
+  std::vector<RequestList> lists(4096);
+  for (int r = 0; r < 4095; ++r) lists[r].set_cache_bits(bits);
+  EXPECT_EQ(coordinator_->Compute(lists, absl::UnixEpoch()).responses_size(),
+            0);
+  for (RequestList& list : lists) list.set_cache_bits(bits);
+  ResponseList out = coordinator_->Compute(lists, absl::UnixEpoch());
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).names(0), "c");
+  EXPECT_EQ(out.responses(0).sizes(0), 1024);
+  EXPECT_EQ(out.responses(0).error(), "");
+  EXPECT_EQ(coordinator_->stats().cached_ready, 0)
+      << "the bits of a tensor that waited for a rank are negotiated as "
+         "requests";
+}
+
 }  // namespace
 }  // namespace hvd::runtime
