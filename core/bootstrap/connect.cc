@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/bootstrap/data_plane_token.h"
+#include "core/bootstrap/open_files.h"
 #include "core/rendezvous/grpc_store.h"
 #include "core/transport/composite/composite_context.h"
 #include "core/common/logging.h"
@@ -215,6 +216,12 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
     const Config& config, std::shared_ptr<const Cancellation> cancel) {
   runtime::RuntimeParts parts;
   if (config.size == 1) return parts;
+  if (absl::Status s = EnsureOpenFiles(OpenFilesFor(config.size));
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("rank ", config.rank, " on ",
+                                               config.hostname, ": ",
+                                               s.message()));
+  }
   auto stores = ReachRendezvous(config, cancel);
   if (!stores.ok()) return stores.status();
   parts.store = std::move(stores->scoped);

@@ -7,7 +7,9 @@ root). hvdrun runs in the harness's client host h0, so both hosts are
 reached over ssh. Each rank prints the CLOCK_REALTIME at which hvd_init()
 returned; a run's launch time is the latest of those minus the time hvdrun
 was started (one clock: every "host" is on this machine). The time until
-hvdrun exits is reported too.
+hvdrun exits is reported too, and the launcher's CPU: hvdrun's and its ssh
+clients' user + system time (the hosts' sshd, agents and ranks are not
+hvdrun's descendants and are not counted).
 
   /usr/bin/python3 tools/bench/launch_time.py [--runs 9] [--np 4]
       [--hosts 2] [--no-build] [--json FILE]
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shlex
 import signal
 import statistics
@@ -59,17 +62,21 @@ def one_run(env, binaries, np_, hosts):
            "-i", env["HVD_MH_SSH_KEY"],
            "-np", str(np_), "-H", host_list,
            binaries["driver"], "--allreduce"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                        cwd="/tmp")
     end = time.time()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     inits = {int(r): float(t) for r, t in INIT_RE.findall(p.stdout)}
     oks = {int(r) for r in OK_RE.findall(p.stdout)}
     if p.returncode != 0 or len(inits) != np_ or len(oks) != np_:
         sys.stderr.write("run failed (exit %d):\n%s\n%s\n" %
                          (p.returncode, p.stdout, p.stderr))
         return None
-    return {"init_s": max(inits.values()) - start, "exit_s": end - start}
+    return {"init_s": max(inits.values()) - start, "exit_s": end - start,
+            "launcher_cpu_s": cpu}
 
 
 def main():
@@ -111,19 +118,24 @@ def main():
                 sys.exit(1)
             results.append(r)
             print("run %d: all %d ranks initialized after %.3f s, hvdrun "
-                  "exited after %.3f s" % (i + 1, args.np, r["init_s"],
-                                           r["exit_s"]), flush=True)
+                  "exited after %.3f s, launcher CPU %.3f s" % (
+                      i + 1, args.np, r["init_s"], r["exit_s"],
+                      r["launcher_cpu_s"]), flush=True)
     finally:
         subprocess.run([HARNESS, "down", run_dir], check=False)
 
     init = statistics.median(r["init_s"] for r in results)
     exit_ = statistics.median(r["exit_s"] for r in results)
+    cpu = statistics.median(r["launcher_cpu_s"] for r in results)
     print("median of %d runs (-np %d over %d ssh hosts): initialized %.3f s, "
-          "exited %.3f s" % (len(results), args.np, args.hosts, init, exit_))
+          "exited %.3f s, launcher CPU %.3f s (%.3f s per host)" % (
+              len(results), args.np, args.hosts, init, exit_, cpu,
+              cpu / args.hosts))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"np": args.np, "hosts": args.hosts, "runs": results,
-                       "median_init_s": init, "median_exit_s": exit_}, f,
+                       "median_init_s": init, "median_exit_s": exit_,
+                       "median_launcher_cpu_s": cpu}, f,
                       indent=2)
 
 

@@ -4,7 +4,7 @@
 // serialize the answer. The transport's per-message cost comes on top;
 // docs/performance_scale.md sets these figures into its model.
 //
-//   bazel-bin/tools/bench/negotiation_cost [--tensors 161]
+//   bazel-bin/tools/bench/negotiation_cost [--tensors 161] [--full 0|1]
 //       [--ranks 2,64,1024,4096,16384]
 //
 // Prints, per job size, the microseconds per cycle and per rank.
@@ -38,8 +38,9 @@ Request Cached(int index) {
   return r;
 }
 
-// Median microseconds of one cycle at `size` ranks, `tensors` cached.
-double CycleMicros(int size, int tensors) {
+// Median microseconds of one cycle at `size` ranks, `tensors` cached (or,
+// with `full`, requested in full: a step the cache does not know yet).
+double CycleMicros(int size, int tensors, bool full) {
   ProcessSetTable sets(size);
   ResponseCache cache(std::max(tensors, 1));
   Timeline timeline;
@@ -53,14 +54,21 @@ double CycleMicros(int size, int tensors) {
     SetBit(bits, cache.Lookup(Cached(t)));
   }
   RequestList mine;
-  mine.set_cache_bits(bits);
+  if (full) {
+    for (int t = 0; t < tensors; ++t) *mine.add_requests() = Cached(t);
+  } else {
+    mine.set_cache_bits(bits);
+  }
   const std::string wire = mine.SerializeAsString();
   std::vector<RequestList> lists(size);
-  const int cycles = std::max(5, 200000 / size);
+  const int cycles = std::max(5, (full ? 20000 : 200000) / size);
   std::vector<double> samples;
   for (int c = 0; c < cycles; ++c) {
     const auto t0 = Clock::now();
-    for (int r = 0; r < size; ++r) lists[r].ParseFromString(wire);
+    for (int r = 0; r < size; ++r) {
+      lists[r].ParseFromString(wire);
+      for (Request& q : *lists[r].mutable_requests()) q.set_rank(r);
+    }
     const ResponseList out = coordinator.Compute(lists, absl::Now());
     const std::string reply = out.SerializeAsString();
     const auto t1 = Clock::now();
@@ -80,9 +88,12 @@ double CycleMicros(int size, int tensors) {
 
 int main(int argc, char** argv) {
   int tensors = 161;
+  bool full = false;
   std::vector<int> ranks = {2, 64, 1024, 4096, 16384};
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--tensors") == 0) {
+    if (std::strcmp(argv[i], "--full") == 0) {
+      full = std::atoi(argv[i + 1]) != 0;
+    } else if (std::strcmp(argv[i], "--tensors") == 0) {
       tensors = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--ranks") == 0) {
       ranks.clear();
@@ -95,11 +106,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("# rank 0's negotiation cycle, %d tensors by cache bit\n",
-              tensors);
+  std::printf("# rank 0's negotiation cycle, %d tensors %s\n", tensors,
+              full ? "requested in full" : "by cache bit");
   std::printf("%8s %14s %14s\n", "ranks", "us/cycle", "us/rank");
   for (int n : ranks) {
-    const double us = hvd::runtime::CycleMicros(n, tensors);
+    const double us = hvd::runtime::CycleMicros(n, tensors, full);
     std::printf("%8d %14.1f %14.3f\n", n, us, us / n);
   }
   return 0;
