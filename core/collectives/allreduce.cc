@@ -17,7 +17,8 @@ absl::Status Run(transport::Context& context, const Group& group,
        bytes > internal::SmallMessageBytes(options, group))) {
     const internal::HostLayout layout =
         internal::LayoutOnHosts(group, options.hosts);
-    const bool worth_it = layout.num_hosts > 1 && layout.local.size() > 1;
+    const bool worth_it = options.hierarchical_allreduce &&
+                          layout.num_hosts > 1 && layout.local.size() > 1;
     if (layout.balanced &&
         (options.algorithm == AllreduceAlgorithm::kHierarchical || worth_it)) {
       status = internal::AllreduceHierarchical(context, group, data, count,

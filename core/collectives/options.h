@@ -66,6 +66,10 @@ struct CollectiveOptions {
   // 2), in H-1 steps across hosts instead of N-1. Otherwise, or when false
   // (HVD_HIERARCHICAL_ALLGATHER=0), the flat ring.
   bool hierarchical_allgather = true;
+  // Whether kAuto takes kHierarchical where it is worth it (several hosts,
+  // several members on each); false: the flat ring there. The autotuner
+  // switches it.
+  bool hierarchical_allreduce = true;
   // Allreduce: the result is multiplied by `postscale` and then divided by
   // `divisor` (Postscale, reduce.h). An Average is Sum with divisor N, so
   // that it equals the framework's own sum / N bit for bit; with a factor

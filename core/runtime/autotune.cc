@@ -11,12 +11,14 @@
 namespace hvd::runtime {
 namespace {
 
-// A tuned knob: its log column, its range (searched on a log scale), how a
-// value is rounded, and its Tuning field.
+// A tuned knob: its log column, its range (searched on a log scale; an
+// on/off knob's is 0 to 1, on from the middle up), how a value is rounded,
+// and its Tuning field.
 struct Knob {
   const char* column;
   double low, high;
   int64_t grain;
+  bool on_off;
   int64_t (*get)(const Tuning&);
   void (*set)(Tuning&, int64_t);
 };
@@ -26,27 +28,37 @@ constexpr int64_t kKiB = 1024, kMiB = 1024 * 1024;
 // has no steps, and must not grow the set without bound.
 constexpr size_t kMaxStepNames = 1 << 16;
 
-// In AutotuneOptions' hold_* order.
-const Knob kKnobs[] = {
-    {"fusion_threshold_bytes", 256 * kKiB, 256 * kMiB, kKiB,
+constexpr int kKnobCount = 6;
+
+const Knob kKnobs[kKnobCount] = {
+    {"fusion_threshold_bytes", 256 * kKiB, 256 * kMiB, kKiB, false,
      [](const Tuning& t) { return t.fusion_threshold(); },
      [](Tuning& t, int64_t v) { t.set_fusion_threshold(v); }},
-    {"cycle_time_us", 100, 25000, 10,
+    {"cycle_time_us", 100, 25000, 10, false,
      [](const Tuning& t) { return t.cycle_time_us(); },
      [](Tuning& t, int64_t v) { t.set_cycle_time_us(v); }},
-    {"small_message_bytes", kKiB, kMiB, kKiB,
+    {"small_message_bytes", kKiB, kMiB, kKiB, false,
      [](const Tuning& t) { return t.small_message_bytes(); },
      [](Tuning& t, int64_t v) { t.set_small_message_bytes(v); }},
-    {"chunk_bytes", 64 * kKiB, 16 * kMiB, 4 * kKiB,
+    {"chunk_bytes", 64 * kKiB, 16 * kMiB, 4 * kKiB, false,
      [](const Tuning& t) { return t.chunk_bytes(); },
      [](Tuning& t, int64_t v) { t.set_chunk_bytes(v); }},
+    {"hierarchical_allreduce", 0, 1, 1, true,
+     [](const Tuning& t) { return int64_t{t.hierarchical_allreduce()}; },
+     [](Tuning& t, int64_t v) { t.set_hierarchical_allreduce(v != 0); }},
+    {"hierarchical_allgather", 0, 1, 1, true,
+     [](const Tuning& t) { return int64_t{t.hierarchical_allgather()}; },
+     [](Tuning& t, int64_t v) { t.set_hierarchical_allgather(v != 0); }},
 };
-constexpr int kKnobCount = sizeof(kKnobs) / sizeof(kKnobs[0]);
 
-std::vector<int> FreeKnobs(const AutotuneOptions& o) {
-  const bool held[kKnobCount] = {o.hold_fusion_threshold, o.hold_cycle_time,
-                                 o.hold_small_message_bytes,
-                                 o.hold_chunk_bytes};
+std::vector<int> FreeKnobs(const AutotuneOptions& o, bool hierarchical) {
+  const bool held[kKnobCount] = {
+      o.hold_fusion_threshold,
+      o.hold_cycle_time,
+      o.hold_small_message_bytes,
+      o.hold_chunk_bytes,
+      o.hold_hierarchical_allreduce || !hierarchical,
+      o.hold_hierarchical_allgather || !hierarchical};
   std::vector<int> free;
   for (int k = 0; k < kKnobCount; ++k) {
     if (!held[k]) free.push_back(k);
@@ -64,9 +76,10 @@ BayesOptOptions OptimizerOptions(const AutotuneOptions& o, int dims) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Autotuner>> Autotuner::Create(
-    const AutotuneOptions& options, const Tuning& start, int size) {
-  std::unique_ptr<Autotuner> tuner(
-      new Autotuner(options, start, size, FreeKnobs(options)));
+    const AutotuneOptions& options, const Tuning& start, int size,
+    bool hierarchical) {
+  std::unique_ptr<Autotuner> tuner(new Autotuner(
+      options, start, size, FreeKnobs(options, hierarchical)));
   if (!options.log_file.empty()) {
     tuner->log_.open(options.log_file, std::ios::out | std::ios::trunc);
     if (!tuner->log_) {
@@ -180,6 +193,10 @@ std::vector<double> Autotuner::Encode(const Tuning& t) const {
   std::vector<double> x;
   for (int k : free_knobs_) {
     const Knob& knob = kKnobs[k];
+    if (knob.on_off) {
+      x.push_back(knob.get(t) != 0 ? 1.0 : 0.0);
+      continue;
+    }
     const double v = std::clamp(static_cast<double>(knob.get(t)), knob.low,
                                 knob.high);
     x.push_back(std::log(v / knob.low) / std::log(knob.high / knob.low));
@@ -191,6 +208,10 @@ Tuning Autotuner::Decode(const std::vector<double>& x) const {
   Tuning t = current_;
   for (size_t i = 0; i < free_knobs_.size(); ++i) {
     const Knob& knob = kKnobs[free_knobs_[i]];
+    if (knob.on_off) {
+      knob.set(t, x[i] >= 0.5 ? 1 : 0);
+      continue;
+    }
     const double v =
         knob.low * std::pow(knob.high / knob.low, std::clamp(x[i], 0.0, 1.0));
     knob.set(t, std::max<int64_t>(

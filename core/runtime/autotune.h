@@ -1,8 +1,9 @@
 // Rank 0's autotuner: while the job trains, it measures the allreduce bus
 // bandwidth of the job's steps and searches, by Bayesian optimisation
 // (bayes_opt.h), the knobs that decide it: the fusion threshold, the cycle
-// time, the small-message threshold and the ring's chunk size. Knobs the
-// user set are held (AutotuneOptions). Rank 0 decides alone; the values
+// time, the small-message threshold, the ring's chunk size and, where
+// several hosts hold several ranks, the hierarchical allreduce and
+// allgather on or off. Knobs the user set are held (AutotuneOptions). Rank 0 decides alone; the values
 // travel in the negotiation's ResponseList (proto Tuning), so every rank
 // switches at the same cycle.
 //
@@ -40,10 +41,13 @@ namespace hvd::runtime {
 // Not thread-safe: rank 0's background thread owns it.
 class Autotuner {
  public:
-  // `start`: the values in force at init; `size`: the job's ranks. Fails
+  // `start`: the values in force at init; `size`: the job's ranks;
+  // `hierarchical`: whether the hierarchical algorithms can apply (several
+  // ranks on several hosts), else their switches are not searched. Fails
   // when the log file cannot be written.
   static absl::StatusOr<std::unique_ptr<Autotuner>> Create(
-      const AutotuneOptions& options, const Tuning& start, int size);
+      const AutotuneOptions& options, const Tuning& start, int size,
+      bool hierarchical);
 
   // Called with every list rank 0 is about to send, at `now`: the values
   // every rank switches to after it, when they change with this list.

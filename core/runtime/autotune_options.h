@@ -25,6 +25,8 @@ struct AutotuneOptions {
   bool hold_cycle_time = false;
   bool hold_small_message_bytes = false;
   bool hold_chunk_bytes = false;
+  bool hold_hierarchical_allreduce = false;
+  bool hold_hierarchical_allgather = false;
 };
 
 }  // namespace hvd::runtime

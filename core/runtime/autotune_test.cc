@@ -61,6 +61,16 @@ int RunJob(Autotuner& tuner, const std::function<double(const Tuning&)>&
   return step;
 }
 
+AutotuneOptions Tuned(int warmup_samples, int steps_per_sample,
+                      int max_samples) {
+  AutotuneOptions o;
+  o.enabled = true;
+  o.warmup_samples = warmup_samples;
+  o.steps_per_sample = steps_per_sample;
+  o.max_samples = max_samples;
+  return o;
+}
+
 std::string TempPath(const char* name) {
   return absl::StrCat(::testing::TempDir(), "/", name, getpid());
 }
@@ -73,13 +83,9 @@ std::vector<std::string> Lines(const std::string& path) {
 }
 
 TEST(AutotuneTest, ScoreIsTheStepsBusBandwidthInGigabytesPerSecond) {
-  AutotuneOptions o;
-  o.enabled = true;
-  o.warmup_samples = 0;
-  o.steps_per_sample = 2;
-  o.max_samples = 1;
+  AutotuneOptions o = Tuned(0, 2, 1);
   o.log_file = TempPath("score");
-  auto tuner = Autotuner::Create(o, Start(), 4);
+  auto tuner = Autotuner::Create(o, Start(), 4, false);
   ASSERT_TRUE(tuner.ok()) << tuner.status();
   std::vector<Tuning> changes;
   // 4 tensors of 1 Mi float32 = 16 MiB a step, 0.5 s a step, 4 ranks:
@@ -90,23 +96,20 @@ TEST(AutotuneTest, ScoreIsTheStepsBusBandwidthInGigabytesPerSecond) {
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0],
             "sample,phase,fusion_threshold_bytes,cycle_time_us,"
-            "small_message_bytes,chunk_bytes,score_gbps");
+            "small_message_bytes,chunk_bytes,hierarchical_allreduce,"
+            "hierarchical_allgather,score_gbps");
   const std::vector<std::string> sample = absl::StrSplit(lines[1], ',');
-  ASSERT_EQ(sample.size(), 7u);
+  ASSERT_EQ(sample.size(), 9u);
   EXPECT_EQ(sample[1], "sample");
   EXPECT_EQ(sample[2], "1048576");  // the start values are sampled first
-  EXPECT_NEAR(std::stod(sample[6]), 16.0 * kMiB * 1.5 / 0.5 / 1e9, 1e-6);
+  EXPECT_NEAR(std::stod(sample[8]), 16.0 * kMiB * 1.5 / 0.5 / 1e9, 1e-6);
   EXPECT_EQ(lines[2].substr(0, 8), "1,final,");
 }
 
 TEST(AutotuneTest, WarmupSamplesAreLoggedAndNotScored) {
-  AutotuneOptions o;
-  o.enabled = true;
-  o.warmup_samples = 2;
-  o.steps_per_sample = 3;
-  o.max_samples = 2;
+  AutotuneOptions o = Tuned(2, 3, 2);
   o.log_file = TempPath("warmup");
-  auto tuner = Autotuner::Create(o, Start(), 2);
+  auto tuner = Autotuner::Create(o, Start(), 2, false);
   ASSERT_TRUE(tuner.ok());
   std::vector<Tuning> changes;
   const int steps =
@@ -131,14 +134,10 @@ double BowlStep(const Tuning& t) {
 }
 
 TEST(AutotuneTest, RecoversFromWrongStartingValues) {
-  AutotuneOptions o;
-  o.enabled = true;
-  o.warmup_samples = 1;
-  o.steps_per_sample = 2;
-  o.max_samples = 20;
+  AutotuneOptions o = Tuned(1, 2, 20);
   o.hold_cycle_time = true;
   o.hold_small_message_bytes = true;
-  auto tuner = Autotuner::Create(o, Start(), 2);
+  auto tuner = Autotuner::Create(o, Start(), 2, false);
   ASSERT_TRUE(tuner.ok());
   std::vector<Tuning> changes;
   RunJob(**tuner, BowlStep, 10000, &changes);
@@ -151,14 +150,10 @@ TEST(AutotuneTest, RecoversFromWrongStartingValues) {
 }
 
 TEST(AutotuneTest, HeldKnobsKeepTheirValues) {
-  AutotuneOptions o;
-  o.enabled = true;
-  o.warmup_samples = 0;
-  o.steps_per_sample = 1;
-  o.max_samples = 8;
+  AutotuneOptions o = Tuned(0, 1, 8);
   o.hold_fusion_threshold = true;
   o.hold_chunk_bytes = true;
-  auto tuner = Autotuner::Create(o, Start(), 2);
+  auto tuner = Autotuner::Create(o, Start(), 2, false);
   ASSERT_TRUE(tuner.ok());
   std::vector<Tuning> changes;
   RunJob(**tuner, BowlStep, 1000, &changes);
@@ -172,24 +167,49 @@ TEST(AutotuneTest, HeldKnobsKeepTheirValues) {
   EXPECT_TRUE(moved);  // the free knobs were searched
 }
 
+// A job on several hosts whose step is fastest with the hierarchical
+// allreduce off.
+double FlatIsFaster(const Tuning& t) {
+  return BowlStep(t) + (t.hierarchical_allreduce() ? 0.2 : 0.0);
+}
+
+TEST(AutotuneTest, HierarchicalSwitchesAreSearchedOnlyWhereTheyApply) {
+  for (bool hierarchical : {false, true}) {
+    AutotuneOptions o = Tuned(0, 1, 12);
+    Tuning start = Start();
+    start.set_hierarchical_allreduce(true);
+    start.set_hierarchical_allgather(true);
+    auto tuner = Autotuner::Create(o, start, 4, hierarchical);
+    ASSERT_TRUE(tuner.ok());
+    std::vector<Tuning> changes;
+    RunJob(**tuner, FlatIsFaster, 1000, &changes);
+    ASSERT_TRUE((*tuner)->frozen());
+    bool switched = false;
+    for (const Tuning& t : changes) {
+      switched |= !t.hierarchical_allreduce() || !t.hierarchical_allgather();
+    }
+    EXPECT_EQ(switched, hierarchical);
+    if (hierarchical) {
+      EXPECT_FALSE((*tuner)->current().hierarchical_allreduce());
+    }
+  }
+}
+
 TEST(AutotuneTest, NothingToTuneWhenEveryKnobIsHeld) {
   AutotuneOptions o;
   o.enabled = true;
   o.hold_fusion_threshold = o.hold_cycle_time = true;
   o.hold_small_message_bytes = o.hold_chunk_bytes = true;
-  auto tuner = Autotuner::Create(o, Start(), 2);
+  o.hold_hierarchical_allreduce = o.hold_hierarchical_allgather = true;
+  auto tuner = Autotuner::Create(o, Start(), 2, true);
   ASSERT_TRUE(tuner.ok());
   EXPECT_TRUE((*tuner)->frozen());
   EXPECT_FALSE((*tuner)->Observe(Step(4, 16), absl::UnixEpoch()).has_value());
 }
 
 TEST(AutotuneTest, AStepEndsOnlyWhenATensorNameComesAgain) {
-  AutotuneOptions o;
-  o.enabled = true;
-  o.warmup_samples = 0;
-  o.steps_per_sample = 1;
-  o.max_samples = 2;
-  auto tuner = Autotuner::Create(o, Start(), 2);
+  AutotuneOptions o = Tuned(0, 1, 2);
+  auto tuner = Autotuner::Create(o, Start(), 2, false);
   ASSERT_TRUE(tuner.ok());
   absl::Time now = absl::UnixEpoch();
   // Lists of fresh names never end a step.
@@ -212,7 +232,7 @@ TEST(AutotuneTest, AnUnwritableLogFileIsRefused) {
   AutotuneOptions o;
   o.enabled = true;
   o.log_file = "/nonexistent-dir/autotune.csv";
-  auto tuner = Autotuner::Create(o, Start(), 2);
+  auto tuner = Autotuner::Create(o, Start(), 2, false);
   ASSERT_FALSE(tuner.ok());
   EXPECT_NE(tuner.status().message().find("/nonexistent-dir/autotune.csv"),
             std::string::npos);

@@ -344,6 +344,8 @@ void ReadAutotune(Reader& r, Config& c) {
   a.hold_cycle_time = r.IsSet(names::kCycleTime);
   a.hold_small_message_bytes = r.IsSet(names::kSmallMessageBytes);
   a.hold_chunk_bytes = r.IsSet(names::kChunkBytes);
+  a.hold_hierarchical_allreduce = r.IsSet(names::kHierarchicalAllreduce);
+  a.hold_hierarchical_allgather = r.IsSet(names::kHierarchicalAllgather);
 }
 
 }  // namespace

@@ -116,8 +116,8 @@ struct Config {
   std::string rdma_provider;
   bool hierarchical_allreduce = false;  // GPU: NCCL within hosts, CPU across
 
-  // Rank 0 tunes the fusion threshold, cycle time, small-message threshold
-  // and chunk size while the job runs (autotune.h).
+  // Rank 0 tunes the fusion threshold, cycle time, small-message threshold,
+  // chunk size and hierarchical switches while the job runs (autotune.h).
   AutotuneOptions autotune;
 };
 

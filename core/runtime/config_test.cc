@@ -121,7 +121,8 @@ TEST(ParseConfigTest, AutotuneHoldsTheKnobsTheUserSet) {
                         {"AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "12"},
                         {"AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.25"},
                         {"FUSION_THRESHOLD", "1048576"},
-                        {"CHUNK_BYTES", "65536"}}));
+                        {"CHUNK_BYTES", "65536"},
+                        {"HIERARCHICAL_ALLGATHER", "0"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   const AutotuneOptions& a = c->autotune;
   EXPECT_TRUE(a.enabled);
@@ -134,6 +135,8 @@ TEST(ParseConfigTest, AutotuneHoldsTheKnobsTheUserSet) {
   EXPECT_TRUE(a.hold_chunk_bytes);
   EXPECT_FALSE(a.hold_cycle_time);
   EXPECT_FALSE(a.hold_small_message_bytes);
+  EXPECT_TRUE(a.hold_hierarchical_allgather);
+  EXPECT_FALSE(a.hold_hierarchical_allreduce);
   // Held off: what was set is where tuning starts.
   c = ParseConfig(Vars({{"AUTOTUNE", "1"},
                         {"AUTOTUNE_HOLD_SET", "0"},

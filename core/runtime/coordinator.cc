@@ -160,6 +160,8 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
                                  absl::Time now,
                                  std::vector<Response>& ready) {
   const std::vector<int> slots = SlotsToVisit(lists);
+  // Ranks with the slot's bit, or joined: set and cleared slot by slot.
+  std::vector<bool> in(lists.size(), false);
   for (int slot : slots) {
     std::vector<int> with;
     for (size_t r = 0; r < lists.size(); ++r) {
@@ -187,11 +189,12 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
       continue;
     }
     std::vector<int> joined = JoinedMembers(*members);
-    std::vector<bool> in(lists.size(), false);
     for (int r : with) in[r] = true;
     for (int r : joined) in[r] = true;
     const bool all = std::all_of(members->begin(), members->end(),
                                  [&](int m) { return in[m]; });
+    for (int r : with) in[r] = false;
+    for (int r : joined) in[r] = false;
     if (!all) {
       // Partial: hand over to the full path next cycle for stall tracking.
       bit_first_seen_[slot] = now;

@@ -163,6 +163,8 @@ void Executor::Retune(const Tuning& tuning) {
   options_.small_message_bytes =
       static_cast<size_t>(tuning.small_message_bytes());
   options_.chunk_bytes = static_cast<size_t>(tuning.chunk_bytes());
+  options_.hierarchical_allreduce = tuning.hierarchical_allreduce();
+  options_.hierarchical_allgather = tuning.hierarchical_allgather();
   fusion_threshold_bytes_ = static_cast<size_t>(tuning.fusion_threshold());
 }
 

@@ -66,8 +66,8 @@ class Executor {
   // the caller fails everything.
   absl::Status Execute(const Response& response, PendingTable& pending);
 
-  // The autotuner's small-message threshold, chunk size and fusion
-  // threshold, for the responses after this one.
+  // The autotuner's small-message threshold, chunk size, hierarchical
+  // switches and fusion threshold, for the responses after this one.
   void Retune(const Tuning& tuning);
 
  private:

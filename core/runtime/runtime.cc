@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -31,7 +32,19 @@ Tuning TuningOf(const Config& config) {
   t.set_small_message_bytes(
       static_cast<int64_t>(config.collectives.small_message_bytes));
   t.set_chunk_bytes(static_cast<int64_t>(config.collectives.chunk_bytes));
+  t.set_hierarchical_allreduce(config.collectives.hierarchical_allreduce);
+  t.set_hierarchical_allgather(config.collectives.hierarchical_allgather);
   return t;
+}
+
+// Whether the hierarchical algorithms can apply: several hosts (`hosts`:
+// each rank's host), several ranks on one of them.
+bool SeveralRanksOnSeveralHosts(const std::vector<int>& hosts) {
+  std::map<int, int> ranks_on;
+  for (int h : hosts) ++ranks_on[h];
+  return ranks_on.size() > 1 &&
+         std::any_of(ranks_on.begin(), ranks_on.end(),
+                     [](const auto& host) { return host.second > 1; });
 }
 
 }  // namespace
@@ -73,8 +86,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
     runtime->coordinator_ = std::make_unique<Coordinator>(
         options, &runtime->sets_, &runtime->cache_, &runtime->timeline_);
     if (config.autotune.enabled && config.size > 1) {
-      auto tuner = Autotuner::Create(config.autotune, TuningOf(config),
-                                     config.size);
+      auto tuner = Autotuner::Create(
+          config.autotune, TuningOf(config), config.size,
+          SeveralRanksOnSeveralHosts(runtime->parts_.hosts));
       if (!tuner.ok()) return tuner.status();
       runtime->autotuner_ = *std::move(tuner);
     }
@@ -381,9 +395,12 @@ absl::Status Runtime::Execute(const ResponseList& responses) {
 void Runtime::Retune(const Tuning& tuning) {
   config_.fusion_threshold = tuning.fusion_threshold();
   config_.cycle_time = absl::Microseconds(tuning.cycle_time_us());
-  if (coordinator_) coordinator_->set_fusion_threshold(tuning.fusion_threshold());
+  if (coordinator_) {
+    coordinator_->set_fusion_threshold(tuning.fusion_threshold());
+  }
   executor_->Retune(tuning);
-  HVD_LOG(DEBUG) << "autotune: " << (tuning.frozen() ? "frozen at " : "trying ")
+  HVD_LOG(DEBUG) << "autotune: "
+                 << (tuning.frozen() ? "frozen at " : "trying ")
                  << tuning.ShortDebugString();
 }
 

@@ -79,10 +79,36 @@ TEST_P(RuntimeAutotuneTest, EveryRankSwitchesToTheTunedValuesTogether) {
     for (size_t i = 2; i + 1 < rows.size(); ++i) {
       EXPECT_EQ(rows[i][1], "sample");
       small_message_thresholds.insert(rows[i][4]);
+      ASSERT_EQ(rows[i].size(), 9u);
     }
     EXPECT_GT(small_message_thresholds.size(), 1u)
         << "the tuner never moved the algorithm threshold";
   }
+}
+
+// Two hosts of two ranks: the hierarchical switches are searched too, and
+// every rank's results stay right whichever algorithm a sample runs.
+TEST(RuntimeAutotuneOnHostsTest, HierarchicalSwitchesChangeTogether) {
+  Config config;
+  config.autotune.enabled = true;
+  config.autotune.warmup_samples = 0;
+  config.autotune.steps_per_sample = 1;
+  config.autotune.max_samples = 12;
+  config.autotune.log_file =
+      absl::StrCat(::testing::TempDir(), "/autotune_hosts.csv");
+  Job job(4, MeshTransport::kMixed, config);
+  ASSERT_EQ(job.size(), 4);
+  job.RunOnEveryRank([&](int rank) {
+    for (int step = 0; step < 40; ++step) Step(job, rank, step);
+  });
+  const auto rows = LogRows(config.autotune.log_file);
+  ASSERT_GE(rows.size(), 14u);
+  EXPECT_EQ(rows.back()[1], "final");
+  std::set<std::string> switches;
+  for (size_t i = 1; i + 1 < rows.size(); ++i) {
+    switches.insert(rows[i][6] + rows[i][7]);
+  }
+  EXPECT_GT(switches.size(), 1u) << "the switches were never searched";
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, RuntimeAutotuneTest,

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-from compare import REPO, bazel_bin  # tools/bench, beside this
+from compare import REPO, built  # tools/bench, beside this
 
 TARGETS = ["//launcher:hvdrun", "//agent:hvd-agent",
            "//tools/bench:fusion_bench"]
@@ -90,11 +90,7 @@ def main():
     p.add_argument("--tune-steps", type=int, default=280)
     p.add_argument("--no-build", action="store_true")
     a = p.parse_args()
-    if not a.no_build:
-        subprocess.run(["bazel", "build", "--noshow_progress", *TARGETS],
-                       cwd=REPO, check=True)
-    out = bazel_bin()
-    binaries = [os.path.join(out, t[2:].replace(":", "/")) for t in TARGETS]
+    binaries = built(TARGETS, build=not a.no_build)
     figures = {name: [] for name, _ in STATIC + TUNED}
     chosen = {}
     tmp = tempfile.mkdtemp(prefix="hvd-autotune-")

@@ -46,6 +46,16 @@ def bazel_bin():
                           capture_output=True, text=True).stdout.strip()
 
 
+def built(targets, build=True):
+    """The paths of `targets` ("//pkg:name") in bazel-bin, built first
+    unless `build` is false (then they are whatever bazel-bin holds)."""
+    if build:
+        subprocess.run(["bazel", "build", "--noshow_progress", *targets],
+                       cwd=REPO, check=True)
+    out = bazel_bin()
+    return [os.path.join(out, t[2:].replace(":", "/")) for t in targets]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

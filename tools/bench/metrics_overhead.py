@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 
-from compare import REPO, bazel_bin, free_port  # tools/bench, beside this
+from compare import built, free_port  # tools/bench, beside this
 
 TARGETS = ["//launcher:hvdrun", "//agent:hvd-agent", "//tests/multihost:driver",
            "//tools/bench:metrics_cost"]
@@ -104,11 +104,7 @@ def main():
     p.add_argument("--scrape-interval", type=float, default=15.0)
     p.add_argument("--no-build", action="store_true")
     a = p.parse_args()
-    if not a.no_build:
-        subprocess.run(["bazel", "build", "--noshow_progress", *TARGETS],
-                       cwd=REPO, check=True)
-    out = bazel_bin()
-    binaries = [os.path.join(out, t[2:].replace(":", "/")) for t in TARGETS]
+    binaries = built(TARGETS, build=not a.no_build)
     on, off = [], []
     print("%-4s %-4s %10s %12s" % ("run", "mode", "seconds", "us/allreduce"))
     for i in range(a.runs):
