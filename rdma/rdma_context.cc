@@ -100,10 +100,7 @@ absl::StatusOr<std::vector<std::string>> ExchangeNames(
     return Annotate(s, absl::StrCat("rank ", rank,
                                     ": publishing the RDMA address: "));
   }
-  std::vector<int> peers;
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer != rank) peers.push_back(peer);
-  }
+  const std::vector<int> peers = RankRange(0, size, rank);
   auto values = GetOfRanks(*store, "rdma/", peers, deadline - absl::Now());
   if (!values.ok()) {
     return Annotate(values.status(),

@@ -103,9 +103,8 @@ absl::StatusOr<Layout> ExchangeLayout(const Config& config, Store& store) {
     return Annotate(s, absl::StrCat("rank ", rank,
                                     ": publishing its host and transport"));
   }
-  std::vector<int> ranks(config.size);
-  for (int r = 0; r < config.size; ++r) ranks[r] = r;
-  auto records = GetOfRanks(store, "layout/", ranks, config.start_timeout);
+  auto records = GetOfRanks(store, "layout/", RankRange(0, config.size),
+                            config.start_timeout);
   if (!records.ok()) {
     return Annotate(records.status(),
                     absl::StrCat("rank ", rank,

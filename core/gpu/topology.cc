@@ -162,10 +162,8 @@ absl::StatusOr<std::vector<MemberInfo>> ExchangeMemberInfo(
   }
   std::string all;
   if (index == 0) {
-    std::vector<int> others;
-    for (int m = 1; m < size; ++m) others.push_back(m);
-    auto lines = GetOfRanks(*store, absl::StrCat(prefix, "info/"), others,
-                            timeout);
+    auto lines = GetOfRanks(*store, absl::StrCat(prefix, "info/"),
+                            RankRange(1, size), timeout);
     if (!lines.ok()) {
       return absl::Status(lines.status().code(),
                           absl::StrCat("GPU info of the set's ", size,

@@ -23,6 +23,14 @@ absl::StatusOr<std::vector<std::string>> Store::GetMany(
   return values;
 }
 
+std::vector<int> RankRange(int begin, int end, int skip) {
+  std::vector<int> ranks;
+  for (int r = begin; r < end; ++r) {
+    if (r != skip) ranks.push_back(r);
+  }
+  return ranks;
+}
+
 absl::StatusOr<std::vector<std::string>> GetOfRanks(
     Store& store, absl::string_view prefix, const std::vector<int>& ranks,
     absl::Duration timeout) {

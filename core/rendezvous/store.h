@@ -85,6 +85,10 @@ class CancellableStore : public Store {
   const absl::Duration poll_;
 };
 
+// Ranks `begin` to `end` - 1, without `skip` (-1: none): the peers whose keys
+// a rank reads at start-up.
+std::vector<int> RankRange(int begin, int end, int skip = -1);
+
 // The values of keys `prefix`+rank for each of `ranks`, in their order, by one
 // GetMany: what a rank reads of its peers at start-up.
 absl::StatusOr<std::vector<std::string>> GetOfRanks(

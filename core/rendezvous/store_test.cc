@@ -92,5 +92,12 @@ TEST(PrefixStore, GetManyReadsThePrefixedKeysInOrder) {
       store.GetMany({"a", "never"}, absl::Milliseconds(20)).status()));
 }
 
+TEST(RankRangeTest, RanksFromBeginBeforeEndWithoutTheSkippedOne) {
+  EXPECT_EQ(RankRange(0, 4), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(RankRange(0, 4, 2), (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(RankRange(1, 3), (std::vector<int>{1, 2}));
+  EXPECT_TRUE(RankRange(0, 0).empty());
+}
+
 }  // namespace
 }  // namespace hvd

@@ -55,14 +55,22 @@ std::vector<std::vector<std::string>> LogRows(const std::string& path) {
   return rows;
 }
 
-TEST_P(RuntimeAutotuneTest, EveryRankSwitchesToTheTunedValuesTogether) {
+// A job's config with autotune on, logging to `log_name` in the test's
+// temporary directory.
+Config Autotuned(int warmup_samples, int steps_per_sample, int max_samples,
+                 const std::string& log_name) {
   Config config;
   config.autotune.enabled = true;
-  config.autotune.warmup_samples = 1;
-  config.autotune.steps_per_sample = 2;
-  config.autotune.max_samples = 8;
-  config.autotune.log_file =
-      absl::StrCat(::testing::TempDir(), "/autotune_", GetParam(), ".csv");
+  config.autotune.warmup_samples = warmup_samples;
+  config.autotune.steps_per_sample = steps_per_sample;
+  config.autotune.max_samples = max_samples;
+  config.autotune.log_file = absl::StrCat(::testing::TempDir(), "/", log_name);
+  return config;
+}
+
+TEST_P(RuntimeAutotuneTest, EveryRankSwitchesToTheTunedValuesTogether) {
+  const Config config =
+      Autotuned(1, 2, 8, absl::StrCat("autotune_", GetParam(), ".csv"));
   for (int size : {2, 3}) {
     Job job(size, GetParam(), config);
     ASSERT_EQ(job.size(), size);
@@ -89,13 +97,7 @@ TEST_P(RuntimeAutotuneTest, EveryRankSwitchesToTheTunedValuesTogether) {
 // Two hosts of two ranks: the hierarchical switches are searched too, and
 // every rank's results stay right whichever algorithm a sample runs.
 TEST(RuntimeAutotuneOnHostsTest, HierarchicalSwitchesChangeTogether) {
-  Config config;
-  config.autotune.enabled = true;
-  config.autotune.warmup_samples = 0;
-  config.autotune.steps_per_sample = 1;
-  config.autotune.max_samples = 12;
-  config.autotune.log_file =
-      absl::StrCat(::testing::TempDir(), "/autotune_hosts.csv");
+  const Config config = Autotuned(0, 1, 12, "autotune_hosts.csv");
   Job job(4, MeshTransport::kMixed, config);
   ASSERT_EQ(job.size(), 4);
   job.RunOnEveryRank([&](int rank) {

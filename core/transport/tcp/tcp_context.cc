@@ -63,10 +63,8 @@ tcp_internal::PeerRecord OwnRecord(
 // The dial candidates of each lower rank, read from the store at once.
 absl::StatusOr<std::vector<std::vector<Endpoint>>> ReadLowerPeers(
     int rank, Store* store, const TcpOptions& options, absl::Time deadline) {
-  std::vector<int> lower(rank);
-  for (int peer = 0; peer < rank; ++peer) lower[peer] = peer;
-  absl::StatusOr<std::vector<std::string>> values =
-      GetOfRanks(*store, "tcp/", lower, deadline - absl::Now());
+  absl::StatusOr<std::vector<std::string>> values = GetOfRanks(
+      *store, "tcp/", RankRange(0, rank), deadline - absl::Now());
   if (!values.ok()) {
     return Annotate(values.status(),
                     absl::StrCat("rank ", rank, ": reading the TCP addresses "
