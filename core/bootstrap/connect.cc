@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -11,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "core/bootstrap/data_plane_token.h"
+#include "core/bootstrap/layout.h"
 #include "core/bootstrap/open_files.h"
 #include "core/rendezvous/grpc_store.h"
 #include "core/transport/composite/composite_context.h"
@@ -46,7 +45,7 @@ transport::TcpOptions TcpOptionsOf(
   return options;
 }
 
-// All but the provider, which the ranks agree on (ExchangeLayout).
+// All but the provider, which the ranks agree on (AgreeOnLayout).
 rdma::RdmaOptions RdmaOptionsOf(const Config& config) {
   rdma::RdmaOptions options;
   options.hostname = config.hostname;
@@ -84,55 +83,29 @@ absl::StatusOr<std::string> LocalRdmaChoice(const Config& config) {
   return provider;
 }
 
-// What the ranks tell each other once at start-up, in one round trip: each
-// rank's host (by HVD_HOSTNAME) and whether it offers RDMA.
-struct Layout {
-  std::vector<int> hosts;  // each rank's host index, in order of appearance
-  std::string rdma_provider;  // "" unless every rank offers RDMA
+// Each rank's host index, and the RDMA provider the ranks on different
+// hosts use ("" unless every rank offers RDMA).
+struct HostsAndProvider {
+  std::vector<int> hosts;
+  std::string rdma_provider;
 };
 
-absl::StatusOr<Layout> ExchangeLayout(const Config& config, Store& store) {
+absl::StatusOr<HostsAndProvider> AgreeOnLayout(const Config& config,
+                                               Store& store) {
   absl::StatusOr<std::string> mine = LocalRdmaChoice(config);
   if (!mine.ok()) return mine.status();
-  const int rank = config.rank;
-  if (absl::Status s =
-          store.Set(absl::StrCat("layout/", rank),
-                    absl::StrCat(mine->empty() ? "tcp" : "rdma", "\n",
-                                 config.hostname));
-      !s.ok()) {
-    return Annotate(s, absl::StrCat("rank ", rank,
-                                    ": publishing its host and transport"));
-  }
-  auto records = GetOfRanks(store, "layout/", RankRange(0, config.size),
-                            config.start_timeout);
-  if (!records.ok()) {
-    return Annotate(records.status(),
-                    absl::StrCat("rank ", rank,
-                                 ": reading every rank's host and transport"));
-  }
-  Layout layout;
-  layout.hosts.resize(config.size);
-  std::vector<std::string> names;
-  bool all_rdma = !mine->empty();
-  for (int r = 0; r < config.size; ++r) {
-    const std::vector<std::string> fields =
-        absl::StrSplit((*records)[r], absl::MaxSplits('\n', 1));
-    if (fields.size() != 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rank ", rank, ": rank ", r, "'s layout record is unreadable"));
-    }
-    all_rdma = all_rdma && fields[0] == "rdma";
-    auto it = std::find(names.begin(), names.end(), fields[1]);
-    layout.hosts[r] = static_cast<int>(it - names.begin());
-    if (it == names.end()) names.push_back(fields[1]);
-  }
-  if (!all_rdma && config.transport == runtime::Transport::kRdma) {
+  absl::StatusOr<Layout> layout =
+      ExchangeLayout(config.rank, config.size, {config.hostname, !mine->empty()},
+                     store, config.start_timeout);
+  if (!layout.ok()) return layout.status();
+  if (!layout->all_rdma && config.transport == runtime::Transport::kRdma) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", rank,
+        "rank ", config.rank,
         ": HVD_TRANSPORT=rdma, but another rank has no usable RDMA provider"));
   }
-  if (all_rdma) layout.rdma_provider = *std::move(mine);
-  return layout;
+  HostsAndProvider agreed{std::move(layout->hosts), ""};
+  if (layout->all_rdma) agreed.rdma_provider = *std::move(mine);
+  return agreed;
 }
 
 // The store keys of this connect: fresh for each connect of a process, so
@@ -225,7 +198,7 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
   if (!stores.ok()) return stores.status();
   parts.store = std::move(stores->scoped);
   parts.job_store = std::move(stores->job);
-  auto layout = ExchangeLayout(config, *parts.store);
+  auto layout = AgreeOnLayout(config, *parts.store);
   if (!layout.ok()) return layout.status();
   const std::string& rdma_provider = layout->rdma_provider;
   const bool use_rdma = !rdma_provider.empty();

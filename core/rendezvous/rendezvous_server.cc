@@ -85,6 +85,14 @@ absl::Status RendezvousServer::Impl::Start() {
   builder.AddListeningPort(options_.address,
                            rendezvous::ServerCredentials(options_.tls), &port_);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  // A blocked call holds a thread. gRPC keeps at most MAX_POLLERS idle
+  // threads (2 by default) and ends the rest as their calls return, so a
+  // start-up wave of thousands of blocked calls, one after another, would
+  // create and end a thread for each call (a fifth of the server's CPU at
+  // 1024-2048 workers). Idle threads beyond the minimum still end after
+  // gRPC's poll timeout (10 s).
+  builder.SetSyncServerOption(
+      grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, max_blocked_calls_);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port_ == 0) {
     port_ = 0;

@@ -2,19 +2,23 @@
 // workers, each a thread with its own connection and the core's own client
 // (GrpcStore), do against one server what every rank does at hvd_init:
 //
-//   Register; Set its layout record (host, transport); read every rank's;
-//   Set its TCP address; read the addresses of the ranks below it (the full
-//   mesh it dials today), or with --tcp-peers=ring only its two ring
-//   neighbours' (what a rank that connects lazily would read).
+//   Register; Set its layout record (host, transport) and learn every
+//   rank's host (the core's own exchange: rank 0 reads the records and
+//   publishes the layout once; --layout=every: each rank reads every
+//   record, as the core did before); Set its TCP address; read the
+//   addresses of the ranks below it (the full mesh it dials today), or
+//   with --tcp-peers=ring only its two ring neighbours' (what a rank that
+//   connects lazily would read).
 //
 // --reads=batched reads each list with one GetMany (what the core does);
-// --reads=per-key with one Get per key (what it did before GetMany). The
-// server runs in a process of its own (this binary, re-executed with
-// --serve), so that its CPU time is its own.
+// --reads=per-key with one Get per key (what it did before GetMany; implies
+// --layout=every). The server runs in a process of its own (this binary,
+// re-executed with --serve), so that its CPU time is its own.
 //
 //   bazel run -c opt //tools/bench:rendezvous_load --
 //       [--workers=256,1024,4096] [--reads=batched|per-key]
-//       [--tcp-peers=lower|ring] [--value-bytes=48]
+//       [--layout=gathered|every] [--tcp-peers=lower|ring]
+//       [--value-bytes=48]
 //
 // Prints one row per size: the time until the last worker has its peers
 // (from the moment all are connected), the median worker's, the store
@@ -41,6 +45,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "core/bootstrap/layout.h"
 #include "core/rendezvous/grpc_store.h"
 #include "core/rendezvous/rendezvous_server.h"
 
@@ -56,6 +61,7 @@ struct Flags {
   std::vector<int> workers = {256, 1024, 4096};
   bool batched = true;
   bool ring = false;  // read only the ring neighbours' TCP addresses
+  bool every = false;  // each rank reads every layout record
   int value_bytes = 48;
   int serve = 0;  // > 0: be the server for a job of this size
 };
@@ -72,6 +78,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       }
     } else if (a == "--reads=batched" || a == "--reads=per-key") {
       flags->batched = a == "--reads=batched";
+    } else if (a == "--layout=every" || a == "--layout=gathered") {
+      flags->every = a == "--layout=every";
     } else if (a == "--tcp-peers=lower" || a == "--tcp-peers=ring") {
       flags->ring = a == "--tcp-peers=ring";
     } else if (absl::ConsumePrefix(&a, "--value-bytes=")) {
@@ -82,6 +90,7 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       return false;
     }
   }
+  if (!flags->batched) flags->every = true;
   return !flags->workers.empty() && flags->value_bytes > 0;
 }
 
@@ -186,6 +195,27 @@ std::vector<int> Below(int count) {
   return ranks;
 }
 
+// Every rank's layout record: as the core does it (rank 0 gathers the
+// records and publishes the layout once), or with --layout=every as it did
+// before, each rank reading every record.
+absl::Status ReadLayout(Store& store, int rank, int size, const Flags& flags,
+                        int* calls) {
+  if (flags.every) {
+    ++*calls;
+    if (absl::Status s = store.Set(absl::StrCat("layout/", rank),
+                                   absl::StrCat("tcp\nhost", rank / 8));
+        !s.ok()) {
+      return s;
+    }
+    return ReadRanks(store, "layout/", Below(size), flags.batched, calls);
+  }
+  *calls += rank == 0 ? 3 : 2;  // Set; then GetMany and Set, or one Get
+  return bootstrap::ExchangeLayout(rank, size,
+                                   {absl::StrCat("host", rank / 8), false},
+                                   store, kTimeout)
+      .status();
+}
+
 WorkerResult Work(GrpcStore& store, int rank, int size, const Flags& flags,
                   absl::Time start) {
   WorkerResult result;
@@ -194,15 +224,7 @@ WorkerResult Work(GrpcStore& store, int rank, int size, const Flags& flags,
     ++result.calls;
     absl::StatusOr<Registration> r = store.Register(rank, "host", rank, {});
     if (!r.ok()) return r.status();
-    ++result.calls;
-    if (absl::Status s = store.Set(absl::StrCat("layout/", rank),
-                                   absl::StrCat("tcp\nhost", rank / 8));
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s =
-            ReadRanks(store, "layout/", Below(size), flags.batched,
-                      &result.calls);
+    if (absl::Status s = ReadLayout(store, rank, size, flags, &result.calls);
         !s.ok()) {
       return s;
     }
@@ -275,14 +297,15 @@ int Main(int argc, char** argv) {
   if (!ParseFlags(argc, argv, &flags)) {
     fprintf(stderr,
             "usage: rendezvous_load [--workers=N,N,...] "
-            "[--reads=batched|per-key] [--tcp-peers=lower|ring] "
-            "[--value-bytes=B]\n");
+            "[--reads=batched|per-key] [--layout=gathered|every] "
+            "[--tcp-peers=lower|ring] [--value-bytes=B]\n");
     return 2;
   }
   if (flags.serve > 0) return Serve(flags.serve);
   signal(SIGPIPE, SIG_IGN);
-  printf("reads: %s; TCP addresses of %s; values of %d bytes\n",
+  printf("reads: %s; layout %s; TCP addresses of %s; values of %d bytes\n",
          flags.batched ? "batched (GetMany)" : "per key (Get)",
+         flags.every ? "read by every rank" : "gathered by rank 0",
          flags.ring ? "the two ring neighbours" : "every lower rank",
          flags.value_bytes);
   printf("| workers | all have their peers (s) | median worker (s) | store "

@@ -1,0 +1,118 @@
+#include "core/bootstrap/layout.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace hvd::bootstrap {
+namespace {
+
+constexpr char kAllKey[] = "layout/all";
+// The published layout: "ok <all_rdma 0|1> <host index>,<host index>,..."
+// or "error <message>".
+constexpr absl::string_view kOk = "ok";
+constexpr absl::string_view kError = "error";
+
+absl::Status Annotate(const absl::Status& status, absl::string_view what) {
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+}
+
+std::string EncodeRecord(const LayoutRecord& record) {
+  return absl::StrCat(record.rdma ? "rdma" : "tcp", "\n", record.host);
+}
+
+// Every rank's record, read by rank 0, into the layout.
+absl::StatusOr<Layout> Gather(const std::vector<std::string>& records) {
+  Layout layout;
+  layout.hosts.resize(records.size());
+  layout.all_rdma = true;
+  std::vector<std::string> names;
+  for (size_t r = 0; r < records.size(); ++r) {
+    const std::vector<std::string> fields =
+        absl::StrSplit(records[r], absl::MaxSplits('\n', 1));
+    if (fields.size() != 2 || (fields[0] != "rdma" && fields[0] != "tcp")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", r, "'s layout record is unreadable"));
+    }
+    layout.all_rdma = layout.all_rdma && fields[0] == "rdma";
+    auto it = std::find(names.begin(), names.end(), fields[1]);
+    layout.hosts[r] = static_cast<int>(it - names.begin());
+    if (it == names.end()) names.push_back(fields[1]);
+  }
+  return layout;
+}
+
+std::string EncodeLayout(const absl::StatusOr<Layout>& layout) {
+  if (!layout.ok()) return absl::StrCat(kError, " ", layout.status().message());
+  return absl::StrCat(kOk, " ", layout->all_rdma ? 1 : 0, " ",
+                      absl::StrJoin(layout->hosts, ","));
+}
+
+absl::StatusOr<Layout> DecodeLayout(absl::string_view value, int size) {
+  const std::pair<absl::string_view, absl::string_view> tagged =
+      absl::StrSplit(value, absl::MaxSplits(' ', 1));
+  if (tagged.first == kError) return absl::InvalidArgumentError(tagged.second);
+  const std::pair<absl::string_view, absl::string_view> fields =
+      absl::StrSplit(tagged.second, absl::MaxSplits(' ', 1));
+  Layout layout;
+  if (tagged.first == kOk && (fields.first == "0" || fields.first == "1")) {
+    layout.all_rdma = fields.first == "1";
+    for (absl::string_view index : absl::StrSplit(fields.second, ',')) {
+      int host = -1;
+      if (!absl::SimpleAtoi(index, &host) || host < 0 || host >= size) break;
+      layout.hosts.push_back(host);
+    }
+  }
+  if (static_cast<int>(layout.hosts.size()) != size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the layout rank 0 published is unreadable for ", size, " ranks"));
+  }
+  return layout;
+}
+
+}  // namespace
+
+absl::StatusOr<Layout> ExchangeLayout(int rank, int size,
+                                      const LayoutRecord& mine, Store& store,
+                                      absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string who = absl::StrCat("rank ", rank);
+  if (absl::Status s =
+          store.Set(absl::StrCat("layout/", rank), EncodeRecord(mine));
+      !s.ok()) {
+    return Annotate(s, absl::StrCat(who, ": publishing its host and transport"));
+  }
+  if (rank == 0) {
+    auto records = GetOfRanks(store, "layout/", RankRange(0, size),
+                              deadline - absl::Now());
+    if (!records.ok()) {
+      return Annotate(records.status(),
+                      absl::StrCat(who, ": reading every rank's host and "
+                                        "transport"));
+    }
+    absl::StatusOr<Layout> layout = Gather(*records);
+    if (absl::Status s = store.Set(kAllKey, EncodeLayout(layout)); !s.ok()) {
+      return Annotate(s, absl::StrCat(who, ": publishing the layout"));
+    }
+    if (!layout.ok()) return Annotate(layout.status(), who);
+    return layout;
+  }
+  absl::StatusOr<std::string> value =
+      store.Get(kAllKey, deadline - absl::Now());
+  if (!value.ok()) {
+    return Annotate(value.status(),
+                    absl::StrCat(who, ": reading the layout rank 0 gathers "
+                                      "(every rank's host and transport)"));
+  }
+  absl::StatusOr<Layout> layout = DecodeLayout(*value, size);
+  if (!layout.ok()) return Annotate(layout.status(), who);
+  return layout;
+}
+
+}  // namespace hvd::bootstrap

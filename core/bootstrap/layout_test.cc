@@ -1,0 +1,107 @@
+#include "core/bootstrap/layout.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "core/rendezvous/store.h"
+
+namespace hvd::bootstrap {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTimeout = absl::Seconds(10);
+
+// Runs the exchange with one thread per rank over one in-memory store.
+std::vector<absl::StatusOr<Layout>> Exchange(
+    const std::vector<LayoutRecord>& records, Store& store) {
+  const int size = static_cast<int>(records.size());
+  std::vector<absl::StatusOr<Layout>> results(size, absl::UnknownError(""));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      results[rank] =
+          ExchangeLayout(rank, size, records[rank], store, kTimeout);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+TEST(ExchangeLayoutTest, EveryRankLearnsEachRanksHostInOrderOfAppearance) {
+  std::unique_ptr<Store> store = NewInMemoryStore();
+  auto results = Exchange({{"b", false}, {"a", false}, {"b", false},
+                           {"c", false}, {"a", false}},
+                          *store);
+  for (int rank = 0; rank < 5; ++rank) {
+    ASSERT_TRUE(results[rank].ok()) << results[rank].status();
+    EXPECT_EQ(results[rank]->hosts, (std::vector<int>{0, 1, 0, 2, 1}));
+    EXPECT_FALSE(results[rank]->all_rdma);
+  }
+}
+
+TEST(ExchangeLayoutTest, AllRdmaOnlyWhenEveryRankOffersIt) {
+  std::unique_ptr<Store> all = NewInMemoryStore();
+  for (const auto& r : Exchange({{"a", true}, {"b", true}, {"c", true}}, *all)) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->all_rdma);
+  }
+  std::unique_ptr<Store> one_without = NewInMemoryStore();
+  for (const auto& r :
+       Exchange({{"a", true}, {"b", false}, {"c", true}}, *one_without)) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->all_rdma);
+  }
+}
+
+TEST(ExchangeLayoutTest, RankZeroPublishesOneValueTheOthersRead) {
+  std::unique_ptr<Store> store = NewInMemoryStore();
+  Exchange({{"a", false}, {"a", false}, {"b", false}}, *store);
+  absl::StatusOr<std::string> all = store->Get("layout/all", kTimeout);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(*all, "ok 0 0,0,1");
+}
+
+TEST(ExchangeLayoutTest, AnUnreadableRecordFailsEveryRankNamingIt) {
+  std::unique_ptr<Store> store = NewInMemoryStore();
+  // Rank 1's record is garbage (rank 1 itself takes no part).
+  ASSERT_TRUE(store->Set("layout/1", "garbage").ok());
+  std::vector<absl::StatusOr<Layout>> results(3, absl::UnknownError(""));
+  std::thread r0([&] { results[0] = ExchangeLayout(0, 3, {"a"}, *store, kTimeout); });
+  std::thread r2([&] { results[2] = ExchangeLayout(2, 3, {"b"}, *store, kTimeout); });
+  r0.join();
+  r2.join();
+  for (int rank : {0, 2}) {
+    ASSERT_FALSE(results[rank].ok());
+    EXPECT_EQ(results[rank].status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(results[rank].status().message(),
+                HasSubstr(absl::StrCat("rank ", rank, ": rank 1's layout "
+                                                      "record is unreadable")));
+  }
+}
+
+TEST(ExchangeLayoutTest, AMissingRankTimesOutOnEveryRankNamingTheWait) {
+  std::unique_ptr<Store> store = NewInMemoryStore();
+  std::vector<absl::StatusOr<Layout>> results(3, absl::UnknownError(""));
+  const absl::Duration timeout = absl::Milliseconds(200);
+  std::thread r0([&] { results[0] = ExchangeLayout(0, 3, {"a"}, *store, timeout); });
+  std::thread r1([&] { results[1] = ExchangeLayout(1, 3, {"a"}, *store, timeout); });
+  r0.join();
+  r1.join();
+  EXPECT_EQ(results[0].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(results[0].status().message(),
+              HasSubstr("rank 0: reading every rank's host and transport"));
+  EXPECT_EQ(results[1].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(results[1].status().message(),
+              HasSubstr("rank 1: reading the layout rank 0 gathers"));
+}
+
+}  // namespace
+}  // namespace hvd::bootstrap
