@@ -59,12 +59,12 @@ void Core::AddPeer(int peer, std::unique_ptr<Segment> segment,
     ring.bytes = bytes;
     return ring;
   };
-  // Of the peer's segment this rank touches its header, the ring headers
-  // and its own ring's data: those pages only, not the rings of the other
-  // local ranks (which would make every rank map the whole host's rings).
+  // Of the peer's segment this rank maps the header and the ring headers
+  // now. The pages of its own ring there fault in as it first writes them
+  // (the owner reserved them at creation): a rank writes bulk data to few
+  // of its local peers, its ring neighbours, and mapping a ring in every
+  // peer's segment set up (local ranks - 1) rings of page tables per rank.
   segment->Prefault(0, RingDataOffset(num_rings, ring_bytes, 0));
-  segment->Prefault(RingDataOffset(num_rings, ring_bytes, index_there),
-                    ring_bytes);
   p->send = std::make_unique<SendChannel>(
       ring_in(segment->data(), ring_bytes, index_there), p->header,
       tuning_.piece_bytes);
