@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/common/annotate.h"
 #include "rdma/engine.h"
 #include "rdma/fabric.h"
 #include "rdma/op.h"
@@ -14,10 +15,6 @@ namespace hvd::rdma {
 namespace {
 
 constexpr char kRecordMagic[] = "hvd-rdma-1";
-
-absl::Status Annotate(const absl::Status& status, absl::string_view context) {
-  return absl::Status(status.code(), absl::StrCat(context, status.message()));
-}
 
 class RdmaRequest final : public transport::Request {
  public:
@@ -98,14 +95,14 @@ absl::StatusOr<std::vector<std::string>> ExchangeNames(
                        absl::BytesToHexString(names[rank])));
       !s.ok()) {
     return Annotate(s, absl::StrCat("rank ", rank,
-                                    ": publishing the RDMA address: "));
+                                    ": publishing the RDMA address"));
   }
   const std::vector<int> peers = RankRange(0, size, rank);
   auto values = GetOfRanks(*store, "rdma/", peers, deadline - absl::Now());
   if (!values.ok()) {
     return Annotate(values.status(),
                     absl::StrCat("rank ", rank, ": reading the peers' RDMA "
-                                 "addresses from the store: "));
+                                 "addresses from the store"));
   }
   for (size_t i = 0; i < peers.size(); ++i) {
     const int peer = peers[i];
@@ -146,14 +143,14 @@ absl::StatusOr<std::unique_ptr<transport::Context>> CreateRdmaContext(
                             (options.tuning.credits + 8);
   auto fabric = Fabric::Open(options.provider, cq_entries);
   if (!fabric.ok()) {
-    return Annotate(fabric.status(), absl::StrCat("rank ", rank, ": "));
+    return Annotate(fabric.status(), absl::StrCat("rank ", rank));
   }
   auto names = ExchangeNames(rank, size, store, **fabric, deadline);
   if (!names.ok()) return names.status();
   auto engine =
       std::make_shared<Engine>(rank, size, *std::move(fabric), options);
   if (absl::Status s = engine->Start(*names); !s.ok()) {
-    return Annotate(s, absl::StrCat("rank ", rank, ": "));
+    return Annotate(s, absl::StrCat("rank ", rank));
   }
   if (absl::Status s = engine->Handshake(deadline); !s.ok()) return s;
   return std::make_unique<RdmaContext>(std::move(engine));

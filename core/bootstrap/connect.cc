@@ -13,6 +13,7 @@
 #include "core/bootstrap/data_plane_token.h"
 #include "core/bootstrap/layout.h"
 #include "core/bootstrap/open_files.h"
+#include "core/common/annotate.h"
 #include "core/rendezvous/grpc_store.h"
 #include "core/transport/composite/composite_context.h"
 #include "core/common/logging.h"
@@ -28,10 +29,6 @@ using runtime::Config;
 
 // Counts the connects of this process (KeyPrefix).
 std::atomic<int> connect_epoch{0};
-
-absl::Status Annotate(const absl::Status& status, absl::string_view what) {
-  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
-}
 
 transport::TcpOptions TcpOptionsOf(
     const Config& config, std::shared_ptr<const Cancellation> cancel) {

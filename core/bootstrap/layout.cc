@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/common/annotate.h"
 
 namespace hvd::bootstrap {
 namespace {
@@ -18,10 +19,6 @@ constexpr char kAllKey[] = "layout/all";
 // or "error <message>".
 constexpr absl::string_view kOk = "ok";
 constexpr absl::string_view kError = "error";
-
-absl::Status Annotate(const absl::Status& status, absl::string_view what) {
-  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
-}
 
 std::string EncodeRecord(const LayoutRecord& record) {
   return absl::StrCat(record.rdma ? "rdma" : "tcp", "\n", record.host);

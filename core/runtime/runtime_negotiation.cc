@@ -9,14 +9,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/annotate.h"
 #include "core/runtime/response_cache.h"
 
 namespace hvd::runtime {
 namespace {
-
-absl::Status Annotate(const absl::Status& status, absl::string_view what) {
-  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
-}
 
 absl::StatusOr<ResponseList> Parse(const std::string& bytes, int from) {
   ResponseList list;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/common/annotate.h"
 #include "core/common/logging.h"
 #include "core/transport/shm/core.h"
 #include "core/transport/shm/layout.h"
@@ -22,10 +23,6 @@ namespace {
 
 using shm_internal::Segment;
 using shm_internal::SegmentHeader;
-
-absl::Status Annotate(const absl::Status& status, absl::string_view context) {
-  return absl::Status(status.code(), absl::StrCat(context, status.message()));
-}
 
 uint64_t RandomU64() {
   std::random_device device;
@@ -203,7 +200,7 @@ absl::StatusOr<std::vector<int>> AttachPeers(
       !s.ok()) {
     return Annotate(s, absl::StrCat("rank ", rank,
                                     ": publishing the shared-memory "
-                                    "segment name: "));
+                                    "segment name"));
   }
   std::vector<int> peers;
   for (int peer : local_ranks) {
@@ -213,7 +210,7 @@ absl::StatusOr<std::vector<int>> AttachPeers(
   if (!values.ok()) {
     return Annotate(values.status(),
                     absl::StrCat("rank ", rank, ": reading the local peers' "
-                                 "shared-memory segment names: "));
+                                 "shared-memory segment names"));
   }
   for (size_t i = 0; i < peers.size(); ++i) {
     const int peer = peers[i];
@@ -239,7 +236,7 @@ absl::StatusOr<std::vector<int>> AttachPeers(
                                   absl::StrJoin(attached_ranks, ","));
       !s.ok()) {
     return Annotate(s, absl::StrCat("rank ", rank,
-                                    ": publishing shared-memory peers: "));
+                                    ": publishing shared-memory peers"));
   }
   return attached_ranks;
 }
@@ -258,7 +255,7 @@ absl::StatusOr<std::vector<bool>> MutualPeers(
   if (!values.ok()) {
     return Annotate(values.status(),
                     absl::StrCat("rank ", rank, ": reading which ranks the "
-                                 "local peers mapped: "));
+                                 "local peers mapped"));
   }
   for (size_t i = 0; i < attached_ranks.size(); ++i) {
     const int peer = attached_ranks[i];

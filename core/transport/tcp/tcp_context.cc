@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/annotate.h"
 #include "core/transport/tcp/address.h"
 #include "core/transport/tcp/context_core.h"
 #include "core/transport/tcp/mesh_connector.h"
@@ -20,10 +21,6 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using tcp_internal::Connection;
 using tcp_internal::Endpoint;
-
-absl::Status Annotate(const absl::Status& status, absl::string_view context) {
-  return absl::Status(status.code(), absl::StrCat(context, status.message()));
-}
 
 absl::Status Listen(int rank, const std::optional<tcp_internal::Ipv4>& bind,
                     int socket_buffer_bytes, tcp::acceptor& acceptor) {
@@ -68,7 +65,7 @@ absl::StatusOr<std::vector<std::vector<Endpoint>>> ReadLowerPeers(
   if (!values.ok()) {
     return Annotate(values.status(),
                     absl::StrCat("rank ", rank, ": reading the TCP addresses "
-                                 "of the lower ranks from the store: "));
+                                 "of the lower ranks from the store"));
   }
   std::vector<std::vector<Endpoint>> candidates(rank);
   for (int peer = 0; peer < rank; ++peer) {
@@ -77,7 +74,7 @@ absl::StatusOr<std::vector<std::vector<Endpoint>>> ReadLowerPeers(
     if (!record.ok()) {
       return Annotate(record.status(),
                       absl::StrCat("rank ", rank, ": rank ", peer,
-                                   "'s TCP address in the store: "));
+                                   "'s TCP address in the store"));
     }
     candidates[peer] = tcp_internal::DialCandidates(*record, options.hostname);
   }
@@ -91,7 +88,7 @@ absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
   absl::StatusOr<std::optional<tcp_internal::Ipv4>> bind =
       tcp_internal::ResolveInterface(options.iface);
   if (!bind.ok())
-    return Annotate(bind.status(), absl::StrCat("rank ", rank, ": "));
+    return Annotate(bind.status(), absl::StrCat("rank ", rank));
   tcp::acceptor acceptor(io);
   if (absl::Status s =
           Listen(rank, *bind, options.tuning.socket_buffer_bytes, acceptor);
@@ -104,7 +101,7 @@ absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
                                   tcp_internal::EncodePeerRecord(own));
       !s.ok()) {
     return Annotate(
-        s, absl::StrCat("rank ", rank, ": publishing the TCP address: "));
+        s, absl::StrCat("rank ", rank, ": publishing the TCP address"));
   }
   absl::StatusOr<std::vector<std::vector<Endpoint>>> candidates =
       ReadLowerPeers(rank, store, options, deadline);
