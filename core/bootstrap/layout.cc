@@ -1,10 +1,10 @@
 #include "core/bootstrap/layout.h"
 
-#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -29,18 +29,18 @@ absl::StatusOr<Layout> Gather(const std::vector<std::string>& records) {
   Layout layout;
   layout.hosts.resize(records.size());
   layout.all_rdma = true;
-  std::vector<std::string> names;
+  // Host name to index, numbered in order of appearance.
+  absl::flat_hash_map<absl::string_view, int> index_of;
   for (size_t r = 0; r < records.size(); ++r) {
-    const std::vector<std::string> fields =
+    const std::vector<absl::string_view> fields =
         absl::StrSplit(records[r], absl::MaxSplits('\n', 1));
     if (fields.size() != 2 || (fields[0] != "rdma" && fields[0] != "tcp")) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", r, "'s layout record is unreadable"));
     }
     layout.all_rdma = layout.all_rdma && fields[0] == "rdma";
-    auto it = std::find(names.begin(), names.end(), fields[1]);
-    layout.hosts[r] = static_cast<int>(it - names.begin());
-    if (it == names.end()) names.push_back(fields[1]);
+    const int next = static_cast<int>(index_of.size());
+    layout.hosts[r] = index_of.try_emplace(fields[1], next).first->second;
   }
   return layout;
 }

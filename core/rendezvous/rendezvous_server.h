@@ -18,7 +18,9 @@
 // Threading: every method is thread-safe. Blocking Get and Barrier calls hold
 // one gRPC thread each, for at most min(their timeout, 60 s); Shutdown wakes
 // them (they fail with UNAVAILABLE), and a call whose client went away stops
-// waiting within a second.
+// waiting within a second. Threads freed by such calls stay idle (up to the
+// bound on blocked calls) for gRPC's poll timeout of 10 s, so that a
+// start-up wave of blocked calls does not create a thread for each.
 #ifndef HVD_CORE_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 #define HVD_CORE_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 
