@@ -1,5 +1,6 @@
 #include "core/bootstrap/layout.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,16 +19,19 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kTimeout = absl::Seconds(10);
 
-// Runs the exchange with one thread per rank over one in-memory store.
+// Runs the exchange with one thread per rank over one in-memory store; the
+// ranks in `absent` take no part (their results stay UNKNOWN).
 std::vector<absl::StatusOr<Layout>> Exchange(
-    const std::vector<LayoutRecord>& records, Store& store) {
+    const std::vector<LayoutRecord>& records, Store& store,
+    absl::Duration timeout = kTimeout, const std::vector<int>& absent = {}) {
   const int size = static_cast<int>(records.size());
   std::vector<absl::StatusOr<Layout>> results(size, absl::UnknownError(""));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
+    if (std::find(absent.begin(), absent.end(), rank) != absent.end()) continue;
     threads.emplace_back([&, rank] {
       results[rank] =
-          ExchangeLayout(rank, size, records[rank], store, kTimeout);
+          ExchangeLayout(rank, size, records[rank], store, timeout);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -72,11 +76,7 @@ TEST(ExchangeLayoutTest, AnUnreadableRecordFailsEveryRankNamingIt) {
   std::unique_ptr<Store> store = NewInMemoryStore();
   // Rank 1's record is garbage (rank 1 itself takes no part).
   ASSERT_TRUE(store->Set("layout/1", "garbage").ok());
-  std::vector<absl::StatusOr<Layout>> results(3, absl::UnknownError(""));
-  std::thread r0([&] { results[0] = ExchangeLayout(0, 3, {"a"}, *store, kTimeout); });
-  std::thread r2([&] { results[2] = ExchangeLayout(2, 3, {"b"}, *store, kTimeout); });
-  r0.join();
-  r2.join();
+  auto results = Exchange({{"a"}, {"a"}, {"b"}}, *store, kTimeout, {1});
   for (int rank : {0, 2}) {
     ASSERT_FALSE(results[rank].ok());
     EXPECT_EQ(results[rank].status().code(),
@@ -89,12 +89,8 @@ TEST(ExchangeLayoutTest, AnUnreadableRecordFailsEveryRankNamingIt) {
 
 TEST(ExchangeLayoutTest, AMissingRankTimesOutOnEveryRankNamingTheWait) {
   std::unique_ptr<Store> store = NewInMemoryStore();
-  std::vector<absl::StatusOr<Layout>> results(3, absl::UnknownError(""));
-  const absl::Duration timeout = absl::Milliseconds(200);
-  std::thread r0([&] { results[0] = ExchangeLayout(0, 3, {"a"}, *store, timeout); });
-  std::thread r1([&] { results[1] = ExchangeLayout(1, 3, {"a"}, *store, timeout); });
-  r0.join();
-  r1.join();
+  auto results = Exchange({{"a"}, {"a"}, {"a"}}, *store,
+                          absl::Milliseconds(200), {2});
   EXPECT_EQ(results[0].status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(results[0].status().message(),
               HasSubstr("rank 0: reading every rank's host and transport"));
