@@ -221,6 +221,10 @@ int hvd_wait(hvd_handle handle, double timeout_seconds) {
       timeout_seconds < 0 || std::isinf(timeout_seconds)
           ? absl::InfiniteDuration()
           : absl::Seconds(timeout_seconds);
+  // The caller runs the cycles that complete its op itself, where it may.
+  if (auto runtime = Current()) {
+    runtime->Drive(handle, absl::Now() + timeout);
+  }
   switch (Handles().Wait(handle, timeout)) {
     case hvd::runtime::HandleTable::kInvalid:
       return HVD_INVALID_HANDLE;

@@ -231,15 +231,22 @@ absl::Status Annotate(const absl::Status& status, absl::string_view collective,
 
 namespace {
 
-// The large scratch this thread freed last, kept for its next collective:
-// fresh memory costs a page fault and a zeroed page per page touched (tens
-// of milliseconds for 64 MiB here), more than the data movement.
+// The large scratch freed last in this process, kept for the next
+// collective on whichever thread runs it (the background thread, or a
+// caller running the cycles): fresh memory costs a page fault and a zeroed
+// page per page touched (tens of milliseconds for 64 MiB here), more than
+// the data movement. One slot, so that the threads running cycles do not
+// each keep a copy.
 struct CachedScratch {
-  char* data = nullptr;
-  size_t capacity = 0;
-  ~CachedScratch() { UnmapHugePages(data, capacity); }
+  absl::Mutex mu;
+  char* data ABSL_GUARDED_BY(mu) = nullptr;
+  size_t capacity ABSL_GUARDED_BY(mu) = 0;
 };
-thread_local CachedScratch cached_scratch;
+
+CachedScratch& ScratchCache() {
+  static CachedScratch* cache = new CachedScratch;  // mapped until exit
+  return *cache;
+}
 
 char* AllocateScratch(size_t bytes) {
   if (bytes == 0) return nullptr;
@@ -247,25 +254,35 @@ char* AllocateScratch(size_t bytes) {
     return static_cast<char*>(std::malloc(bytes));
   }
   const size_t capacity = HugePageCapacity(bytes);
-  CachedScratch& cache = cached_scratch;
-  if (cache.data != nullptr && cache.capacity == capacity) {
-    char* p = cache.data;
-    cache.data = nullptr;
-    return p;
+  CachedScratch& cache = ScratchCache();
+  {
+    absl::MutexLock lock(&cache.mu);
+    if (cache.data != nullptr && cache.capacity == capacity) {
+      char* p = cache.data;
+      cache.data = nullptr;
+      return p;
+    }
   }
   return static_cast<char*>(MapHugePages(capacity));
 }
 
 void FreeScratch(char* data, size_t bytes) {
   if (data == nullptr) return;
-  CachedScratch& cache = cached_scratch;
-  if (bytes >= 2 * kHugePageBytes) {
-    UnmapHugePages(cache.data, cache.capacity);
-    cache.data = data;
-    cache.capacity = HugePageCapacity(bytes);
+  if (bytes < 2 * kHugePageBytes) {
+    std::free(data);
     return;
   }
-  std::free(data);
+  CachedScratch& cache = ScratchCache();
+  char* evicted;
+  size_t evicted_capacity;
+  {
+    absl::MutexLock lock(&cache.mu);
+    evicted = cache.data;
+    evicted_capacity = cache.capacity;
+    cache.data = data;
+    cache.capacity = HugePageCapacity(bytes);
+  }
+  UnmapHugePages(evicted, evicted_capacity);
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ inline constexpr char kIdleCycleTime[] = "IDLE_CYCLE_TIME";
 inline constexpr char kStartTimeout[] = "START_TIMEOUT";
 inline constexpr char kBackgroundSpinUs[] = "BACKGROUND_SPIN_US";
 inline constexpr char kWaitSpinUs[] = "WAIT_SPIN_US";
+inline constexpr char kCallerProgress[] = "CALLER_PROGRESS";
 inline constexpr char kFusionInPlaceBytes[] = "FUSION_IN_PLACE_BYTES";
 inline constexpr char kAllreduceAlgorithm[] = "ALLREDUCE_ALGORITHM";
 inline constexpr char kSmallMessageBytes[] = "SMALL_MESSAGE_BYTES";

@@ -1,8 +1,9 @@
 // The GPU backend (runtime::DeviceOps) over a Platform.
 //
 // Threads
-// - Background thread: Execute queues the response and its entries for the
-//   device thread and returns at once.
+// - The runtime's cycle (its background thread, or a caller driving it):
+//   Execute queues the response and its entries for the device thread and
+//   returns at once.
 // - Device thread: runs responses in order (the same order on every member).
 //   For each: the set's communicators (made on first use: GPU identities
 //   exchanged through the rendezvous store, the path chosen (topology.h),

@@ -283,6 +283,7 @@ void ReadNegotiation(Reader& r, Config& c) {
   const absl::Duration us = absl::Microseconds(1);
   r.Duration(names::kBackgroundSpinUs, us, "microseconds", &c.background_spin);
   r.Duration(names::kWaitSpinUs, us, "microseconds", &c.wait_spin);
+  r.Bool(names::kCallerProgress, &c.caller_progress);
   LogLevel level;
   if (r.Parsed(names::kLogLevel, ParseLogLevel,
                "trace, debug, info, warning, error or fatal", &level)) {

@@ -96,6 +96,10 @@ struct Config {
   // sleeps (HVD_WAIT_SPIN_US).
   absl::Duration background_spin = absl::Microseconds(100);
   absl::Duration wait_spin = absl::ZeroDuration();
+  // A caller waiting for its own op runs the negotiation and the collective
+  // on its own thread when no other cycle runs (HVD_CALLER_PROGRESS; off:
+  // only the background thread does).
+  bool caller_progress = true;
   // Set only when HVD_LOG_LEVEL is.
   std::optional<LogLevel> log_level;
   // Log lines without their timestamp (HVD_LOG_HIDE_TIME).

@@ -307,6 +307,7 @@ TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
         n::kStallShutdownTimeSeconds, n::kHierarchicalAllreduce, n::kLogLevel,
         n::kLogHideTime, n::kHierarchicalAllgather, n::kIdleCycleTime, n::kTimelineMarkCycles, n::kTimeoutSeconds,
         n::kStartTimeout, n::kBackgroundSpinUs, n::kWaitSpinUs,
+        n::kCallerProgress,
         n::kFusionInPlaceBytes, n::kAllreduceAlgorithm, n::kSmallMessageBytes,
         n::kCrossHostSmallMessageBytes, n::kChunkBytes, n::kShm,
         n::kTcpSpinUs, n::kTcpLazyRecvBytes, n::kTcpSocketBufferBytes,

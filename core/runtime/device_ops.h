@@ -3,10 +3,11 @@
 // provides the NCCL implementation (built only where CUDA exists) and the
 // runtime runs without one (GPU tensors are then refused at enqueue).
 //
-// Threading: Execute, RemoveProcessSet and Shutdown run on the background
-// thread; MarkReady on framework threads; Abort on any thread. A backend runs
-// its GPU work on threads of its own and never blocks the background thread on
-// a GPU stream.
+// Threading: Execute and RemoveProcessSet run in the runtime's cycles (one at
+// a time, on the background thread or on a framework thread that drives
+// them), Shutdown on the thread shutting the runtime down; MarkReady on
+// framework threads; Abort on any thread. A backend runs its GPU work on
+// threads of its own and never blocks a cycle on a GPU stream.
 #ifndef HVD_CORE_RUNTIME_DEVICE_OPS_H_
 #define HVD_CORE_RUNTIME_DEVICE_OPS_H_
 

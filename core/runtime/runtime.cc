@@ -1,12 +1,9 @@
 #include "core/runtime/runtime.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <map>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 
@@ -56,7 +53,8 @@ Runtime::Runtime(const Config& config, RuntimeParts parts,
       parts_(std::move(parts)),
       handles_(handles),
       sets_(config.size),
-      cache_(static_cast<int>(config.cache_capacity)) {}
+      cache_(static_cast<int>(config.cache_capacity)),
+      cycle_start_(absl::Now()) {}
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
     const Config& config, RuntimeParts parts, HandleTable* handles,
@@ -264,96 +262,6 @@ bool Runtime::FailIfAborted() {
 Coordinator::Stats Runtime::negotiation_stats() {
   absl::MutexLock lock(&mu_);
   return final_stats_;
-}
-
-bool Runtime::WaitForWork(absl::Time cycle_start) {
-  const absl::Time cycle_end =
-      cycle_start + CycleTimeAfter(config_, idle_cycles_);
-  // Work tends to follow work (a training step submits tensor after tensor,
-  // a benchmark call after call): right after a busy cycle, poll for it a
-  // little instead of sleeping, which would cost a thread wakeup -- tens of
-  // microseconds on a busy VM -- per call. Idle cycles never poll.
-  if (absl::Now() - last_busy_ < config_.background_spin) {
-    const absl::Time spin_end =
-        std::min(cycle_end, last_busy_ + config_.background_spin);
-    while (!has_work_.load(std::memory_order_acquire) &&
-           absl::Now() < spin_end) {
-      sched_yield();  // The thread that will submit may need this CPU.
-    }
-  }
-  absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !queue_.empty() || stop_requested_ || aborted_;
-  };
-  mu_.AwaitWithDeadline(absl::Condition(&ready), cycle_end);
-  return stop_requested_;
-}
-
-// A peer whose tensors wait on slower ranks sends its next list at once
-// instead of sleeping a cycle (rank 0's gather paces those cycles), at most
-// this many times in a row, so ranks that disagree forever (a stall) fall
-// back to one cycle per HVD_CYCLE_TIME.
-constexpr int kImmediateResends = 32;
-
-// More idle cycles in a row than this count as this many (the wait has hit
-// HVD_IDLE_CYCLE_TIME long before), so the count never overflows.
-constexpr int kMaxIdleCycles = 64;
-
-void Runtime::Loop() {
-  absl::Time cycle_start = absl::Now();
-  int resends = 0;
-  bool resend_now = false;
-  while (true) {
-    if (FailIfAborted()) return;
-    absl::StatusOr<ResponseList> responses;
-    bool busy = false;
-    absl::Time negotiation_start = absl::Now();
-    if (config_.rank == 0 && config_.size > 1) {
-      responses = CoordinatorCycle(&busy);
-    } else {
-      const bool stop =
-          resend_now ? StopRequested() : WaitForWork(cycle_start);
-      if (FailIfAborted()) return;
-      cycle_start = absl::Now();
-      timeline_.MarkCycle();
-      RequestList mine = BuildRequests();
-      mine.set_shutdown(stop);
-      busy = Announces(mine);
-      negotiation_start = absl::Now();
-      responses = Negotiate(mine);
-    }
-    const absl::Time data_start = absl::Now();
-    if (!responses.ok()) {
-      FailAll(responses.status());
-      return;
-    }
-    if (absl::Status s = Execute(*responses); !s.ok()) {
-      FailAll(s);
-      return;
-    }
-    // Idle cycles (rank 0 waits for the peers' lists in them) count as
-    // neither.
-    if (Reports() && (busy || responses->responses_size() > 0)) {
-      metrics_.Negotiation(data_start - negotiation_start);
-      metrics_.DataMovement(absl::Now() - data_start);
-    }
-    if (busy || responses->responses_size() > 0) last_busy_ = absl::Now();
-    idle_cycles_ =
-        responses->idle() ? std::min(idle_cycles_ + 1, kMaxIdleCycles) : 0;
-    if (!responses->shutdown().empty()) {
-      // A stall ends the job (Aborted, its own exception in Python); any
-      // other shutdown is a rank's hvd.shutdown (FailedPrecondition).
-      const std::string why =
-          absl::StrCat("hvd has been shut down: ", responses->shutdown());
-      FailAll(absl::StartsWith(responses->shutdown(), kStallShutdownPrefix)
-                  ? absl::AbortedError(why)
-                  : absl::FailedPreconditionError(why));
-      return;
-    }
-    if (responses->responses_size() > 0) resends = 0;
-    resend_now = responses->responses_size() == 0 && !pending_.empty() &&
-                 ++resends <= kImmediateResends;
-  }
 }
 
 void Runtime::Report() {

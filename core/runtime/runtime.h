@@ -13,6 +13,11 @@
 // the others have, it holds the answer (up to HVD_CYCLE_TIME) for that
 // submission. So a tensor is negotiated as soon as its last rank submits it,
 // whichever rank that is.
+//
+// A caller that waits for its own handle runs those cycles itself (Drive)
+// while no other cycle runs, and the background thread stays out of its way
+// while callers do so: a call then never hands over to another thread and
+// back, which on a busy host costs more than the collective.
 #ifndef HVD_CORE_RUNTIME_RUNTIME_H_
 #define HVD_CORE_RUNTIME_RUNTIME_H_
 
@@ -91,6 +96,13 @@ class Runtime {
   // operation already under that name goes on unaffected (as in Horovod).
   absl::StatusOr<int64_t> Submit(
       std::vector<std::unique_ptr<TensorEntry>> entries);
+  // Runs this rank's cycles on the calling thread until `handle` is done,
+  // `deadline` passes or the runtime stops, whichever is first; a cycle
+  // already begun runs to its end (waits on peers are bounded by the stall
+  // limits). While another thread runs a cycle it waits for the handle
+  // instead. Returns at once, doing nothing, with HVD_CALLER_PROGRESS=0.
+  // Any thread; the caller then waits for the handle as usual.
+  void Drive(int64_t handle, absl::Time deadline);
   // Asks every rank to stop, waits for this rank's background thread.
   void Shutdown();
   // Ends this rank's part of the job from outside (an elastic round is
@@ -112,6 +124,17 @@ class Runtime {
  private:
   Runtime(const Config& config, RuntimeParts parts, HandleTable* handles);
   void Loop();
+  // The background thread's wait before a cycle: while callers drive, or
+  // did in the last 500 µs; then, on a rank other than 0 with no resend due
+  // (`resend_now`), for work or `cycle_end`. True: run a cycle now. False: a
+  // caller started driving meanwhile; wait again.
+  bool AwaitTurn(bool resend_now, absl::Time cycle_end, absl::Time last_busy);
+  // One cycle of the loop: negotiate, then execute. `waited`: the caller has
+  // waited for work already (AwaitTurn). False once the loop has ended (a
+  // failure or shutdown; every entry failed): no more cycles then.
+  bool RunCycle(bool waited) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // RunCycle's body; false when the loop must end.
+  bool CycleBody(bool waited) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Whether this rank reports metrics_ (HVD_METRICS_INTERVAL set, in a job
   // with a store); only then does it count them.
   bool Reports() const {
@@ -120,26 +143,31 @@ class Runtime {
   }
   // Publishes metrics_ in the store every config_.metrics_interval.
   void Report();
-  bool WaitForWork(absl::Time cycle_start);
+  // Waits until work is queued, the runtime stops or aborts, or
+  // `cycle_end`; polls first for a while after a busy cycle (`last_busy`).
+  // True if a stop was requested.
+  bool WaitForWork(absl::Time cycle_end, absl::Time last_busy);
   bool StopRequested();
-  RequestList BuildRequests();
+  RequestList BuildRequests() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Size 1, or a rank other than 0: one round trip with rank 0.
-  absl::StatusOr<ResponseList> Negotiate(const RequestList& mine);
+  absl::StatusOr<ResponseList> Negotiate(const RequestList& mine)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Rank 0 of a larger job; *busy: whether any rank announced work.
-  absl::StatusOr<ResponseList> CoordinatorCycle(bool* busy);
-  absl::Status Execute(const ResponseList& responses);
+  absl::StatusOr<ResponseList> CoordinatorCycle(bool* busy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  absl::Status Execute(const ResponseList& responses)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Switches this rank to the autotuner's values (every rank does, after the
   // same list).
-  void Retune(const Tuning& tuning);
-  void FailAll(absl::Status status);
+  void Retune(const Tuning& tuning) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  void FailAll(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // OK, or the reason Abort was given.
   absl::Status AbortStatus();
   // Fails everything with the abort reason if Abort was called; true then.
-  bool FailIfAborted();
+  bool FailIfAborted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
 
   // The identity never changes. The knobs the autotuner tunes (cycle time,
-  // fusion threshold) change on the background thread, which alone reads
-  // them.
+  // fusion threshold) change in a cycle, and only cycles read them.
   Config config_;
   // Every wait for a peer, in negotiation and in the collectives: a warning
   // naming it past the stall check time, failure at the stall shutdown time
@@ -148,13 +176,17 @@ class Runtime {
   RuntimeParts parts_;
   HandleTable* handles_;
   ProcessSetTable sets_;
-  ResponseCache cache_;  // background thread only
+  // Held for the whole of a cycle, by the background thread or a caller in
+  // Drive: one cycle at a time, and everything marked "cycles only" is
+  // touched by the holder alone.
+  absl::Mutex cycle_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  ResponseCache cache_;  // cycles only (the coordinator keeps a pointer)
   Timeline timeline_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::unique_ptr<Autotuner> autotuner_;      // rank 0, with HVD_AUTOTUNE
   std::unique_ptr<DeviceOps> device_ops_;
   std::unique_ptr<Executor> executor_;
-  PendingTable pending_;  // background thread only
+  PendingTable pending_ ABSL_GUARDED_BY(cycle_mu_);
 
   // (process set, name) of every entry submitted and not yet completed.
   // Its own mutex: entries complete (and leave it) with mu_ held too.
@@ -186,8 +218,17 @@ class Runtime {
   // Set with each Submit, cleared when the loop takes the queue: what the
   // loop polls for right after a busy cycle.
   std::atomic<bool> has_work_{false};
-  absl::Time last_busy_;       // background thread only
-  int idle_cycles_ = 0;        // background thread only; ResponseList.idle
+  // The loop's state between cycles.
+  absl::Time cycle_start_ ABSL_GUARDED_BY(cycle_mu_);
+  absl::Time last_busy_ ABSL_GUARDED_BY(cycle_mu_);
+  int idle_cycles_ ABSL_GUARDED_BY(cycle_mu_) = 0;  // ResponseList.idle
+  int resends_ ABSL_GUARDED_BY(cycle_mu_) = 0;
+  bool resend_now_ ABSL_GUARDED_BY(cycle_mu_) = false;
+  bool loop_ended_ ABSL_GUARDED_BY(cycle_mu_) = false;
+  // Callers in Drive now, and when the last one left: the background thread
+  // waits while either is recent.
+  int drivers_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_driven_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace hvd::runtime

@@ -66,10 +66,12 @@ class Job {
     for (auto& t : threads) t.join();
   }
 
-  // Submits `entries` on `rank` and waits for the handle's status.
+  // Submits `entries` on `rank` and waits for the handle's status, running
+  // the cycles itself as the C ABI's hvd_wait does.
   absl::Status Run(int rank,
                    std::vector<std::unique_ptr<TensorEntry>> entries) {
     const int64_t handle = runtime(rank).Submit(std::move(entries)).value();
+    runtime(rank).Drive(handle, absl::Now() + absl::Seconds(30));
     if (handles(rank).Wait(handle, absl::Seconds(30)) !=
         HandleTable::kDone) {
       return absl::DeadlineExceededError("handle did not complete");

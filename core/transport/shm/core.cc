@@ -17,6 +17,10 @@ namespace {
 
 constexpr int64_t kLivenessMs = 100;
 constexpr int64_t kHelperDelayUs = 50;
+// A waiter polls without yielding this long after the last byte moved: a
+// peer on another CPU answers a small message within it, and a yield is a
+// system call (about a microsecond here) each time.
+constexpr absl::Duration kRelaxSpin = absl::Microseconds(5);
 
 bool ProcessGone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
@@ -149,6 +153,7 @@ void Core::PollUntil(const Done& done, absl::Time deadline) {
   pollers.fetch_add(1, std::memory_order_seq_cst);
   absl::Time now = absl::Now();
   absl::Time spin_end = now + tuning_.spin;
+  absl::Time relax_end = now + kRelaxSpin;
   for (unsigned iteration = 1;; ++iteration) {
     const int progressed = ProgressAll();
     if (done()) break;
@@ -157,14 +162,16 @@ void Core::PollUntil(const Done& done, absl::Time deadline) {
     if (now >= deadline) break;
     if (progressed & kMoved) {
       spin_end = now + tuning_.spin;
+      relax_end = now + kRelaxSpin;
       continue;
     }
     if (now < spin_end) {
-      // Yield rather than only pause: with as many busy threads as cores
-      // (two ranks, each with a framework thread and a background thread,
-      // on two cores) a pure spinner would keep the thread we wait for off
-      // the CPU until its time slice ends.
-      if (tuning_.yield) {
+      // Yield rather than only pause, after the first microseconds (in
+      // which a peer that is running answers): with as many busy threads as
+      // cores (two ranks, each with a framework thread and a background
+      // thread, on two cores) a pure spinner would keep the thread we wait
+      // for off the CPU until its time slice ends.
+      if (tuning_.yield && now >= relax_end) {
         sched_yield();
       } else {
         CpuRelax();

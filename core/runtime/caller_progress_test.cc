@@ -1,0 +1,167 @@
+// A caller that waits for its own op runs the runtime's cycles on its own
+// thread (Runtime::Drive), sharing them with the background thread: one
+// Runtime per rank in this process, over real transports.
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "core/collectives/test_mesh.h"
+#include "core/runtime/handle_table.h"
+#include "core/runtime/runtime.h"
+#include "core/runtime/test_job.h"
+#include "gtest/gtest.h"
+
+namespace hvd::runtime {
+namespace {
+
+// A data plane that records which threads send on it.
+class SenderRecordingContext : public transport::Context {
+ public:
+  explicit SenderRecordingContext(std::unique_ptr<transport::Context> inner)
+      : inner_(std::move(inner)) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::unique_ptr<transport::Request> Send(int peer, const void* data,
+                                           size_t len) override {
+    {
+      absl::MutexLock lock(&mu_);
+      senders_.insert(std::this_thread::get_id());
+    }
+    return inner_->Send(peer, data, len);
+  }
+  std::unique_ptr<transport::Request> Recv(int peer, void* data,
+                                           size_t len) override {
+    return inner_->Recv(peer, data, len);
+  }
+  std::unique_ptr<transport::Request> RecvAny(int peer,
+                                              std::string* out) override {
+    return inner_->RecvAny(peer, out);
+  }
+  void Abort(absl::Status reason) override { inner_->Abort(reason); }
+  absl::Status status() const override { return inner_->status(); }
+  std::string PeerAddress(int peer) const override {
+    return inner_->PeerAddress(peer);
+  }
+  bool SentFrom(std::thread::id thread) {
+    absl::MutexLock lock(&mu_);
+    return senders_.count(thread) > 0;
+  }
+
+ private:
+  std::unique_ptr<transport::Context> inner_;
+  absl::Mutex mu_;
+  std::set<std::thread::id> senders_ ABSL_GUARDED_BY(mu_);
+};
+
+class CallerProgressTest : public ::testing::TestWithParam<MeshTransport> {
+ protected:
+  // A job of `size` ranks whose data planes record their senders.
+  std::unique_ptr<Job> MakeJob(int size, Config config = {}) {
+    planes_.assign(size, nullptr);
+    return std::make_unique<Job>(
+        size, GetParam(), config,
+        [this](int rank, std::unique_ptr<transport::Context> inner) {
+          auto plane =
+              std::make_unique<SenderRecordingContext>(std::move(inner));
+          planes_[rank] = plane.get();
+          return plane;
+        });
+  }
+  // Allreduces rank + 1 `steps` times in a row on every rank, each call
+  // waited for by Job::Run; expects every sum.
+  void CallAndWaitInALoop(Job& job, int steps,
+                          const std::function<void(int rank)>& after) {
+    job.RunOnEveryRank([&](int rank) {
+      std::vector<float> data(16);
+      for (int step = 0; step < steps; ++step) {
+        std::fill(data.begin(), data.end(), rank + 1.0f);
+        ASSERT_TRUE(job.Run(rank, One(Allreduce("grad", data))).ok());
+        const int n = job.size();
+        ASSERT_EQ(data[0], n * (n + 1) / 2.0f) << "step " << step;
+      }
+      after(rank);
+    });
+  }
+
+  std::vector<SenderRecordingContext*> planes_;
+};
+
+TEST_P(CallerProgressTest, ACallerThatWaitsRunsTheCyclesOnItsOwnThread) {
+  for (int size : {2, 3}) {
+    auto job = MakeJob(size);
+    CallAndWaitInALoop(*job, 20, [&](int rank) {
+      EXPECT_TRUE(planes_[rank]->SentFrom(std::this_thread::get_id()))
+          << "rank " << rank << " of " << size;
+    });
+  }
+}
+
+TEST_P(CallerProgressTest, TurnedOffOnlyTheBackgroundThreadRunsCycles) {
+  Config config;
+  config.caller_progress = false;
+  auto job = MakeJob(2, config);
+  CallAndWaitInALoop(*job, 20, [&](int rank) {
+    EXPECT_FALSE(planes_[rank]->SentFrom(std::this_thread::get_id()))
+        << "rank " << rank;
+  });
+}
+
+TEST_P(CallerProgressTest, ADriveEndsAtItsDeadlineWhileAPeerHasNotSubmitted) {
+  auto job = MakeJob(2);
+  std::vector<float> zero(8, 1.0f), one(8, 2.0f);
+  const int64_t first =
+      job->runtime(0).Submit(One(Allreduce("late peer", zero))).value();
+  const absl::Time start = absl::Now();
+  job->runtime(0).Drive(first, start + absl::Milliseconds(50));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(50));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(job->handles(0).Poll(first), 0);
+  // The peer submits: the background thread (or a new Drive) finishes it.
+  ASSERT_TRUE(job->Run(1, One(Allreduce("late peer", one))).ok());
+  ASSERT_EQ(job->handles(0).Wait(first, absl::Seconds(30)),
+            HandleTable::kDone);
+  EXPECT_TRUE(job->handles(0).GetStatus(first).ok());
+  EXPECT_EQ(zero[0], 3.0f);
+}
+
+TEST_P(CallerProgressTest, CallersOfOneRankShareTheCyclesWithEachOther) {
+  // Two threads per rank, each calling and waiting in a loop under its own
+  // names: one of them at a time runs a cycle, the other waits for its
+  // handle, and neither's ops are lost.
+  auto job = MakeJob(2);
+  job->RunOnEveryRank([&](int rank) {
+    std::vector<std::thread> callers;
+    for (int caller = 0; caller < 2; ++caller) {
+      callers.emplace_back([&, caller] {
+        std::vector<float> data(64);
+        for (int step = 0; step < 30; ++step) {
+          std::fill(data.begin(), data.end(), rank + 1.0f);
+          const std::string name = absl::StrCat("caller", caller);
+          ASSERT_TRUE(job->Run(rank, One(Allreduce(name, data))).ok());
+          ASSERT_EQ(data[0], 3.0f) << "caller " << caller << " step " << step;
+        }
+      });
+    }
+    for (auto& t : callers) t.join();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Transports, CallerProgressTest,
+    ::testing::Values(MeshTransport::kTcp, MeshTransport::kShm),
+    [](const auto& info) {
+      return std::string(collectives::MeshTransportName(info.param));
+    });
+
+}  // namespace
+}  // namespace hvd::runtime

@@ -1,0 +1,183 @@
+// The loop half of Runtime: when a cycle runs and on which thread -- the
+// background thread, or a caller waiting for its own handle (Drive) -- and
+// what one cycle does with its outcome.
+#include <sched.h>
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/runtime/runtime.h"
+
+namespace hvd::runtime {
+namespace {
+
+// A peer whose tensors wait on slower ranks sends its next list at once
+// instead of sleeping a cycle (rank 0's gather paces those cycles), at most
+// this many times in a row, so ranks that disagree forever (a stall) fall
+// back to one cycle per HVD_CYCLE_TIME.
+constexpr int kImmediateResends = 32;
+
+// More idle cycles in a row than this count as this many (the wait has hit
+// HVD_IDLE_CYCLE_TIME long before), so the count never overflows.
+constexpr int kMaxIdleCycles = 64;
+
+// The background thread leaves the cycles to callers this long after one
+// drove: a caller that calls and waits in a loop comes back within
+// microseconds, and would otherwise find its next op taken over.
+constexpr absl::Duration kDriverGrace = absl::Microseconds(500);
+
+// A caller that finds another thread in a cycle waits for its handle at
+// most this long before it tries to run the next cycle itself.
+constexpr absl::Duration kDriverRetry = absl::Microseconds(200);
+
+}  // namespace
+
+void Runtime::Loop() {
+  while (true) {
+    bool resend_now;
+    absl::Time cycle_end, last_busy;
+    {
+      absl::MutexLock cycle(&cycle_mu_);
+      if (loop_ended_) return;
+      resend_now = resend_now_;
+      cycle_end = cycle_start_ + CycleTimeAfter(config_, idle_cycles_);
+      last_busy = last_busy_;
+    }
+    if (!AwaitTurn(resend_now, cycle_end, last_busy)) continue;
+    absl::MutexLock cycle(&cycle_mu_);
+    if (loop_ended_ || !RunCycle(/*waited=*/true)) return;
+  }
+}
+
+bool Runtime::AwaitTurn(bool resend_now, absl::Time cycle_end,
+                        absl::Time last_busy) {
+  {
+    // Not woken by callers coming and going (that would cost two wakeups a
+    // call): it looks again when the grace after the latest one has passed.
+    absl::MutexLock lock(&mu_);
+    auto over = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_requested_ || aborted_ || stopped_;
+    };
+    while (!over()) {
+      const absl::Time now = absl::Now();
+      const absl::Time grace_end =
+          (drivers_ > 0 ? now : last_driven_) + kDriverGrace;
+      if (now >= grace_end) break;
+      mu_.AwaitWithDeadline(absl::Condition(&over), grace_end);
+    }
+  }
+  if (config_.rank == 0 && config_.size > 1) return true;
+  if (resend_now) return true;
+  WaitForWork(cycle_end, last_busy);
+  absl::MutexLock lock(&mu_);
+  return drivers_ == 0 || stop_requested_ || aborted_ || stopped_;
+}
+
+bool Runtime::WaitForWork(absl::Time cycle_end, absl::Time last_busy) {
+  // Work tends to follow work (a training step submits tensor after tensor,
+  // a benchmark call after call): right after a busy cycle, poll for it a
+  // little instead of sleeping, which would cost a thread wakeup -- tens of
+  // microseconds on a busy VM -- per call. Idle cycles never poll.
+  if (absl::Now() - last_busy < config_.background_spin) {
+    const absl::Time spin_end =
+        std::min(cycle_end, last_busy + config_.background_spin);
+    while (!has_work_.load(std::memory_order_acquire) &&
+           absl::Now() < spin_end) {
+      sched_yield();  // The thread that will submit may need this CPU.
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !queue_.empty() || stop_requested_ || aborted_ || stopped_;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&ready), cycle_end);
+  return stop_requested_;
+}
+
+void Runtime::Drive(int64_t handle, absl::Time deadline) {
+  if (!config_.caller_progress) return;
+  {
+    absl::MutexLock lock(&mu_);
+    ++drivers_;
+  }
+  while (handles_->Poll(handle) == 0 && absl::Now() < deadline) {
+    if (!cycle_mu_.TryLock()) {
+      handles_->Wait(handle, std::min(kDriverRetry, deadline - absl::Now()));
+      continue;
+    }
+    const bool ended =
+        loop_ended_ ||
+        (handles_->Poll(handle) == 0 && !RunCycle(/*waited=*/false));
+    cycle_mu_.Unlock();
+    if (ended) break;
+  }
+  absl::MutexLock lock(&mu_);
+  --drivers_;
+  last_driven_ = absl::Now();
+}
+
+bool Runtime::RunCycle(bool waited) {
+  if (CycleBody(waited)) return true;
+  loop_ended_ = true;
+  return false;
+}
+
+bool Runtime::CycleBody(bool waited) {
+  if (FailIfAborted()) return false;
+  absl::StatusOr<ResponseList> responses;
+  bool busy = false;
+  absl::Time negotiation_start = absl::Now();
+  if (config_.rank == 0 && config_.size > 1) {
+    responses = CoordinatorCycle(&busy);
+  } else {
+    const bool stop =
+        resend_now_ || waited
+            ? StopRequested()
+            : WaitForWork(cycle_start_ + CycleTimeAfter(config_, idle_cycles_),
+                          last_busy_);
+    if (FailIfAborted()) return false;
+    cycle_start_ = absl::Now();
+    timeline_.MarkCycle();
+    RequestList mine = BuildRequests();
+    mine.set_shutdown(stop);
+    busy = Announces(mine);
+    negotiation_start = absl::Now();
+    responses = Negotiate(mine);
+  }
+  const absl::Time data_start = absl::Now();
+  if (!responses.ok()) {
+    FailAll(responses.status());
+    return false;
+  }
+  if (absl::Status s = Execute(*responses); !s.ok()) {
+    FailAll(s);
+    return false;
+  }
+  const bool worked = busy || responses->responses_size() > 0;
+  // Idle cycles (rank 0 waits for the peers' lists in them) count as
+  // neither.
+  if (Reports() && worked) {
+    metrics_.Negotiation(data_start - negotiation_start);
+    metrics_.DataMovement(absl::Now() - data_start);
+  }
+  if (worked) last_busy_ = absl::Now();
+  idle_cycles_ =
+      responses->idle() ? std::min(idle_cycles_ + 1, kMaxIdleCycles) : 0;
+  if (!responses->shutdown().empty()) {
+    // A stall ends the job (Aborted, its own exception in Python); any
+    // other shutdown is a rank's hvd.shutdown (FailedPrecondition).
+    const std::string why =
+        absl::StrCat("hvd has been shut down: ", responses->shutdown());
+    FailAll(absl::StartsWith(responses->shutdown(), kStallShutdownPrefix)
+                ? absl::AbortedError(why)
+                : absl::FailedPreconditionError(why));
+    return false;
+  }
+  if (responses->responses_size() > 0) resends_ = 0;
+  resend_now_ = responses->responses_size() == 0 && !pending_.empty() &&
+                ++resends_ <= kImmediateResends;
+  return true;
+}
+
+}  // namespace hvd::runtime
