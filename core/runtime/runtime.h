@@ -229,6 +229,8 @@ class Runtime {
   // waits while either is recent.
   int drivers_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_driven_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // A caller left a long drive: the background thread looks again now.
+  bool long_drive_ended_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace hvd::runtime

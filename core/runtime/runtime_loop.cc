@@ -27,6 +27,11 @@ constexpr int kMaxIdleCycles = 64;
 // microseconds, and would otherwise find its next op taken over.
 constexpr absl::Duration kDriverGrace = absl::Microseconds(500);
 
+// The longest the background thread sleeps while callers drive, unless a
+// caller ends a drive longer than kDriverGrace (which wakes it): what work
+// queued right after a short drive and then waited for by nobody may wait.
+constexpr absl::Duration kDriverSleepCap = absl::Milliseconds(4);
+
 // A caller that finds another thread in a cycle waits for its handle at
 // most this long before it tries to run the next cycle itself.
 constexpr absl::Duration kDriverRetry = absl::Microseconds(200);
@@ -53,16 +58,26 @@ void Runtime::Loop() {
 bool Runtime::AwaitTurn(bool resend_now, absl::Time cycle_end,
                         absl::Time last_busy) {
   {
-    // Not woken by callers coming and going (that would cost two wakeups a
-    // call): it looks again when the grace after the latest one has passed.
+    // While callers drive it sleeps on a timer that backs off (a caller
+    // calling in a loop comes and goes too often to wake it each time), or
+    // until a caller ends a long drive; then for the grace after the last.
     absl::MutexLock lock(&mu_);
     auto over = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return stop_requested_ || aborted_ || stopped_;
     };
+    auto woken = [this, &over]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return long_drive_ended_ || over();
+    };
+    absl::Duration sleep = kDriverGrace;
     while (!over()) {
       const absl::Time now = absl::Now();
-      const absl::Time grace_end =
-          (drivers_ > 0 ? now : last_driven_) + kDriverGrace;
+      if (drivers_ > 0) {
+        mu_.AwaitWithDeadline(absl::Condition(&woken), now + sleep);
+        long_drive_ended_ = false;
+        sleep = std::min(2 * sleep, kDriverSleepCap);
+        continue;
+      }
+      const absl::Time grace_end = last_driven_ + kDriverGrace;
       if (now >= grace_end) break;
       mu_.AwaitWithDeadline(absl::Condition(&over), grace_end);
     }
@@ -97,6 +112,7 @@ bool Runtime::WaitForWork(absl::Time cycle_end, absl::Time last_busy) {
 
 void Runtime::Drive(int64_t handle, absl::Time deadline) {
   if (!config_.caller_progress) return;
+  const absl::Time start = absl::Now();
   {
     absl::MutexLock lock(&mu_);
     ++drivers_;
@@ -115,6 +131,7 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   --drivers_;
   last_driven_ = absl::Now();
+  if (last_driven_ - start >= kDriverGrace) long_drive_ended_ = true;
 }
 
 bool Runtime::RunCycle(bool waited) {
