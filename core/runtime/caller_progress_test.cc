@@ -24,33 +24,17 @@ namespace hvd::runtime {
 namespace {
 
 // A data plane that records which threads send on it.
-class SenderRecordingContext : public transport::Context {
+class SenderRecordingContext : public ForwardingContext {
  public:
-  explicit SenderRecordingContext(std::unique_ptr<transport::Context> inner)
-      : inner_(std::move(inner)) {}
+  using ForwardingContext::ForwardingContext;
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   std::unique_ptr<transport::Request> Send(int peer, const void* data,
                                            size_t len) override {
     {
       absl::MutexLock lock(&mu_);
       senders_.insert(std::this_thread::get_id());
     }
-    return inner_->Send(peer, data, len);
-  }
-  std::unique_ptr<transport::Request> Recv(int peer, void* data,
-                                           size_t len) override {
-    return inner_->Recv(peer, data, len);
-  }
-  std::unique_ptr<transport::Request> RecvAny(int peer,
-                                              std::string* out) override {
-    return inner_->RecvAny(peer, out);
-  }
-  void Abort(absl::Status reason) override { inner_->Abort(reason); }
-  absl::Status status() const override { return inner_->status(); }
-  std::string PeerAddress(int peer) const override {
-    return inner_->PeerAddress(peer);
+    return ForwardingContext::Send(peer, data, len);
   }
   bool SentFrom(std::thread::id thread) {
     absl::MutexLock lock(&mu_);
@@ -58,7 +42,6 @@ class SenderRecordingContext : public transport::Context {
   }
 
  private:
-  std::unique_ptr<transport::Context> inner_;
   absl::Mutex mu_;
   std::set<std::thread::id> senders_ ABSL_GUARDED_BY(mu_);
 };

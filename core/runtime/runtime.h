@@ -148,6 +148,15 @@ class Runtime {
   // True if a stop was requested.
   bool WaitForWork(absl::Time cycle_end, absl::Time last_busy);
   bool StopRequested();
+  // Whether the loop's waits should end: a stop was asked for, the runtime
+  // was aborted, or the loop has failed everything.
+  bool Over() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_requested_ || aborted_ || stopped_;
+  }
+  // When the next timed cycle is due on a rank other than 0.
+  absl::Time CycleEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_) {
+    return cycle_start_ + CycleTimeAfter(config_, idle_cycles_);
+  }
   RequestList BuildRequests() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Size 1, or a rank other than 0: one round trip with rank 0.
   absl::StatusOr<ResponseList> Negotiate(const RequestList& mine)

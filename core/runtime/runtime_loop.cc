@@ -46,7 +46,7 @@ void Runtime::Loop() {
       absl::MutexLock cycle(&cycle_mu_);
       if (loop_ended_) return;
       resend_now = resend_now_;
-      cycle_end = cycle_start_ + CycleTimeAfter(config_, idle_cycles_);
+      cycle_end = CycleEnd();
       last_busy = last_busy_;
     }
     if (!AwaitTurn(resend_now, cycle_end, last_busy)) continue;
@@ -62,14 +62,12 @@ bool Runtime::AwaitTurn(bool resend_now, absl::Time cycle_end,
     // calling in a loop comes and goes too often to wake it each time), or
     // until a caller ends a long drive; then for the grace after the last.
     absl::MutexLock lock(&mu_);
-    auto over = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stop_requested_ || aborted_ || stopped_;
-    };
-    auto woken = [this, &over]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return long_drive_ended_ || over();
+    auto over = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return Over(); };
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return long_drive_ended_ || Over();
     };
     absl::Duration sleep = kDriverGrace;
-    while (!over()) {
+    while (!Over()) {
       const absl::Time now = absl::Now();
       if (drivers_ > 0) {
         mu_.AwaitWithDeadline(absl::Condition(&woken), now + sleep);
@@ -86,7 +84,7 @@ bool Runtime::AwaitTurn(bool resend_now, absl::Time cycle_end,
   if (resend_now) return true;
   WaitForWork(cycle_end, last_busy);
   absl::MutexLock lock(&mu_);
-  return drivers_ == 0 || stop_requested_ || aborted_ || stopped_;
+  return drivers_ == 0 || Over();
 }
 
 bool Runtime::WaitForWork(absl::Time cycle_end, absl::Time last_busy) {
@@ -104,7 +102,7 @@ bool Runtime::WaitForWork(absl::Time cycle_end, absl::Time last_busy) {
   }
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !queue_.empty() || stop_requested_ || aborted_ || stopped_;
+    return !queue_.empty() || Over();
   };
   mu_.AwaitWithDeadline(absl::Condition(&ready), cycle_end);
   return stop_requested_;
@@ -151,8 +149,7 @@ bool Runtime::CycleBody(bool waited) {
     const bool stop =
         resend_now_ || waited
             ? StopRequested()
-            : WaitForWork(cycle_start_ + CycleTimeAfter(config_, idle_cycles_),
-                          last_busy_);
+            : WaitForWork(CycleEnd(), last_busy_);
     if (FailIfAborted()) return false;
     cycle_start_ = absl::Now();
     timeline_.MarkCycle();

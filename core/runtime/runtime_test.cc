@@ -198,37 +198,22 @@ TEST_P(RuntimeTest, SubmitAfterShutdownFailsAtOnce) {
 // A data plane whose sends of kHeldBytes or more never leave: they
 // complete only when the context is aborted. Small (negotiation) messages
 // go through. So a collective on a large tensor stops midway, for good.
-class HoldingContext : public transport::Context {
+class HoldingContext : public ForwardingContext {
  public:
   static constexpr size_t kHeldBytes = 16 << 10;
 
-  explicit HoldingContext(std::unique_ptr<transport::Context> inner)
-      : inner_(std::move(inner)) {}
+  using ForwardingContext::ForwardingContext;
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   std::unique_ptr<transport::Request> Send(int peer, const void* data,
                                            size_t len) override {
-    if (len < kHeldBytes) return inner_->Send(peer, data, len);
+    if (len < kHeldBytes) return ForwardingContext::Send(peer, data, len);
     held_.fetch_add(1);
     return std::make_unique<Held>(this);
   }
-  std::unique_ptr<transport::Request> Recv(int peer, void* data,
-                                           size_t len) override {
-    return inner_->Recv(peer, data, len);
-  }
-  std::unique_ptr<transport::Request> RecvAny(int peer,
-                                              std::string* out) override {
-    return inner_->RecvAny(peer, out);
-  }
   void Abort(absl::Status reason) override {
-    inner_->Abort(reason);
+    ForwardingContext::Abort(reason);
     absl::MutexLock lock(&mu_);
     if (reason_.ok()) reason_ = std::move(reason);
-  }
-  absl::Status status() const override { return inner_->status(); }
-  std::string PeerAddress(int peer) const override {
-    return inner_->PeerAddress(peer);
   }
   int held() const { return held_.load(); }
 
@@ -256,7 +241,6 @@ class HoldingContext : public transport::Context {
     HoldingContext* context_;
   };
 
-  std::unique_ptr<transport::Context> inner_;
   std::atomic<int> held_{0};
   absl::Mutex mu_;
   absl::Status reason_ ABSL_GUARDED_BY(mu_);
