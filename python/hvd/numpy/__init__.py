@@ -29,7 +29,8 @@ from hvd.exceptions import (  # noqa: F401
 from hvd.process_sets import (  # noqa: F401
     ProcessSet, add_process_set, global_process_set, remove_process_set)
 
-_SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (
+# A set: membership is one hash lookup on the per-call path.
+_SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
     np.uint8, np.int8, np.uint16, np.int16, np.int32, np.int64, np.float16,
     np.float32, np.float64, np.bool_))
 
@@ -68,28 +69,20 @@ class _NumpyAdapter(_engine.Adapter):
         if array.dtype not in _SUPPORTED_DTYPES:
             raise ValueError("array type %s is not supported by hvd "
                              "(supported: %s)" % (array.dtype, ", ".join(
-                                 str(d) for d in _SUPPORTED_DTYPES)))
-        src = array
-        copied = False
-        if not src.flags.c_contiguous or not src.flags.writeable:
-            # DLPack cannot export read-only arrays.
-            src = np.array(src, order="C", copy=True)
-            copied = True
-        view = src
-        dtype = -1
-        if src.dtype == np.bool_:
-            view = src.view(np.uint8)
-            dtype = _lib.DTYPE_BOOL
-        capsule = view.__dlpack__()
-        # The capsule holds the array; strides are left as numpy wrote them
-        # (the core accepts any stride of a size-1 dimension).
-        return _engine.Prepared(_engine.capsule_pointer(capsule),
-                                capsule, dtype, src, copied)
+                                 sorted(str(d) for d in _SUPPORTED_DTYPES))))
+        flags = array.flags
+        copied = not (flags.c_contiguous and flags.writeable)
+        # DLPack cannot export read-only arrays.
+        src = np.array(array, order="C", copy=True) if copied else array
+        return _prepared(src, copied)
 
     def empty_like(self, prepared):
-        if prepared.src.nbytes >= _engine.POOLED_OUTPUT_BYTES:
+        src = prepared.src
+        if src.nbytes >= _engine.POOLED_OUTPUT_BYTES:
             return _engine.pooled_empty_like(self, prepared)
-        return self.prepare(np.empty_like(prepared.src, order="C"))
+        # A fresh C-contiguous writable array of a supported type: nothing
+        # of prepare's to check.
+        return _prepared(np.empty(src.shape, src.dtype), False)
 
     def from_managed(self, managed_ptr):
         dl = _engine.managed_tensor(managed_ptr).dl_tensor
@@ -123,6 +116,21 @@ class _NumpyAdapter(_engine.Adapter):
 
     def is_integer(self, prepared):
         return prepared.src.dtype.kind in "iu"
+
+
+def _prepared(src, copied):
+    """A Prepared for `src`, a C-contiguous writable array of a supported
+    type."""
+    view = src
+    dtype = -1
+    if src.dtype.kind == "b":
+        view = src.view(np.uint8)
+        dtype = _lib.DTYPE_BOOL
+    capsule = view.__dlpack__()
+    # The capsule holds the array; strides are left as numpy wrote them
+    # (the core accepts any stride of a size-1 dimension).
+    return _engine.Prepared(_engine.capsule_pointer(capsule), capsule, dtype,
+                            src, copied)
 
 
 def _c_strides(shape):

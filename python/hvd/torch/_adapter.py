@@ -34,27 +34,17 @@ class _TorchAdapter(_engine.Adapter):
         copied = not src.is_contiguous()
         if copied:
             src = src.contiguous()
-        hvd_dtype = -1
-        view = src
-        if dtype is torch.bool:
-            view = src.view(torch.uint8)
-            hvd_dtype = _lib.DTYPE_BOOL
-        capsule = _to_dlpack(view)
-        stream = None
-        if src.is_cuda:
-            stream = torch.cuda.current_stream(src.device).cuda_stream
-        # The capsule holds the tensor; strides are left as torch wrote
-        # them (the core accepts any stride of a size-1 dimension).
-        return _engine.Prepared(_capsule_pointer(capsule), capsule,
-                                hvd_dtype, src, copied, stream)
+        return _prepared(src, copied)
 
     def empty_like(self, prepared):
         src = prepared.src
         if not src.is_cuda and \
                 src.numel() * src.element_size() >= _POOLED_OUTPUT_BYTES:
             return _engine.pooled_empty_like(self, prepared)
-        return self.prepare(torch.empty_like(
-            src, memory_format=torch.contiguous_format))
+        # A fresh contiguous tensor of a supported type, without autograd
+        # history: nothing of prepare's to check.
+        return _prepared(torch.empty_like(
+            src, memory_format=torch.contiguous_format), False)
 
     def from_capsule(self, capsule, device):
         return _dlpack.from_dlpack(capsule)
@@ -71,6 +61,24 @@ class _TorchAdapter(_engine.Adapter):
     def is_integer(self, prepared):
         dtype = prepared.src.dtype
         return not dtype.is_floating_point and dtype != torch.bool
+
+
+def _prepared(src, copied):
+    """A Prepared for `src`, a contiguous dense tensor of a supported type
+    that does not require grad."""
+    hvd_dtype = -1
+    view = src
+    if src.dtype is torch.bool:
+        view = src.view(torch.uint8)
+        hvd_dtype = _lib.DTYPE_BOOL
+    capsule = _to_dlpack(view)
+    stream = None
+    if src.is_cuda:
+        stream = torch.cuda.current_stream(src.device).cuda_stream
+    # The capsule holds the tensor; strides are left as torch wrote them
+    # (the core accepts any stride of a size-1 dimension).
+    return _engine.Prepared(_capsule_pointer(capsule), capsule, hvd_dtype,
+                            src, copied, stream)
 
 
 _to_dlpack = _dlpack.to_dlpack
