@@ -14,7 +14,6 @@
 namespace hvd::bootstrap {
 namespace {
 
-constexpr char kAllKey[] = "layout/all";
 // The published layout: "ok <all_rdma 0|1> <host index>,<host index>,..."
 // or "error <message>".
 constexpr absl::string_view kOk = "ok";
@@ -78,35 +77,15 @@ absl::StatusOr<Layout> DecodeLayout(absl::string_view value, int size) {
 absl::StatusOr<Layout> ExchangeLayout(int rank, int size,
                                       const LayoutRecord& mine, Store& store,
                                       absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
   const std::string who = absl::StrCat("rank ", rank);
-  if (absl::Status s =
-          store.Set(absl::StrCat("layout/", rank), EncodeRecord(mine));
-      !s.ok()) {
-    return Annotate(s, absl::StrCat(who, ": publishing its host and transport"));
-  }
-  if (rank == 0) {
-    auto records = GetOfRanks(store, "layout/", RankRange(0, size),
-                              deadline - absl::Now());
-    if (!records.ok()) {
-      return Annotate(records.status(),
-                      absl::StrCat(who, ": reading every rank's host and "
-                                        "transport"));
-    }
-    absl::StatusOr<Layout> layout = Gather(*records);
-    if (absl::Status s = store.Set(kAllKey, EncodeLayout(layout)); !s.ok()) {
-      return Annotate(s, absl::StrCat(who, ": publishing the layout"));
-    }
-    if (!layout.ok()) return Annotate(layout.status(), who);
-    return layout;
-  }
-  absl::StatusOr<std::string> value =
-      store.Get(kAllKey, deadline - absl::Now());
-  if (!value.ok()) {
-    return Annotate(value.status(),
-                    absl::StrCat(who, ": reading the layout rank 0 gathers "
-                                      "(every rank's host and transport)"));
-  }
+  absl::StatusOr<std::string> value = GatherThroughRoot(
+      store, "layout/", rank, size, EncodeRecord(mine),
+      "every rank's host and transport",
+      [](const std::vector<std::string>& records) {
+        return EncodeLayout(Gather(records));
+      },
+      timeout);
+  if (!value.ok()) return Annotate(value.status(), who);
   absl::StatusOr<Layout> layout = DecodeLayout(*value, size);
   if (!layout.ok()) return Annotate(layout.status(), who);
   return layout;

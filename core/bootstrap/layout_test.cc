@@ -96,7 +96,8 @@ TEST(ExchangeLayoutTest, AMissingRankTimesOutOnEveryRankNamingTheWait) {
               HasSubstr("rank 0: reading every rank's host and transport"));
   EXPECT_EQ(results[1].status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(results[1].status().message(),
-              HasSubstr("rank 1: reading the layout rank 0 gathers"));
+              HasSubstr("rank 1: reading what member 0 gathers of every "
+                        "rank's host and transport"));
 }
 
 }  // namespace

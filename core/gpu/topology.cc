@@ -160,37 +160,16 @@ absl::StatusOr<std::vector<MemberInfo>> ExchangeMemberInfo(
     return absl::FailedPreconditionError(
         "a process set of several members needs the rendezvous store");
   }
-  std::string all;
-  if (index == 0) {
-    auto lines = GetOfRanks(*store, absl::StrCat(prefix, "info/"),
-                            RankRange(1, size), timeout);
-    if (!lines.ok()) {
-      return absl::Status(lines.status().code(),
-                          absl::StrCat("GPU info of the set's ", size,
-                                       " members: ", lines.status().message()));
-    }
-    lines->insert(lines->begin(), *encoded);
-    all = absl::StrJoin(*lines, "\n");
-    if (absl::Status s = store->Set(absl::StrCat(prefix, "info/all"), all);
-        !s.ok()) {
-      return s;
-    }
-  } else {
-    if (absl::Status s =
-            store->Set(absl::StrCat(prefix, "info/", index), *encoded);
-        !s.ok()) {
-      return s;
-    }
-    auto got = store->Get(absl::StrCat(prefix, "info/all"), timeout);
-    if (!got.ok()) {
-      return absl::Status(got.status().code(),
-                          absl::StrCat("GPU info of the set from member 0: ",
-                                       got.status().message()));
-    }
-    all = *got;
-  }
+  absl::StatusOr<std::string> all = GatherThroughRoot(
+      *store, absl::StrCat(prefix, "info/"), index, size, *encoded,
+      absl::StrCat("the GPU info of the set's ", size, " members"),
+      [](const std::vector<std::string>& lines) {
+        return absl::StrJoin(lines, "\n");
+      },
+      timeout);
+  if (!all.ok()) return all.status();
   std::vector<MemberInfo> members;
-  for (absl::string_view line : absl::StrSplit(all, '\n')) {
+  for (absl::string_view line : absl::StrSplit(*all, '\n')) {
     auto info = DecodeOne(line);
     if (!info.ok()) return info.status();
     members.push_back(*info);

@@ -5,6 +5,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/annotate.h"
 #include "absl/synchronization/mutex.h"
 
 namespace hvd {
@@ -38,6 +39,38 @@ absl::StatusOr<std::vector<std::string>> GetOfRanks(
   keys.reserve(ranks.size());
   for (int rank : ranks) keys.push_back(absl::StrCat(prefix, rank));
   return store.GetMany(keys, timeout);
+}
+
+absl::StatusOr<std::string> GatherThroughRoot(
+    Store& store, absl::string_view prefix, int index, int size,
+    absl::string_view mine, absl::string_view what,
+    absl::FunctionRef<std::string(const std::vector<std::string>&)> combine,
+    absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string all_key = absl::StrCat(prefix, "all");
+  if (index != 0) {
+    if (absl::Status s = store.Set(absl::StrCat(prefix, index), mine);
+        !s.ok()) {
+      return Annotate(s, absl::StrCat("publishing its part of ", what));
+    }
+    absl::StatusOr<std::string> all =
+        store.Get(all_key, deadline - absl::Now());
+    if (!all.ok()) {
+      return Annotate(all.status(),
+                      absl::StrCat("reading what member 0 gathers of ", what));
+    }
+    return all;
+  }
+  auto records = GetOfRanks(store, prefix, RankRange(1, size), timeout);
+  if (!records.ok()) {
+    return Annotate(records.status(), absl::StrCat("reading ", what));
+  }
+  records->insert(records->begin(), std::string(mine));
+  std::string all = combine(*records);
+  if (absl::Status s = store.Set(all_key, all); !s.ok()) {
+    return Annotate(s, absl::StrCat("publishing ", what));
+  }
+  return all;
 }
 
 absl::Status PrefixStore::Set(absl::string_view key, absl::string_view value) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -93,6 +94,20 @@ std::vector<int> RankRange(int begin, int end, int skip = -1);
 // GetMany: what a rank reads of its peers at start-up.
 absl::StatusOr<std::vector<std::string>> GetOfRanks(
     Store& store, absl::string_view prefix, const std::vector<int>& ranks,
+    absl::Duration timeout);
+
+// One gather through the store, a round trip or two whatever `size`: every
+// member but 0 publishes `mine` under `prefix`+index; member 0 reads theirs
+// (one GetMany), passes every member's record in order (its own first) to
+// `combine` and publishes the result under `prefix`+"all", which every
+// other member reads. Returns that value on every member. A failure names
+// the step and `what` (the records, e.g. "every rank's host and
+// transport"); `combine` reports its own errors inside the value it
+// returns, so that every member learns of them.
+absl::StatusOr<std::string> GatherThroughRoot(
+    Store& store, absl::string_view prefix, int index, int size,
+    absl::string_view mine, absl::string_view what,
+    absl::FunctionRef<std::string(const std::vector<std::string>&)> combine,
     absl::Duration timeout);
 
 // The store of a one-process test, where each thread plays a rank.

@@ -5,7 +5,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace hvd {
@@ -97,6 +100,50 @@ TEST(RankRangeTest, RanksFromBeginBeforeEndWithoutTheSkippedOne) {
   EXPECT_EQ(RankRange(0, 4, 2), (std::vector<int>{0, 1, 3}));
   EXPECT_EQ(RankRange(1, 3), (std::vector<int>{1, 2}));
   EXPECT_TRUE(RankRange(0, 0).empty());
+}
+
+// Runs GatherThroughRoot as members 0..size-1, one thread each, skipping
+// `absent`; combine joins the records with "|".
+std::vector<absl::StatusOr<std::string>> Gather(Store& store, int size,
+                                                absl::Duration timeout,
+                                                int absent = -1) {
+  std::vector<absl::StatusOr<std::string>> got(size,
+                                               absl::UnknownError("absent"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < size; ++i) {
+    if (i == absent) continue;
+    threads.emplace_back([&, i] {
+      got[i] = GatherThroughRoot(
+          store, "g/", i, size, absl::StrCat("r", i), "the test's records",
+          [](const std::vector<std::string>& records) {
+            return absl::StrJoin(records, "|");
+          },
+          timeout);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return got;
+}
+
+TEST(GatherThroughRoot, EveryMemberGetsWhatMemberZeroCombinedInOrder) {
+  auto store = NewInMemoryStore();
+  for (const auto& got : Gather(*store, 4, absl::Seconds(20))) {
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, "r0|r1|r2|r3");
+  }
+  EXPECT_EQ(*store->Get("g/all", absl::Seconds(1)), "r0|r1|r2|r3");
+}
+
+TEST(GatherThroughRoot, AMissingMemberTimesOutOnEveryMemberNamingTheStep) {
+  auto store = NewInMemoryStore();
+  auto got = Gather(*store, 3, absl::Milliseconds(200), /*absent=*/2);
+  EXPECT_EQ(got[0].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(got[0].status().message(),
+              ::testing::HasSubstr("reading the test's records: key 'g/2'"));
+  EXPECT_EQ(got[1].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(got[1].status().message(),
+              ::testing::HasSubstr(
+                  "reading what member 0 gathers of the test's records"));
 }
 
 }  // namespace

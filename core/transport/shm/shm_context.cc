@@ -24,6 +24,12 @@ namespace {
 using shm_internal::Segment;
 using shm_internal::SegmentHeader;
 
+// The store key under which `rank` lists the local ranks whose segments it
+// mapped ("1,3"; empty when none).
+std::string AttachedKey(int rank) {
+  return absl::StrCat("shm/", rank, "/attached");
+}
+
 uint64_t RandomU64() {
   std::random_device device;
   return (static_cast<uint64_t>(device()) << 32) ^ device();
@@ -185,7 +191,7 @@ absl::Status PublishNoSegment(int rank, uint32_t num_rings, Store* store) {
       !s.ok()) {
     return s;
   }
-  return store->Set(absl::StrCat("shm/", rank, "/attached"), "");
+  return store->Set(AttachedKey(rank), "");
 }
 
 // Publishes `own`, maps every local peer's segment that can be mapped (into
@@ -232,7 +238,7 @@ absl::StatusOr<std::vector<int>> AttachPeers(
     attached[peer] = *std::move(mapped);
     attached_ranks.push_back(peer);
   }
-  if (absl::Status s = store->Set(absl::StrCat("shm/", rank, "/attached"),
+  if (absl::Status s = store->Set(AttachedKey(rank),
                                   absl::StrJoin(attached_ranks, ","));
       !s.ok()) {
     return Annotate(s, absl::StrCat("rank ", rank,
@@ -249,7 +255,7 @@ absl::StatusOr<std::vector<bool>> MutualPeers(
   if (attached_ranks.empty()) return mutual;
   std::vector<std::string> keys;
   for (int peer : attached_ranks) {
-    keys.push_back(absl::StrCat("shm/", peer, "/attached"));
+    keys.push_back(AttachedKey(peer));
   }
   auto values = store->GetMany(keys, deadline - absl::Now());
   if (!values.ok()) {
