@@ -3,7 +3,7 @@
 //
 //   hvdrun -np 2 bazel-bin/tools/bench/fusion_bench
 //       [--shapes tools/bench/resnet50_shapes.txt] [--steps 15] [--warmup 3]
-//       [--op avg|sum]
+//       [--op avg|sum] [--submit-gap-us 0]
 //
 // A step submits one allreduce per tensor (ResNet-50's 161 parameter shapes,
 // 25.6 M float32) in reverse parameter order, as backpropagation produces
@@ -13,6 +13,9 @@
 // prints the median and minimum of each and the ratio step/flat. Run it once
 // with the default fusion threshold and once with HVD_FUSION_THRESHOLD=0
 // (fusion off). Results are checked once at the end (sum of ranks).
+// --submit-gap-us N spins N microseconds between a step's submissions, as
+// a binding's own work per call spaces them (hvd.torch: about 6 us here),
+// so that the cost of gradients arriving over time shows apart from it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -56,12 +59,18 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// Submits every tensor (in `order`) and waits for all; false on error.
+// Submits every tensor (in `order`), `gap_us` apart, and waits for all;
+// false on error.
 bool Allreduce(std::vector<Tensor>& tensors, const std::vector<size_t>& order,
-               int op) {
+               int op, int gap_us = 0) {
   std::vector<hvd_handle> handles;
   handles.reserve(order.size());
   for (size_t i : order) {
+    if (gap_us > 0 && !handles.empty()) {
+      const auto until = Clock::now() + std::chrono::microseconds(gap_us);
+      while (Clock::now() < until) {
+      }
+    }
     hvd_options options = hvd_default_options();
     options.name = tensors[i].name.c_str();
     options.op = op;
@@ -83,6 +92,7 @@ struct BenchFlags {
   int steps = 15;
   int warmup = 3;
   std::string op_name = "avg";
+  int submit_gap_us = 0;
 };
 
 bool ParseFlags(int argc, char** argv, BenchFlags* f) {
@@ -96,6 +106,8 @@ bool ParseFlags(int argc, char** argv, BenchFlags* f) {
       f->warmup = std::atoi(argv[i + 1]);
     } else if (a == "--op") {
       f->op_name = argv[i + 1];
+    } else if (a == "--submit-gap-us") {
+      f->submit_gap_us = std::atoi(argv[i + 1]);
     } else {
       std::fprintf(stderr, "fusion_bench: unknown flag %s\n", a.c_str());
       return false;
@@ -177,15 +189,16 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf(
         "# fusion_bench: %d ranks, %zu tensors, %zu float32 (%.1f MB), "
-        "op %s, HVD_FUSION_THRESHOLD=%s, %d steps\n",
+        "op %s, HVD_FUSION_THRESHOLD=%s, %d steps, %d us between "
+        "submissions\n",
         size, grads.size(), total, total * 4 / 1e6, flags.op_name.c_str(),
-        fusion ? fusion : "(default)", flags.steps);
+        fusion ? fusion : "(default)", flags.steps, flags.submit_gap_us);
   }
   std::vector<double> step_ms, flat_ms;
   bool ok = true;
   for (int i = 0; i < flags.warmup + flags.steps && ok; ++i) {
     auto t0 = Clock::now();
-    ok = Allreduce(grads, backward, op);
+    ok = Allreduce(grads, backward, op, flags.submit_gap_us);
     auto t1 = Clock::now();
     ok = ok && Allreduce(flat, one, op);
     auto t2 = Clock::now();
