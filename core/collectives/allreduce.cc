@@ -1,17 +1,39 @@
 // Allreduce: argument checks and the choice between ring and direct.
 #include "core/collectives/collectives.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
 #include "core/collectives/internal.h"
 #include "core/collectives/reduce.h"
 
 namespace hvd::collectives {
 namespace {
 
+// Copies `source` into `data` (views of the same pieces) where they differ.
+void CopyView(const internal::DataView& source, const internal::DataView& data,
+              size_t bytes) {
+  size_t offset = 0;
+  for (const auto& [to, n] : data.Ranges(0, bytes)) {
+    const char* from = source.At(offset);
+    if (from != to) std::memcpy(to, from, n);
+    offset += n;
+  }
+}
+
 // Chooses and runs the algorithm (arguments checked, group > 1, count > 0).
+// Out of place (`source`), only the ring reads the input where it is; the
+// others get it copied into `data` first.
 absl::Status Run(transport::Context& context, const Group& group,
                  const internal::DataView& data, size_t count, DataType dtype,
-                 ReduceOp op, const CollectiveOptions& options) {
+                 ReduceOp op, const CollectiveOptions& options,
+                 const internal::DataView* source = nullptr) {
   absl::Status status;
   const size_t bytes = count * DataTypeSize(dtype);
+  auto in_place = [&] {
+    if (source != nullptr) CopyView(*source, data, bytes);
+  };
   if (options.algorithm == AllreduceAlgorithm::kHierarchical ||
       (options.algorithm == AllreduceAlgorithm::kAuto &&
        bytes > internal::SmallMessageBytes(options, group))) {
@@ -21,6 +43,7 @@ absl::Status Run(transport::Context& context, const Group& group,
                           layout.num_hosts > 1 && layout.local.size() > 1;
     if (layout.balanced &&
         (options.algorithm == AllreduceAlgorithm::kHierarchical || worth_it)) {
+      in_place();
       status = internal::AllreduceHierarchical(context, group, data, count,
                                                dtype, op, options);
       return internal::Annotate(status, "Allreduce (hierarchical)", context,
@@ -28,17 +51,18 @@ absl::Status Run(transport::Context& context, const Group& group,
     }
     if (options.algorithm == AllreduceAlgorithm::kHierarchical) {
       status = internal::AllreduceRing(context, group, data, count, dtype, op,
-                                       options);
+                                       options, source);
       return internal::Annotate(status, "Allreduce (ring)", context, group);
     }
   }
   if (internal::UseDirect(options, group, bytes)) {
+    in_place();
     status = internal::AllreduceDirect(context, group, data, count, dtype, op,
                                        options);
     return internal::Annotate(status, "Allreduce (direct)", context, group);
   }
-  status =
-      internal::AllreduceRing(context, group, data, count, dtype, op, options);
+  status = internal::AllreduceRing(context, group, data, count, dtype, op,
+                                   options, source);
   return internal::Annotate(status, "Allreduce (ring)", context, group);
 }
 
@@ -67,28 +91,36 @@ absl::Status Allreduce(transport::Context& context, const Group& group,
 }
 
 absl::Status AllreduceMany(transport::Context& context, const Group& group,
-                           const std::vector<std::pair<void*, size_t>>& pieces,
+                           const std::vector<AllreducePiece>& pieces,
                            DataType dtype, ReduceOp op,
                            const CollectiveOptions& options) {
   if (absl::Status s = Check(context, group, op, "Allreduce"); !s.ok()) {
     return s;
   }
   const size_t elem_size = DataTypeSize(dtype);
-  std::vector<std::pair<char*, size_t>> bytes;
+  std::vector<std::pair<char*, size_t>> outputs, inputs;
   size_t count = 0;
-  for (const auto& [p, n] : pieces) {
-    bytes.emplace_back(static_cast<char*>(p), n * elem_size);
-    count += n;
+  bool in_place = true;
+  for (const AllreducePiece& p : pieces) {
+    outputs.emplace_back(static_cast<char*>(p.output), p.count * elem_size);
+    // Only read (RunRingPlan's source); DataView holds writable pointers.
+    inputs.emplace_back(static_cast<char*>(const_cast<void*>(p.input)),
+                        p.count * elem_size);
+    in_place = in_place && p.input == p.output;
+    count += p.count;
   }
   if (count == 0) return absl::OkStatus();
+  const internal::DataView data(outputs);
+  const internal::DataView source(inputs);
   if (group.size() == 1) {
-    for (const auto& [p, n] : pieces) {
-      Postscale(p, n, dtype, options.postscale, options.divisor);
+    if (!in_place) CopyView(source, data, count * elem_size);
+    for (const AllreducePiece& p : pieces) {
+      Postscale(p.output, p.count, dtype, options.postscale, options.divisor);
     }
     return absl::OkStatus();
   }
-  return Run(context, group, internal::DataView(bytes), count, dtype, op,
-             options);
+  return Run(context, group, data, count, dtype, op, options,
+             in_place ? nullptr : &source);
 }
 
 }  // namespace hvd::collectives

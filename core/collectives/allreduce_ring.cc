@@ -16,7 +16,8 @@ absl::Status AllreduceRing(transport::Context& context, const Group& group,
 
 absl::Status AllreduceRing(transport::Context& context, const Group& group,
                            const DataView& data, size_t count, DataType dtype,
-                           ReduceOp op, const CollectiveOptions& options) {
+                           ReduceOp op, const CollectiveOptions& options,
+                           const DataView* source) {
   const size_t elem_size = DataTypeSize(dtype);
   const std::vector<Span> blocks = EvenBlocks(count, group.size(), elem_size);
   std::vector<RingStep> steps = ReduceScatterSteps(blocks, group.index);
@@ -31,7 +32,7 @@ absl::Status AllreduceRing(transport::Context& context, const Group& group,
                     /*forward_last=*/false, options.chunk_bytes, elem_size,
                     data.cuts());
   return RunRingPlan(context, RingPeer(group, 1), RingPeer(group, -1), data,
-                     plan, dtype, op, options);
+                     plan, dtype, op, options, source);
 }
 
 }  // namespace hvd::collectives::internal

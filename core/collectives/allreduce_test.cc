@@ -178,14 +178,14 @@ TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
   auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
     const std::vector<char> input = MakeInput(dtype, ReduceOp::kSum, rank, count);
     std::vector<std::vector<char>> buffers;
-    std::vector<std::pair<void*, size_t>> pieces;
+    std::vector<AllreducePiece> pieces;
     size_t at = 0;
     for (size_t n : split) {
       buffers.emplace_back(input.begin() + at * 4, input.begin() + (at + n) * 4);
       at += n;
     }
     for (size_t i = 0; i < split.size(); ++i) {
-      pieces.emplace_back(buffers[i].data(), split[i]);
+      pieces.push_back({buffers[i].data(), buffers[i].data(), split[i]});
     }
     absl::Status status = AllreduceMany(context, Group::All(context), pieces,
                                         dtype, ReduceOp::kSum, options);
@@ -193,6 +193,67 @@ TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
     for (const auto& b : buffers) got.insert(got.end(), b.begin(), b.end());
     bad[rank] = Mismatch(absl::StrCat("rank ", rank), dtype, got.data(),
                          want.data(), count);
+    return status;
+  });
+  EXPECT_EQ(FailedRanks(all_ranks, statuses), "");
+  for (const std::string& m : bad) EXPECT_EQ(m, "");
+}
+
+// Every other piece out of place, its output full of garbage: the outputs
+// get the reduction, the inputs stay as they were.
+TEST_P(AllreduceTest, PiecesOutOfPlaceLeaveTheirInputsAsTheyWere) {
+  const int world = this->world();
+  const size_t count = this->count();
+  TestMesh* mesh = TestMesh::Shared(world, transport());
+  ASSERT_NE(mesh, nullptr);
+  CollectiveOptions options = Options(*mesh);
+  options.postscale = 0.5;
+  const std::vector<size_t> split = {count / 3, 0, count / 2,
+                                     count - count / 3 - count / 2};
+  const std::vector<int> all_ranks = AllRanks();
+  const DataType dtype = DataType::kFloat32;
+  std::vector<char> want = Expected(dtype, ReduceOp::kSum, all_ranks, count);
+  Scale(want.data(), count, dtype, options.postscale);
+  std::vector<std::string> bad(world);
+  auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
+    const std::vector<char> input =
+        MakeInput(dtype, ReduceOp::kSum, rank, count);
+    std::vector<std::vector<char>> inputs, outputs;
+    std::vector<AllreducePiece> pieces;
+    size_t at = 0;
+    for (size_t i = 0; i < split.size(); ++i) {
+      inputs.emplace_back(input.begin() + at * 4,
+                          input.begin() + (at + split[i]) * 4);
+      outputs.emplace_back(split[i] * 4, i % 2 == 0 ? char{-1} : char{0});
+      at += split[i];
+    }
+    for (size_t i = 0; i < split.size(); ++i) {
+      void* output = i % 2 == 0 ? outputs[i].data() : inputs[i].data();
+      pieces.push_back({inputs[i].data(), output, split[i]});
+    }
+    absl::Status status = AllreduceMany(context, Group::All(context), pieces,
+                                        dtype, ReduceOp::kSum, options);
+    std::vector<char> got, kept;
+    for (size_t i = 0; i < split.size(); ++i) {
+      const std::vector<char>& out = i % 2 == 0 ? outputs[i] : inputs[i];
+      got.insert(got.end(), out.begin(), out.end());
+      if (i % 2 == 0) kept.insert(kept.end(), inputs[i].begin(),
+                                  inputs[i].end());
+    }
+    std::vector<char> before;
+    at = 0;
+    for (size_t i = 0; i < split.size(); ++i) {
+      if (i % 2 == 0) {
+        before.insert(before.end(), input.begin() + at * 4,
+                      input.begin() + (at + split[i]) * 4);
+      }
+      at += split[i];
+    }
+    bad[rank] = Mismatch(absl::StrCat("rank ", rank), dtype, got.data(),
+                         want.data(), count);
+    if (bad[rank].empty() && kept != before) {
+      bad[rank] = absl::StrCat("rank ", rank, ": an input was written");
+    }
     return status;
   });
   EXPECT_EQ(FailedRanks(all_ranks, statuses), "");

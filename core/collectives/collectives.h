@@ -35,13 +35,25 @@ absl::Status Allreduce(transport::Context& context, const Group& group,
                        void* data, size_t count, DataType dtype, ReduceOp op,
                        const CollectiveOptions& options);
 
+// One buffer of AllreduceMany: `count` elements read from `input`, their
+// reduction written to `output`. input == output reduces in place;
+// otherwise the two must not overlap, and `input` is only read.
+struct AllreducePiece {
+  const void* input;
+  void* output;
+  size_t count;
+};
+
 // Allreduce of several buffers as if they were one laid end to end, each
 // reduced where it is (the tensors of a fused response, without copying
-// them together): pieces[i] = (pointer, element count). Every member passes
-// the same counts, in the same order (messages never straddle pieces, so
-// their sizes follow the split). Otherwise as Allreduce.
+// them together). Every member passes the same counts, in the same order
+// (messages never straddle pieces, so their sizes follow the split); each
+// member chooses in place or not for itself. Out of place, the ring reads
+// the inputs where they are and writes the outputs, with no copy of the
+// whole input first; the other algorithms copy first. Otherwise as
+// Allreduce.
 absl::Status AllreduceMany(transport::Context& context, const Group& group,
-                           const std::vector<std::pair<void*, size_t>>& pieces,
+                           const std::vector<AllreducePiece>& pieces,
                            DataType dtype, ReduceOp op,
                            const CollectiveOptions& options);
 

@@ -153,9 +153,11 @@ class Scratch {
 absl::Status AllreduceRing(transport::Context& context, const Group& group,
                            void* data, size_t count, DataType dtype,
                            ReduceOp op, const CollectiveOptions& options);
+// Out of place with `source` (see RunRingPlan): no copy of the input first.
 absl::Status AllreduceRing(transport::Context& context, const Group& group,
                            const DataView& data, size_t count, DataType dtype,
-                           ReduceOp op, const CollectiveOptions& options);
+                           ReduceOp op, const CollectiveOptions& options,
+                           const DataView* source = nullptr);
 absl::Status AllreduceDirect(transport::Context& context, const Group& group,
                              void* data, size_t count, DataType dtype,
                              ReduceOp op, const CollectiveOptions& options);

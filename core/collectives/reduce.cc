@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -143,6 +144,15 @@ void SumScaleLoop(void* dst_bytes, const void* src_bytes, size_t count,
   }
 }
 
+template <typename T>
+void SumIntoLoop(void* dst_bytes, const void* own_bytes, const void* src_bytes,
+                 size_t count) {
+  T* __restrict dst = static_cast<T*>(dst_bytes);
+  const T* __restrict own = static_cast<const T*>(own_bytes);
+  const T* __restrict src = static_cast<const T*>(src_bytes);
+  for (size_t i = 0; i < count; ++i) dst[i] = own[i] + src[i];
+}
+
 void ScaleBool(void* bytes, size_t count, double factor) {
   uint8_t* data = static_cast<uint8_t*>(bytes);
   const uint8_t keep = factor != 0.0;
@@ -189,6 +199,18 @@ void ReduceAndScale(void* dst, const void* src, size_t count, DataType dtype,
   }
   Reduce(dst, src, count, dtype, op);
   Postscale(dst, count, dtype, factor, divisor);
+}
+
+void ReduceInto(void* dst, const void* own, const void* src, size_t count,
+                DataType dtype, ReduceOp op) {
+  if (op == ReduceOp::kSum && dtype == DataType::kFloat32) {
+    return SumIntoLoop<float>(dst, own, src, count);
+  }
+  if (op == ReduceOp::kSum && dtype == DataType::kFloat64) {
+    return SumIntoLoop<double>(dst, own, src, count);
+  }
+  if (count > 0) std::memcpy(dst, own, count * DataTypeSize(dtype));
+  Reduce(dst, src, count, dtype, op);
 }
 
 void Postscale(void* data, size_t count, DataType dtype, double factor,

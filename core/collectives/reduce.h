@@ -14,6 +14,12 @@ namespace hvd::collectives {
 void Reduce(void* dst, const void* src, size_t count, DataType dtype,
             ReduceOp op);
 
+// dst[i] = own[i] op src[i], as Reduce computes it on a copy of `own`, with
+// bit-identical results; `dst` overlaps neither input. One pass over memory
+// where a kernel exists (float32 and float64 Sum), else the copy and Reduce.
+void ReduceInto(void* dst, const void* own, const void* src, size_t count,
+                DataType dtype, ReduceOp op);
+
 // data[i] *= factor, computed in double (float for half types) and, for
 // integer types, truncated toward zero.
 void Scale(void* data, size_t count, DataType dtype, double factor);

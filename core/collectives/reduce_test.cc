@@ -57,6 +57,36 @@ TEST(ReduceAndScale, MatchesReduceThenScaleBitForBit) {
   }
 }
 
+// Out of place must give what Reduce gives on a copy of the own operand,
+// bit for bit, and leave both inputs as they were.
+TEST(ReduceInto, MatchesReduceOnACopyAndLeavesTheInputs) {
+  std::vector<float> own, src;
+  std::vector<double> own64, src64;
+  for (int i = 0; i < 1000; ++i) {
+    own.push_back(1.0f / (i + 1) + 1e7f * (i % 3));
+    src.push_back(std::sqrt(static_cast<float>(i)) - 3.3f);
+    own64.push_back(1.0 / (i + 7) + 1e15 * (i % 5));
+    src64.push_back(std::cbrt(static_cast<double>(i)) * -0.7);
+  }
+  const std::vector<float> own_before = own, src_before = src;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kProduct}) {
+    std::vector<float> out(own.size(), -1.0f);
+    ReduceInto(out.data(), own.data(), src.data(), own.size(),
+               DataType::kFloat32, op);
+    EXPECT_EQ(out, ReduceOf(own, src, DataType::kFloat32, op));
+    std::vector<double> out64(own64.size(), -1.0);
+    ReduceInto(out64.data(), own64.data(), src64.data(), own64.size(),
+               DataType::kFloat64, op);
+    EXPECT_EQ(out64, ReduceOf(own64, src64, DataType::kFloat64, op));
+  }
+  EXPECT_EQ(own, own_before);
+  EXPECT_EQ(src, src_before);
+  std::vector<int8_t> a = {100, -7}, b = {100, 3}, out = {0, 0};
+  ReduceInto(out.data(), a.data(), b.data(), 2, DataType::kInt8,
+             ReduceOp::kSum);
+  EXPECT_EQ(out, ReduceOf(a, b, DataType::kInt8, ReduceOp::kSum));
+}
+
 TEST(Reduce, Int8SumWraps) {
   EXPECT_EQ(ReduceOf<int8_t>({127, -128, 100}, {1, -1, 100}, DataType::kInt8,
                              ReduceOp::kSum),

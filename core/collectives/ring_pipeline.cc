@@ -21,11 +21,12 @@ class RingRunner {
   RingRunner(transport::Context& context, int next, int prev,
              const DataView& data, const RingPlan& plan, DataType dtype,
              ReduceOp op, const CollectiveOptions& options,
-             Scratch* data_scratch)
+             Scratch* data_scratch, const DataView* source = nullptr)
       : context_(context),
         next_(next),
         prev_(prev),
         data_(data),
+        source_(source != nullptr ? *source : data),
         plan_(plan),
         dtype_(dtype),
         op_(op),
@@ -55,7 +56,10 @@ class RingRunner {
     // then has its adverts on the wire ahead of this rank's own data.
     absl::Status posted = PostAhead();
     if (!posted.ok()) return posted;
-    for (const Span& chunk : plan_.initial_sends) Send(chunk);
+    for (const Span& chunk : plan_.initial_sends) {
+      sends_.push_back(context_.Send(next_, source_.At(chunk.offset),
+                                     chunk.bytes));
+    }
     while (done_ < plan_.recvs.size()) {
       absl::Status status = PostAhead();
       if (!status.ok()) return status;
@@ -106,7 +110,12 @@ class RingRunner {
     const bool scale = recv.scale && (postscale_ != 1.0 || divisor_ != 1);
     char* at = data_.At(recv.span.offset);
     const size_t count = recv.span.bytes / elem_size_;
-    if (recv.reduce && scale) {
+    // Out of place, this rank's own operand is still in the source.
+    const char* own = recv.reduce ? source_.At(recv.span.offset) : at;
+    if (own != at) {
+      ReduceInto(at, own, SlotAddress(recv.slot), count, dtype_, op_);
+      if (scale) Postscale(at, count, dtype_, postscale_, divisor_);
+    } else if (recv.reduce && scale) {
       ReduceAndScale(at, SlotAddress(recv.slot), count, dtype_, op_,
                      postscale_, divisor_);
     } else if (recv.reduce) {
@@ -121,6 +130,7 @@ class RingRunner {
   const int next_;
   const int prev_;
   const DataView& data_;  // Chunks never cross its cuts.
+  const DataView& source_;  // data_ itself when in place; only read.
   const RingPlan& plan_;
   const DataType dtype_;
   const ReduceOp op_;
@@ -183,9 +193,10 @@ absl::Status RunRingPlan(transport::Context& context, int next, int prev,
 absl::Status RunRingPlan(transport::Context& context, int next, int prev,
                          const DataView& data, const RingPlan& plan,
                          DataType dtype, ReduceOp op,
-                         const CollectiveOptions& options) {
+                         const CollectiveOptions& options,
+                         const DataView* source) {
   return RingRunner(context, next, prev, data, plan, dtype, op, options,
-                    nullptr)
+                    nullptr, source)
       .Run();
 }
 

@@ -68,11 +68,17 @@ absl::Status RunRingPlan(transport::Context& context, int next, int prev,
                          char* data, const RingPlan& plan, DataType dtype,
                          ReduceOp op, const CollectiveOptions& options,
                          Scratch* data_scratch = nullptr);
-// The same over a view whose cuts the plan was built with.
+// The same over a view whose cuts the plan was built with. With `source`
+// (a view of the same sizes, only read), the plan runs out of place: the
+// initial sends come from `source`, and a reduced chunk is `source`'s bytes
+// reduced with the received ones, written to `data`; `data` is not read
+// before a chunk of it is written. So a plan that writes every byte of
+// `data` (an allreduce) needs no copy of the input first.
 absl::Status RunRingPlan(transport::Context& context, int next, int prev,
                          const DataView& data, const RingPlan& plan,
                          DataType dtype, ReduceOp op,
-                         const CollectiveOptions& options);
+                         const CollectiveOptions& options,
+                         const DataView* source = nullptr);
 
 // Ring reduce-scatter over `blocks` as member `index`: it first sends block
 // index-1, at step s receives block index-s-2 and reduces it, and after the

@@ -316,18 +316,21 @@ Executor::AllreducePieces Executor::PlanPieces(const Response& response,
       continue;
     }
     TensorEntry* entry = entries[i].get();
-    void* buffer;
     if (entry == nullptr) {  // Joined rank contributes zeros.
       plan.zeros.push_back(std::make_unique<HostBuffer>(bytes));
       std::memset(plan.zeros.back()->data(), 0, bytes);
-      buffer = plan.zeros.back()->data();
-    } else {
-      buffer = entry->output;
-      if (entry->output != entry->input) {
-        CopyBytes(buffer, entry->input, bytes);
-      }
+      void* zeros = plan.zeros.back()->data();
+      plan.pieces.push_back({zeros, zeros, static_cast<size_t>(count)});
+      continue;
     }
-    plan.pieces.emplace_back(buffer, count);
+    // Out of place, the collective reads the input where it is, unless a
+    // prescale must first be applied to a copy.
+    const void* input = entry->input;
+    if (input != entry->output && response.prescale() != 1.0) {
+      CopyBytes(entry->output, input, bytes);
+      input = entry->output;
+    }
+    plan.pieces.push_back({input, entry->output, static_cast<size_t>(count)});
   }
   return plan;
 }
@@ -354,7 +357,9 @@ void Executor::GatherSmall(const Response& response, const Entries& entries,
     at += bytes;
   }
   timeline_->ActivityEnd(response.names(0));
-  plan.pieces.insert(plan.pieces.begin(), {plan.fusion, plan.small_count});
+  plan.pieces.insert(plan.pieces.begin(),
+                     {plan.fusion, plan.fusion,
+                      static_cast<size_t>(plan.small_count)});
 }
 
 void Executor::ScatterSmall(const Response& response, Entries& entries,
@@ -382,24 +387,25 @@ absl::Status Executor::Allreduce(const Response& response, Entries& entries,
   AllreducePieces plan = PlanPieces(response, entries);
   GatherSmall(response, entries, plan);
   const auto& pieces = plan.pieces;
-  if (response.prescale() != 1.0) {
-    for (const auto& [p, n] : pieces) {
-      collectives::Scale(p, n, dtype, response.prescale());
+  if (response.prescale() != 1.0) {  // In place by now (PlanPieces).
+    for (const collectives::AllreducePiece& p : pieces) {
+      collectives::Scale(p.output, p.count, dtype, response.prescale());
     }
   }
   absl::Status status;
   if (group.size() == 1) {  // No context in a job of one.
-    for (const auto& [p, n] : pieces) {
-      collectives::Postscale(p, n, dtype, options.postscale, options.divisor);
+    for (const collectives::AllreducePiece& p : pieces) {
+      if (p.input != p.output) {
+        CopyBytes(p.output, p.input, p.count * DataTypeSize(dtype));
+      }
+      collectives::Postscale(p.output, p.count, dtype, options.postscale,
+                             options.divisor);
     }
   } else {
     timeline_->ActivityStart(row, "ALLREDUCE");
     // The collective applies options.postscale.
-    status = pieces.size() == 1
-                 ? collectives::Allreduce(*context_, group, pieces[0].first,
-                                          pieces[0].second, dtype, op, options)
-                 : collectives::AllreduceMany(*context_, group, pieces, dtype,
-                                              op, options);
+    status = collectives::AllreduceMany(*context_, group, pieces, dtype, op,
+                                        options);
     timeline_->ActivityEnd(row);
   }
   if (!status.ok()) return WithTensor(status, response, row);

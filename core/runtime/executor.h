@@ -77,11 +77,11 @@ class Executor {
   void FailResponse(const Response& response, Entries& entries,
                     PendingTable& pending);
   void UpdateCache(const Response& response);
-  // An allreduce response's buffers: `pieces` (pointer, element count) in
-  // collective order; `small` indexes the entries that go through the fusion
+  // An allreduce response's buffers: `pieces` (input, output, element
+  // count) in collective order; `small` indexes the entries that go through the fusion
   // buffer (`fusion`, `small_count` elements; its piece comes first).
   struct AllreducePieces {
-    std::vector<std::pair<void*, size_t>> pieces;
+    std::vector<collectives::AllreducePiece> pieces;
     std::vector<size_t> small;
     int64_t small_count = 0;
     void* fusion = nullptr;
