@@ -167,6 +167,11 @@ int hvd_shutdown(void) {
 
 int hvd_is_initialized(void) { return Current() != nullptr; }
 
+int hvd_has_ended(void) {
+  auto runtime = Current();
+  return runtime != nullptr && runtime->Ended();
+}
+
 const char* hvd_last_error(void) { return hvd::api::t_last_error.c_str(); }
 int hvd_last_error_code(void) { return hvd::api::t_last_error_code; }
 

@@ -102,6 +102,11 @@ const char* hvd_options_layout(void);
 int hvd_init(void);
 int hvd_shutdown(void);
 int hvd_is_initialized(void);
+/* 1 while initialized and this process's part of the job has ended by
+ * itself (a stall shutdown, another rank's shutdown, a lost peer): every
+ * operation fails with the reason; hvd_shutdown then hvd_init joins a new
+ * job. 0 otherwise. */
+int hvd_has_ended(void);
 /* The calling thread's last error from a non-handle call; "" if none. */
 const char* hvd_last_error(void);
 /* Its absl::StatusCode (0 if none), to pick an exception class. */

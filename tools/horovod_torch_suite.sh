@@ -17,6 +17,13 @@
 #   HVD_SUITE_TIMEOUT  seconds allowed per job, default 900
 #   HVD_SUITE_KEEP     a directory to keep each job's log and per-rank
 #                      JUnit reports in (default: a temporary one, removed)
+#   HVD_STALL_CHECK_TIME_SECONDS, HVD_STALL_SHUTDOWN_TIME_SECONDS
+#                      default 20 and 60 here: a test that fails on some
+#                      ranks only leaves the ranks waiting on different
+#                      operations; the stall shutdown then ends that job
+#                      (every rank's pending op fails naming the tensors),
+#                      and the next test's hvd.init() joins a new one, so
+#                      the run goes on instead of waiting for its timeout
 #
 # Horovod's test/utils/common.py imports one helper, in_thread, from
 # horovod.runner.util.threads. When the horovod package under test has no
@@ -110,6 +117,8 @@ class _Finder(importlib.abc.MetaPathFinder):
 sys.meta_path.append(_Finder())
 PY
 
+export HVD_STALL_CHECK_TIME_SECONDS=${HVD_STALL_CHECK_TIME_SECONDS:-20}
+export HVD_STALL_SHUTDOWN_TIME_SECONDS=${HVD_STALL_SHUTDOWN_TIME_SECONDS:-60}
 export HVD_LIBRARY="$ROOT/bazel-bin/core/libhvd.so"
 export HVD_AGENT_PATH="$ROOT/bazel-bin/agent/hvd-agent"
 export PYTHONPATH="$ROOT/python:$WORK/shim${PYTHONPATH:+:$PYTHONPATH}"

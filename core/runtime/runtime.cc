@@ -226,6 +226,11 @@ void Runtime::Shutdown() {
   parts_.context.reset();
 }
 
+bool Runtime::Ended() {
+  absl::MutexLock lock(&mu_);
+  return stopped_ || aborted_;
+}
+
 void Runtime::Abort(const absl::Status& reason) {
   const absl::Status status =
       reason.ok() ? absl::AbortedError("the runtime was aborted") : reason;

@@ -105,6 +105,10 @@ class Runtime {
   void Drive(int64_t handle, absl::Time deadline);
   // Asks every rank to stop, waits for this rank's background thread.
   void Shutdown();
+  // True once this rank's part of the job has ended by itself: a stall
+  // shutdown, another rank's Shutdown, a failure of the data plane, an
+  // Abort. Every later op fails; Shutdown is still to be called.
+  bool Ended();
   // Ends this rank's part of the job from outside (an elastic round is
   // over): every pending and later op fails with `reason` (give ABORTED,
   // naming what was lost), within milliseconds: the data plane and the

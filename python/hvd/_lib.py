@@ -104,6 +104,7 @@ _PROTOTYPES = {
     "hvd_init": (_c_int, []),
     "hvd_shutdown": (_c_int, []),
     "hvd_is_initialized": (_c_int, []),
+    "hvd_has_ended": (_c_int, []),
     "hvd_last_error": (_c_str, []),
     "hvd_last_error_code": (_c_int, []),
     "hvd_version": (_c_str, []),

@@ -19,6 +19,9 @@ _atexit_registered = False
 def init(comm=None, process_sets=None):
     """Initializes hvd. With no HVD_* (or HOROVOD_*) variables in the
     environment the process is a job of size 1; under hvdrun it joins the job.
+    Called again, it does nothing while the job runs; once the job has
+    ended by itself (a stall shutdown, another rank's shutdown), it leaves
+    that job and joins a new one, as shutdown() then init() does.
 
     Arguments:
         comm: Horovod's MPI communicator argument. hvd never uses MPI: only
@@ -32,6 +35,10 @@ def init(comm=None, process_sets=None):
         raise ValueError("hvd.init(comm=...): hvd does not use MPI "
                          "communicators; start the job with hvdrun instead")
     lib = _lib.lib()
+    if lib.hvd_has_ended():
+        # The job ended by itself (a stall shutdown, another rank's
+        # shutdown): leave it, and join a new one below.
+        shutdown()
     if lib.hvd_init() != _lib.HVD_OK:
         raise _lib.last_error("hvd.init()")
     if not _atexit_registered:

@@ -5,6 +5,8 @@ reach other ranks, recovery) and autograd through every collective.
 Run by hvdrun_driver.py; every rank runs these tests in the same order.
 """
 
+import os
+
 import pytest
 import torch
 
@@ -266,3 +268,34 @@ def test_grouped_collectives_are_differentiable():
     # allreduce's SIZE plus reducescatter's (Horovod: SIZE times the
     # allgathered gradient of ones for Sum).
     assert torch.allclose(b.grad, torch.full((SIZE,), 2.0 * SIZE))
+
+
+# ------------------------------------------------- after the job has ended --
+
+def test_init_after_a_stall_shutdown_joins_a_new_job():
+    # Ranks that wait on different ops (as a test failing on some ranks
+    # only leaves them) end the job at the stall shutdown time; init()
+    # then leaves the ended job and joins a new one.
+    saved = {k: os.environ.get(k) for k in _STALL_LIMITS}
+    os.environ.update(_STALL_LIMITS)
+    try:
+        hvd.shutdown()
+        hvd.init()
+        name = "stalled.even" if RANK % 2 == 0 else "stalled.odd"
+        with pytest.raises(hvd.HvdStallError, match="stall shutdown"):
+            hvd.allreduce(torch.ones(2), name=name)
+        assert hvd.is_initialized()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    hvd.init()
+    assert (hvd.rank(), hvd.size()) == (RANK, SIZE)
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum),
+                       torch.full((2,), float(SIZE)))
+
+
+_STALL_LIMITS = {"HVD_STALL_CHECK_TIME_SECONDS": "1",
+                 "HVD_STALL_SHUTDOWN_TIME_SECONDS": "2"}
