@@ -403,9 +403,15 @@ absl::Status Executor::Allreduce(const Response& response, Entries& entries,
     }
   } else {
     timeline_->ActivityStart(row, "ALLREDUCE");
-    // The collective applies options.postscale.
-    status = collectives::AllreduceMany(*context_, group, pieces, dtype, op,
-                                        options);
+    // The collective applies options.postscale. One tensor in place (the
+    // small-message case) needs no views of pieces.
+    const bool one_in_place =
+        pieces.size() == 1 && pieces[0].input == pieces[0].output;
+    status = one_in_place
+                 ? collectives::Allreduce(*context_, group, pieces[0].output,
+                                          pieces[0].count, dtype, op, options)
+                 : collectives::AllreduceMany(*context_, group, pieces, dtype,
+                                              op, options);
     timeline_->ActivityEnd(row);
   }
   if (!status.ok()) return WithTensor(status, response, row);
