@@ -84,6 +84,16 @@ class AllreduceTest : public ::testing::TestWithParam<AllreduceCase> {
     for (int r = 0; r < world(); ++r) ranks[r] = r;
     return ranks;
   }
+
+  // Sets a postscale of 0.5 in `options` and returns what a float32 Sum of
+  // every rank's MakeInput then gives: the pieces tests' expectation.
+  std::vector<char> HalvedSum(CollectiveOptions& options) const {
+    options.postscale = 0.5;
+    std::vector<char> want =
+        Expected(DataType::kFloat32, ReduceOp::kSum, AllRanks(), count());
+    Scale(want.data(), count(), DataType::kFloat32, options.postscale);
+    return want;
+  }
 };
 
 TEST_P(AllreduceTest, EveryDtypeAndOpMatchesExactReference) {
@@ -163,7 +173,7 @@ TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
   TestMesh* mesh = TestMesh::Shared(world, transport());
   ASSERT_NE(mesh, nullptr);
   CollectiveOptions options = Options(*mesh);
-  options.postscale = 0.5;
+  const std::vector<char> want = HalvedSum(options);
   // Uneven pieces, some empty, some smaller than a chunk, one spanning many.
   std::vector<size_t> split;
   for (size_t left = count, i = 0; left > 0; ++i) {
@@ -173,8 +183,6 @@ TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
   }
   const std::vector<int> all_ranks = AllRanks();
   const DataType dtype = DataType::kFloat32;
-  std::vector<char> want = Expected(dtype, ReduceOp::kSum, all_ranks, count);
-  Scale(want.data(), count, dtype, options.postscale);
   std::vector<std::string> bad(world);
   auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
     const std::vector<char> input = MakeInput(dtype, ReduceOp::kSum, rank, count);
@@ -208,13 +216,11 @@ TEST_P(AllreduceTest, PiecesOutOfPlaceLeaveTheirInputsAsTheyWere) {
   TestMesh* mesh = TestMesh::Shared(world, transport());
   ASSERT_NE(mesh, nullptr);
   CollectiveOptions options = Options(*mesh);
-  options.postscale = 0.5;
+  const std::vector<char> want = HalvedSum(options);
   const std::vector<size_t> split = {count / 3, 0, count / 2,
                                      count - count / 3 - count / 2};
   const std::vector<int> all_ranks = AllRanks();
   const DataType dtype = DataType::kFloat32;
-  std::vector<char> want = Expected(dtype, ReduceOp::kSum, all_ranks, count);
-  Scale(want.data(), count, dtype, options.postscale);
   std::vector<std::string> bad(world);
   auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
     const std::vector<char> input =

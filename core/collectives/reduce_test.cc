@@ -20,17 +20,27 @@ std::vector<T> ReduceOf(std::vector<T> dst, const std::vector<T>& src,
   return dst;
 }
 
+// Operands whose sums float32 and float64 cannot hold exactly.
+struct Awkward {
+  std::vector<float> a, b;
+  std::vector<double> c, d;
+};
+
+Awkward AwkwardValues() {
+  Awkward v;
+  for (int i = 0; i < 1000; ++i) {
+    v.a.push_back(1.0f / (i + 1) + 1e7f * (i % 3));
+    v.b.push_back(std::sqrt(static_cast<float>(i)) - 3.3f);
+    v.c.push_back(1.0 / (i + 7) + 1e15 * (i % 5));
+    v.d.push_back(std::cbrt(static_cast<double>(i)) * -0.7);
+  }
+  return v;
+}
+
 // The fused kernel must round exactly like Reduce then Scale: on awkward
 // values (non-representable sums, a factor of 1/3) every bit agrees.
 TEST(ReduceAndScale, MatchesReduceThenScaleBitForBit) {
-  std::vector<float> a, b;
-  std::vector<double> c, d;
-  for (int i = 0; i < 1000; ++i) {
-    a.push_back(1.0f / (i + 1) + 1e7f * (i % 3));
-    b.push_back(std::sqrt(static_cast<float>(i)) - 3.3f);
-    c.push_back(1.0 / (i + 7) + 1e15 * (i % 5));
-    d.push_back(std::cbrt(static_cast<double>(i)) * -0.7);
-  }
+  const auto [a, b, c, d] = AwkwardValues();
   for (auto [factor, divisor] : std::vector<std::pair<double, int>>{
            {1.0 / 3, 1}, {0.5, 1}, {-2.75, 1}, {1.0, 3}, {-2.75, 7}}) {
     std::vector<float> fused = a, split = a;
@@ -60,14 +70,7 @@ TEST(ReduceAndScale, MatchesReduceThenScaleBitForBit) {
 // Out of place must give what Reduce gives on a copy of the own operand,
 // bit for bit, and leave both inputs as they were.
 TEST(ReduceInto, MatchesReduceOnACopyAndLeavesTheInputs) {
-  std::vector<float> own, src;
-  std::vector<double> own64, src64;
-  for (int i = 0; i < 1000; ++i) {
-    own.push_back(1.0f / (i + 1) + 1e7f * (i % 3));
-    src.push_back(std::sqrt(static_cast<float>(i)) - 3.3f);
-    own64.push_back(1.0 / (i + 7) + 1e15 * (i % 5));
-    src64.push_back(std::cbrt(static_cast<double>(i)) * -0.7);
-  }
+  const auto [own, src, own64, src64] = AwkwardValues();
   const std::vector<float> own_before = own, src_before = src;
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kProduct}) {
     std::vector<float> out(own.size(), -1.0f);
