@@ -48,11 +48,11 @@ absl::StatusOr<std::string> GatherThroughRoot(
     absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   const std::string all_key = absl::StrCat(prefix, "all");
+  if (absl::Status s = store.Set(absl::StrCat(prefix, index), mine);
+      !s.ok()) {
+    return Annotate(s, absl::StrCat("publishing its part of ", what));
+  }
   if (index != 0) {
-    if (absl::Status s = store.Set(absl::StrCat(prefix, index), mine);
-        !s.ok()) {
-      return Annotate(s, absl::StrCat("publishing its part of ", what));
-    }
     absl::StatusOr<std::string> all =
         store.Get(all_key, deadline - absl::Now());
     if (!all.ok()) {
@@ -61,11 +61,11 @@ absl::StatusOr<std::string> GatherThroughRoot(
     }
     return all;
   }
-  auto records = GetOfRanks(store, prefix, RankRange(1, size), timeout);
+  auto records = GetOfRanks(store, prefix, RankRange(0, size),
+                            deadline - absl::Now());
   if (!records.ok()) {
     return Annotate(records.status(), absl::StrCat("reading ", what));
   }
-  records->insert(records->begin(), std::string(mine));
   std::string all = combine(*records);
   if (absl::Status s = store.Set(all_key, all); !s.ok()) {
     return Annotate(s, absl::StrCat("publishing ", what));

@@ -96,11 +96,10 @@ absl::StatusOr<std::vector<std::string>> GetOfRanks(
     Store& store, absl::string_view prefix, const std::vector<int>& ranks,
     absl::Duration timeout);
 
-// One gather through the store, a round trip or two whatever `size`: every
-// member but 0 publishes `mine` under `prefix`+index; member 0 reads theirs
-// (one GetMany), passes every member's record in order (its own first) to
-// `combine` and publishes the result under `prefix`+"all", which every
-// other member reads. Returns that value on every member. A failure names
+// One gather through the store, two round trips whatever `size`: every
+// member publishes `mine` under `prefix`+index; member 0 reads them all
+// (one GetMany), passes them in order to `combine` and publishes the result
+// under `prefix`+"all", which every other member reads. Returns that value on every member. A failure names
 // the step and `what` (the records, e.g. "every rank's host and
 // transport"); `combine` reports its own errors inside the value it
 // returns, so that every member learns of them.
