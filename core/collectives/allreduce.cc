@@ -98,19 +98,25 @@ absl::Status AllreduceMany(transport::Context& context, const Group& group,
     return s;
   }
   const size_t elem_size = DataTypeSize(dtype);
-  std::vector<std::pair<char*, size_t>> outputs, inputs;
+  std::vector<std::pair<char*, size_t>> outputs;
   size_t count = 0;
   bool in_place = true;
   for (const AllreducePiece& p : pieces) {
     outputs.emplace_back(static_cast<char*>(p.output), p.count * elem_size);
-    // Only read (RunRingPlan's source); DataView holds writable pointers.
-    inputs.emplace_back(static_cast<char*>(const_cast<void*>(p.input)),
-                        p.count * elem_size);
     in_place = in_place && p.input == p.output;
     count += p.count;
   }
   if (count == 0) return absl::OkStatus();
   const internal::DataView data(outputs);
+  // Out of place only: the inputs, which are only read (RunRingPlan's
+  // source); DataView holds writable pointers.
+  std::vector<std::pair<char*, size_t>> inputs;
+  if (!in_place) {
+    for (const AllreducePiece& p : pieces) {
+      inputs.emplace_back(static_cast<char*>(const_cast<void*>(p.input)),
+                          p.count * elem_size);
+    }
+  }
   const internal::DataView source(inputs);
   if (group.size() == 1) {
     if (!in_place) CopyView(source, data, count * elem_size);

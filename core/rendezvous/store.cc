@@ -5,8 +5,8 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
-#include "core/common/annotate.h"
 #include "absl/synchronization/mutex.h"
+#include "core/common/annotate.h"
 
 namespace hvd {
 
