@@ -226,27 +226,32 @@ absl::StatusOr<bool> RendezvousServer::Impl::RegisterLocked(WorkerInfo* info) {
         absl::StrCat("rank ", info->rank, " requested by ", Describe(*info),
                      " is out of range for a job of size ", size));
   }
-  for (const auto& [rank, known] : workers_) {
-    if (known.hostname == info->hostname && known.pid == info->pid &&
-        (info->rank == -1 || info->rank == rank)) {
-      info->rank = rank;  // a retried Register
+  // A retried Register: the same process again, for any rank (-1) or the
+  // same one. Looked up, not scanned: thousands register at start-up.
+  if (auto it = ranks_of_process_.find({info->hostname, info->pid});
+      it != ranks_of_process_.end()) {
+    const std::set<int>& ranks = it->second;
+    if (info->rank == -1) {
+      info->rank = *ranks.begin();
       return false;
     }
+    if (ranks.count(info->rank) > 0) return false;
   }
   if (info->rank == -1) {
-    int free = 0;
-    while (workers_.count(free) > 0) ++free;
-    if (size > 0 && free >= size) {
+    // Ranks are never given back, so the lowest free one only moves up.
+    while (workers_.count(lowest_free_rank_) > 0) ++lowest_free_rank_;
+    if (size > 0 && lowest_free_rank_ >= size) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "all ", size, " ranks of the job are taken; none left for ",
           Describe(*info)));
     }
-    info->rank = free;
+    info->rank = lowest_free_rank_;
   } else if (auto it = workers_.find(info->rank); it != workers_.end()) {
     return absl::AlreadyExistsError(absl::StrCat(
         "rank ", info->rank, " is already registered by ", Describe(it->second),
         "; ", Describe(*info), " claims it too"));
   }
+  ranks_of_process_[{info->hostname, info->pid}].insert(info->rank);
   workers_[info->rank] = *info;
   return true;
 }

@@ -7,11 +7,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -150,6 +152,10 @@ class RendezvousServer::Impl final
   size_t store_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
   std::map<int, WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
+  // The ranks each process (hostname, pid) registered, for retries.
+  std::map<std::pair<std::string, int64_t>, std::set<int>> ranks_of_process_
+      ABSL_GUARDED_BY(mu_);
+  int lowest_free_rank_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hvd

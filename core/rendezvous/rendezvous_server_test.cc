@@ -89,6 +89,21 @@ TEST_F(RendezvousServerTest, RepeatedRegisterIsIdempotentAndReportedOnce) {
 }
 
 TEST_F(RendezvousServerTest,
+       AProcessHoldingSeveralRanksRetriesEachAndMinusOneMeansItsLowest) {
+  StartServer();
+  ASSERT_TRUE(Register(3, "host-a", 9).ok());
+  ASSERT_TRUE(Register(1, "host-a", 9).ok());
+  ASSERT_TRUE(Register(3, "host-a", 9).ok());
+  pb::RegisterResponse again;
+  ASSERT_TRUE(Register(-1, "host-a", 9, &again).ok());
+  EXPECT_EQ(again.rank(), 1);
+  pb::RegisterResponse other;
+  ASSERT_TRUE(Register(-1, "host-a", 10, &other).ok());
+  EXPECT_EQ(other.rank(), 0);
+  EXPECT_EQ(server_->Workers().size(), 3u);
+}
+
+TEST_F(RendezvousServerTest,
        RankTakenByAnotherProcessIsAlreadyExistsNamingBoth) {
   StartServer();
   ASSERT_TRUE(Register(1, "host-a", 100).ok());
