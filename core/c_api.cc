@@ -1,6 +1,7 @@
 // Lifecycle, topology, handles, process sets and timeline of the C ABI.
 #include "core/c_api.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -226,11 +227,14 @@ int hvd_wait(hvd_handle handle, double timeout_seconds) {
       timeout_seconds < 0 || std::isinf(timeout_seconds)
           ? absl::InfiniteDuration()
           : absl::Seconds(timeout_seconds);
-  // The caller runs the cycles that complete its op itself, where it may.
+  // The caller runs the cycles that complete its op itself, where it may;
+  // driving and waiting share the one timeout.
+  const absl::Time deadline = absl::Now() + timeout;
   if (auto runtime = Current()) {
-    runtime->Drive(handle, absl::Now() + timeout);
+    runtime->Drive(handle, deadline);
   }
-  switch (Handles().Wait(handle, timeout)) {
+  switch (Handles().Wait(handle, std::max(absl::ZeroDuration(),
+                                          deadline - absl::Now()))) {
     case hvd::runtime::HandleTable::kInvalid:
       return HVD_INVALID_HANDLE;
     case hvd::runtime::HandleTable::kTimeout:

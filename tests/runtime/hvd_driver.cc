@@ -268,7 +268,20 @@ int Stall(Checker& c, int rank, int size) {
   if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(3));
   Tensor<float> t({4}, 1.0f);
   hvd_options o = Opts("late.tensor");
-  c.Ok("late allreduce", Wait(hvd_allreduce_async(&t.dl, nullptr, &o)));
+  const hvd_handle h = hvd_allreduce_async(&t.dl, nullptr, &o);
+  if (rank == 0) {
+    // A wait for an op that cannot complete yet ends after its timeout
+    // (the Python bindings wait in 1 s slices to see Ctrl-C), not after
+    // twice that: running the cycles and waiting share the one timeout.
+    const auto start = std::chrono::steady_clock::now();
+    const int rc = hvd_wait(h, 1.0);
+    const double took = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+    c.Equal("wait(1 s) for a late rank", rc, int{HVD_TIMEOUT});
+    if (took > 1.8) c.Fail("wait(1 s) took " + std::to_string(took) + " s");
+  }
+  c.Ok("late allreduce", Wait(h));
   return 0;
 }
 
