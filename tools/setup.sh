@@ -20,6 +20,7 @@ PACKAGES=(
   python3-torch python3-torchvision python3-numpy python3-matplotlib
   python3-pytest python3-mock python3-cloudpickle  # hvd.run; Horovod's test suite
   python3-pip python3-wheel                  # building and installing the wheel
+  libpython3-dev                             # the bindings' C module (hvd._speedups)
   openmpi-bin libopenmpi-dev libpmix-dev      # MPI anchor; mpirun jobs (PMIx)
   openssh-server openssh-client iproute2 procps psmisc  # multi-host tests
   slurmctld slurmd slurm-client munge        # Slurm test cluster (tests/slurm)
@@ -41,7 +42,8 @@ fi
 
 echo "setup: building (bazel, offline)"
 bazel build --noshow_progress --ui_event_filters=-info --show_result=0 \
-  //launcher:hvdrun //agent:hvd-agent //core:libhvd.so
+  //launcher:hvdrun //agent:hvd-agent //core:libhvd.so \
+  //python:_speedups.abi3.so
 
 install -m 0755 bazel-bin/launcher/hvdrun /usr/local/bin/hvdrun
 install -m 0755 bazel-bin/agent/hvd-agent /usr/local/bin/hvd-agent

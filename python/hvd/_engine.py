@@ -46,7 +46,7 @@ POOLED_OUTPUT_BYTES = 4 << 20
 
 # How long one hvd_wait call blocks before Python gets a chance to handle
 # signals (Ctrl-C); the wait itself is repeated until the handle completes.
-_WAIT_SLICE_SECONDS = 1.0
+WAIT_SLICE_SECONDS = 1.0
 
 
 class Prepared:
@@ -180,11 +180,17 @@ def forget_pending():
     _pending.clear()
 
 
-def _submit(handle, keep, finish):
+def submit_handle(handle, keep, finish):
+    """`handle` from an *_async call, with what its operation needs alive
+    and finish(handle), which makes synchronize's result."""
     if handle <= 0:
         raise _lib.last_error("enqueueing the operation (handle %d)" % handle)
-    _pending[handle] = _Pending(keep, finish)
+    keep_pending(handle, keep, finish)
     return handle
+
+
+def keep_pending(handle, keep, finish):
+    _pending[handle] = _Pending(keep, finish)
 
 
 def poll(handle):
@@ -204,9 +210,9 @@ def synchronize(handle):
         return None
     lib = _lib.lib()
     try:
-        rc = lib.hvd_wait(handle, _WAIT_SLICE_SECONDS)
+        rc = lib.hvd_wait(handle, WAIT_SLICE_SECONDS)
         while rc == _lib.HVD_TIMEOUT:
-            rc = lib.hvd_wait(handle, _WAIT_SLICE_SECONDS)
+            rc = lib.hvd_wait(handle, WAIT_SLICE_SECONDS)
     except BaseException:
         # Interrupted (Ctrl-C): the operation may still be running, so its
         # tensors must stay alive and the handle stays waitable.
@@ -264,9 +270,10 @@ _options_cache = {}
 _OPTIONS_CACHE_LIMIT = 4096
 
 
-def _options_ref(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
-                 postscale=1.0, root_rank=0, dtype=-1, stream=None):
-    """ctypes.byref(hvd_options) for these values, cached."""
+def cached_options(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
+                   postscale=1.0, root_rank=0, dtype=-1, stream=None):
+    """(ctypes.byref, address, keep) of an hvd_options for these values,
+    cached. Hold the tuple while a call uses the struct."""
     key = (kind, name, _ps.resolve(process_set), op, prescale, postscale,
            root_rank, dtype, stream)
     cached = _options_cache.get(key)
@@ -275,11 +282,18 @@ def _options_ref(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
                               postscale, root_rank, dtype, stream)
         # keep: the struct and its encoded name, alive as long as the entry
         # (a call in flight holds the returned ref, hence the struct).
-        cached = (ctypes.byref(opts), keep)
+        cached = (ctypes.byref(opts), ctypes.addressof(opts), keep)
         if len(_options_cache) >= _OPTIONS_CACHE_LIMIT:
             _options_cache.clear()  # e.g. names unique per call: start over
         _options_cache[key] = cached
-    return cached[0]
+    return cached
+
+
+def _options_ref(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
+                 postscale=1.0, root_rank=0, dtype=-1, stream=None):
+    """ctypes.byref(hvd_options) for these values, cached."""
+    return cached_options(kind, name, process_set, op, prescale, postscale,
+                          root_rank, dtype, stream)[0]
 
 
 def _forget_process_set(set_id):
@@ -357,17 +371,17 @@ def allreduce_async(adapter, tensor, inplace, name, op, prescale, postscale,
     if inplace:
         handle = _lib.lib().hvd_allreduce_async(inp.ptr, None, opts)
         if not inp.copied:
-            return _submit(handle, (inp, opts), lambda _: tensor)
+            return submit_handle(handle, (inp, opts), lambda _: tensor)
 
         def finish(_):
             return _finish_inplace(adapter, tensor, inp)
-        return _submit(handle, (inp, opts), finish)
+        return submit_handle(handle, (inp, opts), finish)
     out = adapter.empty_like(inp)
     handle = _lib.lib().hvd_allreduce_async(inp.ptr, out.ptr, opts)
 
     def finish(_):
         return adapter.restore(out.src, inp)
-    return _submit(handle, (inp, out, opts), finish)
+    return submit_handle(handle, (inp, out, opts), finish)
 
 
 def grouped_allreduce_async(adapter, tensors, inplace, name, op, prescale,
@@ -393,7 +407,7 @@ def grouped_allreduce_async(adapter, tensors, inplace, name, op, prescale,
     else:
         def finish(_):
             return [adapter.restore(o.src, p) for o, p in zip(outs, inps)]
-    return _submit(handle, (inps, outs, in_arr, out_arr, keep), finish)
+    return submit_handle(handle, (inps, outs, in_arr, out_arr, keep), finish)
 
 
 def allgather_async(adapter, tensor, name, process_set):
@@ -404,7 +418,7 @@ def allgather_async(adapter, tensor, name, process_set):
 
     def finish(h):
         return _take_outputs(adapter, h, [inp])[0]
-    return _submit(handle, (inp, keep), finish)
+    return submit_handle(handle, (inp, keep), finish)
 
 
 def grouped_allgather_async(adapter, tensors, name, process_set):
@@ -418,7 +432,7 @@ def grouped_allgather_async(adapter, tensors, name, process_set):
 
     def finish(h):
         return _take_outputs(adapter, h, inps)
-    return _submit(handle, (inps, in_arr, keep), finish)
+    return submit_handle(handle, (inps, in_arr, keep), finish)
 
 
 def broadcast_async(adapter, tensor, inplace, root_rank, name, process_set):
@@ -438,7 +452,7 @@ def broadcast_async(adapter, tensor, inplace, root_rank, name, process_set):
     else:
         def finish(_):
             return adapter.restore(out.src, inp)
-    return _submit(handle, (inp, out, keep), finish)
+    return submit_handle(handle, (inp, out, keep), finish)
 
 
 def alltoall_async(adapter, tensor, splits, name, process_set, wrap_splits):
@@ -461,7 +475,7 @@ def alltoall_async(adapter, tensor, splits, name, process_set, wrap_splits):
         received = _received_splits(h, 0, set_size or 1)
         output = _take_outputs(adapter, h, [inp])[0]
         return output, wrap_splits(received)
-    return _submit(handle, (inp, keep), finish)
+    return submit_handle(handle, (inp, keep), finish)
 
 
 def reducescatter_async(adapter, tensor, name, op, prescale, postscale,
@@ -476,7 +490,7 @@ def reducescatter_async(adapter, tensor, name, op, prescale, postscale,
 
     def finish(h):
         return _take_outputs(adapter, h, [inp])[0]
-    return _submit(handle, (inp, keep), finish)
+    return submit_handle(handle, (inp, keep), finish)
 
 
 def grouped_reducescatter_async(adapter, tensors, name, op, prescale,
@@ -494,17 +508,17 @@ def grouped_reducescatter_async(adapter, tensors, name, op, prescale,
 
     def finish(h):
         return _take_outputs(adapter, h, inps)
-    return _submit(handle, (inps, in_arr, keep), finish)
+    return submit_handle(handle, (inps, in_arr, keep), finish)
 
 
 def barrier_async(process_set):
     opts, keep = _options("barrier", None, process_set)
     handle = _lib.lib().hvd_barrier_async(ctypes.byref(opts))
-    return _submit(handle, keep, lambda _: None)
+    return submit_handle(handle, keep, lambda _: None)
 
 
 def join_async():
     opts, keep = _options("join", None, None)
     handle = _lib.lib().hvd_join_async(ctypes.byref(opts))
-    return _submit(handle, keep,
+    return submit_handle(handle, keep,
                    lambda h: int(_lib.lib().hvd_handle_result(h)))

@@ -10,6 +10,7 @@ Measures, in one process, what the Python layer adds to an allreduce:
   numpy      hvd.numpy.allreduce (out of place, the numpy API's only form)
   torch_     hvd.torch.allreduce_ (in place)
   torch      hvd.torch.allreduce (out of place, autograd Function included)
+  ..._py     the same three with the optional C module (hvd._speedups) off
 at 4 KiB and 64 MiB (float32, Sum), the modes alternating call by call; and
 ResNet-50's 161 gradients submitted as DistributedOptimizer does
 (allreduce_async_ per gradient, reverse order, then synchronize each) against
@@ -33,6 +34,11 @@ import torch
 import hvd.numpy as hnp
 import hvd.torch as ht
 from hvd import _lib
+
+try:
+    from hvd import _fastpath
+except ImportError:  # bindings from before the C module (--before)
+    _fastpath = None
 
 
 def _shapes(path):
@@ -84,10 +90,14 @@ class _Ctypes:
 
 
 def _alternate(fns, iters, warmup):
-    """Runs each of fns in turn iters times; per-name lists of seconds."""
+    """Runs each of fns in turn iters times; per-name lists of seconds.
+    Names ending in _py run with the C module off (the pure-Python path),
+    switched outside the timed call."""
     times = {name: [] for name in fns}
     for i in range(warmup + iters):
         for name, fn in fns.items():
+            if _fastpath is not None:
+                _fastpath.set_enabled(not name.endswith("_py"))
             t0 = time.perf_counter()
             fn()
             dt = time.perf_counter() - t0
@@ -141,6 +151,9 @@ def main():
                                                    name="t_in"),
             "torch_outofplace": torch_out,
         }
+        if _fastpath is not None and _fastpath.available():
+            for name in ("numpy", "torch_inplace", "torch_outofplace"):
+                fns[name + "_py"] = fns[name]
         times = _alternate(fns, iters, warmup)
         for name, ts in times.items():
             results["%s_%s" % (name, label)] = (
@@ -162,8 +175,10 @@ def main():
         def flat_call():
             ht.synchronize(ht.allreduce_async_(flat, name="flat",
                                                op=ht.Average))
-        times = _alternate({"resnet_step": step, "resnet_flat": flat_call},
-                           args.steps, 3)
+        fns = {"resnet_step": step, "resnet_flat": flat_call}
+        if _fastpath is not None and _fastpath.available():
+            fns["resnet_step_py"] = step
+        times = _alternate(fns, args.steps, 3)
         for name, ts in times.items():
             results[name] = (statistics.median(ts) * 1e6, min(ts) * 1e6)
 

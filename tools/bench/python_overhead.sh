@@ -87,7 +87,7 @@ print("\n== per call, medians over %d rounds (2 processes, float32) ==" % rounds
 print("%-22s %13s %13s  %s" % ("", "4 KiB", "64 MiB", "ratios to C ABI (4K, 64M)"))
 names = ["C_ABI", "ctypes", "ctypes_oop", "numpy", "torch_inplace",
          "torch_outofplace"]
-names += ["before:" + n for n in names[3:]]
+names += [n + "_py" for n in names[3:6]] + ["before:" + n for n in names[3:6]]
 for name in names:
     a, b = med.get(name + "_4K"), med.get(name + "_64M")
     if a is None:
@@ -105,7 +105,8 @@ def floor_ratio(prefix, name, label):
 print("\nratios to the ctypes floor of the same process, median over rounds "
       "of per-round ratios:")
 for prefix in ("", "before:"):
-    for name in ("numpy", "torch_inplace", "torch_outofplace"):
+    for name in ("numpy", "torch_inplace", "torch_outofplace", "numpy_py",
+                 "torch_inplace_py", "torch_outofplace_py"):
         r4, r64 = (floor_ratio(prefix, name, l) for l in ("4K", "64M"))
         if r4 is not None:
             print("  %-22s 4K %5.2fx   64M %5.2fx" % (prefix + name, r4, r64))
@@ -120,15 +121,17 @@ if "before:torch_inplace_64M" in med:
         "before: torch out/in", "", "",
         med["before:torch_outofplace_64M"] / med["before:torch_inplace_64M"]))
 print("\n== ResNet-50's 161 gradients vs one flat tensor ==")
-for who in ("C_ABI_resnet", "resnet", "before:resnet"):
-    if who + "_step" not in med:
+for who, step, label in (
+        ("C_ABI_resnet", "_step", "C ABI (fusion_bench)"),
+        ("resnet", "_step", "hvd.torch"),
+        ("resnet", "_step_py", "hvd.torch, C module off"),
+        ("before:resnet", "_step", "before: hvd.torch")):
+    if who + step not in med:
         continue
-    s, f = med[who + "_step"], med[who + "_flat"]
+    s, f = med[who + step], med[who + "_flat"]
     print("%-22s step %s  flat %s  ratio %.3f  (per round: %s)" % (
-        {"C_ABI_resnet": "C ABI (fusion_bench)", "resnet": "hvd.torch",
-         "before:resnet": "before: hvd.torch"}[who],
-        fmt(s), fmt(f), s / f, " ".join(
-            "%.3f" % (a / b) for a, b in zip(runs[who + "_step"],
+        label, fmt(s), fmt(f), s / f, " ".join(
+            "%.3f" % (a / b) for a, b in zip(runs[who + step],
                                               runs[who + "_flat"]))))
 print("\nraw per-round medians (us):")
 for k in sorted(runs):

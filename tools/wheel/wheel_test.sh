@@ -18,11 +18,14 @@ if [[ -n "${HVD_TEST_ASAN_PRELOAD:-}" ]]; then
           "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
 fi
 
-wheel=$(bash tools/wheel/build_wheel.sh "$tmp/dist" "$root/core/libhvd.so")
+wheel=$(bash tools/wheel/build_wheel.sh "$tmp/dist" "$root/core/libhvd.so" \
+  "$root/python/_speedups.abi3.so")
 name=$(basename "$wheel")
 [[ $name == hvd-0.1.0-cp3*-linux_x86_64.whl ]] || fail "wheel named $name"
 /usr/bin/python3 -m zipfile -l "$wheel" | grep "^hvd/libhvd.so " >/dev/null ||
   fail "$name carries no hvd/libhvd.so"
+/usr/bin/python3 -m zipfile -l "$wheel" | grep "^hvd/_speedups.abi3.so " \
+  >/dev/null || fail "$name carries no hvd/_speedups.abi3.so"
 echo "built $name"
 
 /usr/bin/python3 -m venv --system-site-packages "$tmp/env"
@@ -36,11 +39,11 @@ site=$("$tmp/env/bin/python" -c \
 "${clean[@]}" "${pip[@]}" show hvd | grep -x "Version: 0.1.0" >/dev/null ||
   fail "pip show hvd: no version 0.1.0"
 
-# The venv's package and library, with Debian's torch.
+# The venv's package, library and C module, with Debian's torch.
 where=$(cd "$tmp" && "${clean[@]}" "$tmp/env/bin/python" -c '
-import hvd, hvd._lib as lib, horovod.torch, torch
-print(hvd.__file__, lib.lib()._name)')
-[[ $where == "$site/hvd/__init__.py $site/hvd/libhvd.so" ]] ||
+import hvd, hvd._lib as lib, hvd._fastpath as fast, horovod.torch, torch
+print(hvd.__file__, lib.lib()._name, fast.speedups.__file__)')
+[[ $where == "$site/hvd/__init__.py $site/hvd/libhvd.so $site/hvd/_speedups.abi3.so" ]] ||
   fail "imported from $where, not $site"
 
 out=$(cd "$tmp" && "${clean[@]}" "$root/launcher/hvdrun" -np 2 \

@@ -14,7 +14,7 @@ bool arrays cross as uint8 with the dtype named in the options.
 
 import numpy as np
 
-from hvd import _engine, _lib, _objects
+from hvd import _engine, _fastpath, _lib, _objects
 from hvd.basics import (  # noqa: F401
     Adasum, Average, Max, Min, Product, Sum,
     ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
@@ -143,6 +143,7 @@ def _c_strides(shape):
 
 
 _adapter = _NumpyAdapter()
+_fastpath.register_array_type(np.ndarray)
 
 poll = _engine.poll
 synchronize = _engine.synchronize
@@ -176,7 +177,16 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
 def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """Returns the reduction (default Average) of `tensor` over the set."""
-    return synchronize(allreduce_async(tensor, average, name, op,
+    op = resolve_op(op, average)
+    if (_fastpath.speedups is not None and type(tensor) is np.ndarray
+            and tensor.nbytes < _engine.POOLED_OUTPUT_BYTES):
+        out = _fastpath.allreduce(tensor, np.empty(tensor.shape,
+                                                   tensor.dtype),
+                                  name, op, prescale_factor,
+                                  postscale_factor, process_set)
+        if out is not NotImplemented:
+            return out
+    return synchronize(allreduce_async(tensor, None, name, op,
                                        prescale_factor, postscale_factor,
                                        process_set))
 
@@ -184,7 +194,12 @@ def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce; returns `tensor`."""
-    return synchronize(allreduce_async_(tensor, average, name, op,
+    op = resolve_op(op, average)
+    done = _fastpath.allreduce(tensor, tensor, name, op, prescale_factor,
+                               postscale_factor, process_set)
+    if done is not NotImplemented:
+        return done
+    return synchronize(allreduce_async_(tensor, None, name, op,
                                         prescale_factor, postscale_factor,
                                         process_set))
 

@@ -5,7 +5,7 @@ made contiguous) and comes back, for every hvd.torch collective."""
 import torch
 import torch.utils.dlpack as _dlpack
 
-from hvd import _engine, _lib
+from hvd import _engine, _fastpath, _lib
 
 _SUPPORTED_DTYPES = {
     torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
@@ -45,6 +45,17 @@ class _TorchAdapter(_engine.Adapter):
         # history: nothing of prepare's to check.
         return _prepared(torch.empty_like(
             src, memory_format=torch.contiguous_format), False)
+
+    def fast_output(self, tensor):
+        """An output for _fastpath.allreduce: a fresh contiguous tensor like
+        `tensor` when the C path is on and the output would not be pooled;
+        else None."""
+        if (_fastpath.speedups is None or type(tensor) is not torch.Tensor
+                or tensor.is_cuda or tensor.dtype not in _FAST_DTYPES
+                or tensor.numel() * tensor.element_size()
+                >= _POOLED_OUTPUT_BYTES):
+            return None
+        return torch.empty_like(tensor, memory_format=torch.contiguous_format)
 
     def from_capsule(self, capsule, device):
         return _dlpack.from_dlpack(capsule)
@@ -86,6 +97,15 @@ _capsule_pointer = _engine.capsule_pointer
 _POOLED_OUTPUT_BYTES = _engine.POOLED_OUTPUT_BYTES
 
 _adapter = _TorchAdapter()
+
+# What the C path takes, as DLPack (type code, bits): every supported type
+# but bool, which crosses as uint8 with the type named in the options.
+_FAST_DTYPES = {
+    torch.uint8: (1, 8), torch.int8: (0, 8), torch.int16: (0, 16),
+    torch.int32: (0, 32), torch.int64: (0, 64), torch.float16: (2, 16),
+    torch.bfloat16: (4, 16), torch.float32: (2, 32), torch.float64: (2, 64),
+}
+_fastpath.register_tensor_type(torch.Tensor, _FAST_DTYPES)
 
 poll = _engine.poll
 

@@ -4,7 +4,7 @@ hvd.torch.mpi_ops, which exports them."""
 
 import torch
 
-from hvd import _engine
+from hvd import _engine, _fastpath
 from hvd.basics import Average, Sum, resolve_op  # noqa: F401
 from hvd.process_sets import global_process_set
 from hvd.torch._adapter import _adapter, synchronize
@@ -29,6 +29,10 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
                      process_set=global_process_set):
     """In-place allreduce_async: `tensor` receives the result."""
     op = resolve_op(op, average)
+    handle = _fastpath.submit(tensor, tensor, name, op, prescale_factor,
+                              postscale_factor, process_set)
+    if handle is not NotImplemented:
+        return handle
     return _engine.allreduce_async(_adapter, tensor, True, name, op,
                                    prescale_factor, postscale_factor,
                                    process_set)
@@ -83,9 +87,16 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
     else:
         # No graph to record: the Function's forward without autograd's
         # bookkeeping (a few microseconds a call).
-        reduced = synchronize(allreduce_async(
-            compressed, None, name, op, prescale_factor, postscale_factor,
-            process_set))
+        reduced = NotImplemented
+        out = _adapter.fast_output(compressed)
+        if out is not None:
+            reduced = _fastpath.allreduce(compressed, out, name, op,
+                                          prescale_factor, postscale_factor,
+                                          process_set)
+        if reduced is NotImplemented:
+            reduced = synchronize(allreduce_async(
+                compressed, None, name, op, prescale_factor,
+                postscale_factor, process_set))
     return compression.decompress(reduced, cctx)
 
 
@@ -93,7 +104,12 @@ def allreduce_(tensor, average=None, name=None, op=None,
                prescale_factor=1.0, postscale_factor=1.0,
                process_set=global_process_set):
     """In-place allreduce; returns `tensor`."""
-    return synchronize(allreduce_async_(tensor, average, name, op,
+    op = resolve_op(op, average)
+    done = _fastpath.allreduce(tensor, tensor, name, op, prescale_factor,
+                               postscale_factor, process_set)
+    if done is not NotImplemented:
+        return done
+    return synchronize(allreduce_async_(tensor, None, name, op,
                                         prescale_factor, postscale_factor,
                                         process_set))
 

@@ -1,0 +1,371 @@
+/* hvd._speedups: the per-call path of an allreduce in C, for the Python
+ * bindings. Optional: without it (another Python, no compiler) the bindings
+ * take their pure-Python path, which does the same thing in a few
+ * microseconds more per call.
+ *
+ * Compiled against Python's stable ABI (3.11 and later) and DLPack only:
+ * nothing here knows numpy or torch. It takes
+ *   - objects of the registered array type that export the buffer protocol
+ *     (numpy.ndarray), read through that protocol, and
+ *   - objects of the registered tensor type (torch.Tensor), read through
+ *     their Python attributes (is_cuda, is_sparse, dtype, is_contiguous(),
+ *     data_ptr(), shape), the dtype mapped by the registered table;
+ * and calls libhvd.so's C ABI through the function addresses the bindings
+ * hand over from the library they loaded (it links against nothing).
+ * Anything else (another type, a non-contiguous or GPU tensor, a dtype the
+ * fast path leaves alone, an empty tensor) is answered NotImplemented
+ * before anything is submitted, and the caller takes the Python path, which
+ * knows every case and its error message. */
+#define Py_LIMITED_API 0x030B0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dlpack/dlpack.h"
+
+typedef int64_t hvd_handle;
+enum { kOk = 0, kTimeout = 1, kError = -1 };
+enum { kMaxDims = 16 };
+
+static struct {
+  hvd_handle (*allreduce_async)(DLTensor*, DLTensor*, const void*);
+  int (*wait)(hvd_handle, double);
+  void (*release)(hvd_handle);
+  const char* (*handle_error)(hvd_handle);
+  int (*handle_error_code)(hvd_handle);
+  double wait_slice;
+  PyObject* array_type;    /* numpy.ndarray, or NULL */
+  PyObject* tensor_type;   /* torch.Tensor, or NULL */
+  PyObject* tensor_dtypes; /* torch dtype -> (DLPack code, bits) */
+} g;
+
+/* One tensor as the C ABI takes it, with what keeps its description. */
+typedef struct {
+  DLTensor dl;
+  int64_t shape[kMaxDims];
+  Py_buffer view;
+  int has_view;
+} Described;
+
+static void Forget(Described* d) {
+  if (d->has_view) PyBuffer_Release(&d->view);
+  d->has_view = 0;
+}
+
+/* DLPack type of a buffer's struct-module format, for the types the numpy
+ * binding supports (bool excepted: it crosses as uint8 with the type named
+ * in the options, which the Python path does). 0 when not taken. */
+static int BufferType(const char* format, Py_ssize_t itemsize, DLDataType* t) {
+  if (format == NULL) return 0;
+  if (*format == '@' || *format == '=' || *format == '<') ++format;
+  if (format[0] == '\0' || format[1] != '\0') return 0;
+  t->lanes = 1;
+  t->bits = (uint8_t)(itemsize * 8);
+  switch (format[0]) {
+    case 'e': case 'f': case 'd':
+      t->code = kDLFloat;
+      return 1;
+    case 'b': case 'h': case 'i': case 'l': case 'q':
+      t->code = kDLInt;
+      return itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8;
+    case 'B': case 'H':
+      t->code = kDLUInt;
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+/* 1 described, 0 not taken (no error set), -1 error. */
+static int DescribeArray(PyObject* obj, int writable, Described* d) {
+  int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
+  if (writable) flags |= PyBUF_WRITABLE;
+  if (PyObject_GetBuffer(obj, &d->view, flags) < 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  d->has_view = 1;
+  if (d->view.ndim > kMaxDims || d->view.len == 0 ||
+      !BufferType(d->view.format, d->view.itemsize, &d->dl.dtype)) {
+    Forget(d);
+    return 0;
+  }
+  d->dl.data = d->view.buf;
+  d->dl.ndim = d->view.ndim;
+  for (int i = 0; i < d->view.ndim; ++i) d->shape[i] = d->view.shape[i];
+  return 1;
+}
+
+/* `obj.name` (or `obj.name()` when `call`) as a C long; -1 with an error
+ * set when it fails. */
+static int LongOf(PyObject* obj, const char* name, int call, long long* out) {
+  PyObject* value = call ? PyObject_CallMethod(obj, name, NULL)
+                         : PyObject_GetAttrString(obj, name);
+  if (value == NULL) return -1;
+  *out = PyLong_AsLongLong(value);
+  Py_DECREF(value);
+  return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int DescribeTensor(PyObject* obj, Described* d) {
+  long long is_cuda, is_sparse, contiguous, data;
+  if (LongOf(obj, "is_cuda", 0, &is_cuda) < 0 ||
+      LongOf(obj, "is_sparse", 0, &is_sparse) < 0) {
+    return -1;
+  }
+  if (is_cuda || is_sparse) return 0;
+  PyObject* dtype = PyObject_GetAttrString(obj, "dtype");
+  if (dtype == NULL) return -1;
+  PyObject* dl = PyDict_GetItemWithError(g.tensor_dtypes, dtype);
+  Py_DECREF(dtype);
+  if (dl == NULL) return PyErr_Occurred() ? -1 : 0;
+  int code, bits;
+  if (!PyArg_ParseTuple(dl, "ii", &code, &bits)) return -1;
+  if (LongOf(obj, "is_contiguous", 1, &contiguous) < 0) return -1;
+  if (!contiguous) return 0;
+  PyObject* shape = PyObject_GetAttrString(obj, "shape");
+  if (shape == NULL) return -1;
+  Py_ssize_t ndim = PySequence_Size(shape);
+  int64_t count = 1;
+  for (Py_ssize_t i = 0; i < ndim && ndim <= kMaxDims; ++i) {
+    PyObject* n = PySequence_GetItem(shape, i);
+    d->shape[i] = n == NULL ? -1 : PyLong_AsLongLong(n);
+    Py_XDECREF(n);
+    count *= d->shape[i];
+  }
+  Py_DECREF(shape);
+  if (PyErr_Occurred()) return -1;
+  if (ndim < 0 || ndim > kMaxDims || count <= 0) return 0;
+  if (LongOf(obj, "data_ptr", 1, &data) < 0) return -1;
+  d->dl.data = (void*)(intptr_t)data;
+  d->dl.ndim = (int32_t)ndim;
+  d->dl.dtype.code = (uint8_t)code;
+  d->dl.dtype.bits = (uint8_t)bits;
+  d->dl.dtype.lanes = 1;
+  return 1;
+}
+
+/* `floating_only`: an Average, which the Python path turns into a Sum for
+ * integer tensors. */
+static int Describe(PyObject* obj, int writable, int floating_only,
+                    Described* d) {
+  memset(d, 0, sizeof(*d));
+  PyObject* type = (PyObject*)Py_TYPE(obj);
+  int taken;
+  if (g.array_type != NULL && type == g.array_type) {
+    taken = DescribeArray(obj, writable, d);
+  } else if (g.tensor_type != NULL && type == g.tensor_type) {
+    taken = DescribeTensor(obj, d);
+  } else {
+    return 0;
+  }
+  if (taken != 1) return taken;
+  if (floating_only && d->dl.dtype.code != kDLFloat &&
+      d->dl.dtype.code != kDLBfloat) {
+    Forget(d);
+    return 0;
+  }
+  d->dl.device.device_type = kDLCPU;
+  d->dl.shape = d->shape;
+  return 1;
+}
+
+static int SameDescription(const Described* a, const Described* b) {
+  if (a->dl.ndim != b->dl.ndim || a->dl.dtype.code != b->dl.dtype.code ||
+      a->dl.dtype.bits != b->dl.dtype.bits) {
+    return 0;
+  }
+  return memcmp(a->shape, b->shape, sizeof(int64_t) * a->dl.ndim) == 0;
+}
+
+/* Describes input and output (the same object: in place). 1, 0 or -1 as
+ * Describe; both released unless 1. */
+static int DescribeBoth(PyObject* input, PyObject* output, int floating_only,
+                        Described* in, Described* out) {
+  int taken = Describe(input, input == output, floating_only, in);
+  if (taken != 1) return taken;
+  if (output == input) {
+    *out = *in;
+    out->has_view = 0;
+    out->dl.shape = out->shape;
+    return 1;
+  }
+  taken = Describe(output, 1, floating_only, out);
+  if (taken == 1 && !SameDescription(in, out)) {
+    Forget(out);
+    taken = 0;
+  }
+  if (taken != 1) Forget(in);
+  return taken;
+}
+
+static int Ready(void) {
+  if (g.allreduce_async != NULL) return 1;
+  PyErr_SetString(PyExc_RuntimeError, "hvd._speedups: init() not called");
+  return 0;
+}
+
+/* init(allreduce_async, wait, release, handle_error, handle_error_code,
+ *      wait_slice_seconds): the C ABI's functions by address. */
+static PyObject* Init(PyObject* self, PyObject* args) {
+  unsigned long long a, w, r, e, c;
+  double slice;
+  if (!PyArg_ParseTuple(args, "KKKKKd", &a, &w, &r, &e, &c, &slice)) {
+    return NULL;
+  }
+  g.allreduce_async = (hvd_handle(*)(DLTensor*, DLTensor*, const void*))a;
+  g.wait = (int (*)(hvd_handle, double))w;
+  g.release = (void (*)(hvd_handle))r;
+  g.handle_error = (const char* (*)(hvd_handle))e;
+  g.handle_error_code = (int (*)(hvd_handle))c;
+  g.wait_slice = slice;
+  Py_RETURN_NONE;
+}
+
+static void Replace(PyObject** slot, PyObject* value) {
+  PyObject* old = *slot;
+  Py_XINCREF(value);
+  *slot = value;
+  Py_XDECREF(old);
+}
+
+/* register_array_type(type) */
+static PyObject* RegisterArrayType(PyObject* self, PyObject* type) {
+  Replace(&g.array_type, type);
+  Py_RETURN_NONE;
+}
+
+/* register_tensor_type(type, {dtype: (code, bits)}) */
+static PyObject* RegisterTensorType(PyObject* self, PyObject* args) {
+  PyObject *type, *dtypes;
+  if (!PyArg_ParseTuple(args, "OO!", &type, &PyDict_Type, &dtypes)) {
+    return NULL;
+  }
+  Replace(&g.tensor_type, type);
+  Replace(&g.tensor_dtypes, dtypes);
+  Py_RETURN_NONE;
+}
+
+static hvd_handle Submit(Described* in, Described* out, void* options) {
+  hvd_handle handle;
+  Py_BEGIN_ALLOW_THREADS
+  handle = g.allreduce_async(&in->dl, &out->dl, options);
+  Py_END_ALLOW_THREADS
+  return handle;
+}
+
+static int ParseCall(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
+                     void** options, int* floating_only) {
+  if (n != want) {
+    PyErr_SetString(PyExc_TypeError, "hvd._speedups: wrong argument count");
+    return 0;
+  }
+  *options = PyLong_AsVoidPtr(args[2]);
+  *floating_only = PyObject_IsTrue(args[3]);
+  return !PyErr_Occurred() && *floating_only >= 0;
+}
+
+/* submit(input, output, options_address, floating_only): the handle of an
+ * allreduce of `input` into `output` (the same object: in place); an int
+ * <= 0 when the library refused it (its hvd_last_error says why);
+ * NotImplemented when the fast path does not take these tensors. */
+static PyObject* SubmitAllreduce(PyObject* self, PyObject* const* args,
+                                 Py_ssize_t n) {
+  void* options;
+  int floating_only;
+  if (!Ready() || !ParseCall(args, n, 4, &options, &floating_only)) {
+    return NULL;
+  }
+  Described in, out;
+  int taken = DescribeBoth(args[0], args[1], floating_only, &in, &out);
+  if (taken < 0) return NULL;
+  if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
+  hvd_handle handle = Submit(&in, &out, options);
+  Forget(&in);
+  Forget(&out);
+  return PyLong_FromLongLong(handle);
+}
+
+/* The handle's failure as (status code, message); releases the handle. */
+static PyObject* Failure(hvd_handle handle, int rc) {
+  PyObject* result;
+  if (rc == kError) {
+    const char* message = g.handle_error(handle);
+    result = Py_BuildValue("(iN)", g.handle_error_code(handle),
+                           PyUnicode_DecodeUTF8(message, strlen(message),
+                                                "replace"));
+  } else {
+    result = Py_BuildValue("(is)", 13, "hvd: the handle of a submitted "
+                                       "allreduce was not valid");
+  }
+  g.release(handle);
+  return result;
+}
+
+/* allreduce(input, output, options_address, floating_only, on_interrupt):
+ * submit, then wait. None when done (the handle released); NotImplemented
+ * as submit; an int <= 0 when the library refused it; (status code,
+ * message) when the operation failed. Waits in slices, checking for
+ * signals between them: when a handler raises (Ctrl-C), the operation is
+ * still running, so on_interrupt(handle, (input, output)) is called to keep
+ * both alive and the handle waitable, and the exception propagates. */
+static PyObject* Allreduce(PyObject* self, PyObject* const* args,
+                           Py_ssize_t n) {
+  void* options;
+  int floating_only;
+  if (!Ready() || !ParseCall(args, n, 5, &options, &floating_only)) {
+    return NULL;
+  }
+  Described in, out;
+  int taken = DescribeBoth(args[0], args[1], floating_only, &in, &out);
+  if (taken < 0) return NULL;
+  if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
+  hvd_handle handle;
+  int rc = kTimeout;
+  Py_BEGIN_ALLOW_THREADS
+  handle = g.allreduce_async(&in.dl, &out.dl, options);
+  if (handle > 0) rc = g.wait(handle, g.wait_slice);
+  Py_END_ALLOW_THREADS
+  Forget(&in);
+  Forget(&out);
+  if (handle <= 0) return PyLong_FromLongLong(handle);
+  while (rc == kTimeout) {
+    if (PyErr_CheckSignals() < 0) {
+      PyObject *type, *value, *traceback;
+      PyErr_Fetch(&type, &value, &traceback);
+      PyObject* kept = PyObject_CallFunction(args[4], "L(OO)", handle,
+                                             args[0], args[1]);
+      Py_XDECREF(kept);
+      PyErr_Restore(type, value, traceback);
+      return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = g.wait(handle, g.wait_slice);
+    Py_END_ALLOW_THREADS
+  }
+  if (rc != kOk) return Failure(handle, rc);
+  g.release(handle);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef kMethods[] = {
+    {"init", Init, METH_VARARGS, NULL},
+    {"register_array_type", RegisterArrayType, METH_O, NULL},
+    {"register_tensor_type", RegisterTensorType, METH_VARARGS, NULL},
+    {"submit", (PyCFunction)(void (*)(void))SubmitAllreduce, METH_FASTCALL,
+     NULL},
+    {"allreduce", (PyCFunction)(void (*)(void))Allreduce, METH_FASTCALL,
+     NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef kModule = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_speedups",
+    .m_doc = "The per-call path of an allreduce in C (see _speedups.c).",
+    .m_size = -1,
+    .m_methods = kMethods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&kModule); }

@@ -1,0 +1,209 @@
+"""The bindings' C module (hvd._speedups, through hvd._fastpath) on every
+rank of an hvdrun job: it is there, it gives bit for bit what the
+pure-Python path gives, it leaves every case it does not take to that path,
+and its errors and interruptions behave as that path's do."""
+
+import signal
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import hvd.numpy as hnp
+import hvd.torch as ht
+from hvd import _engine, _fastpath
+
+hnp.init()
+RANK = hnp.rank()
+SIZE = hnp.size()
+
+NUMPY_DTYPES = [np.uint8, np.int8, np.uint16, np.int16, np.int32, np.int64,
+                np.float16, np.float32, np.float64]
+TORCH_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32,
+                torch.int64, torch.float16, torch.bfloat16, torch.float32,
+                torch.float64]
+OPS = [hnp.Sum, hnp.Average, hnp.Min, hnp.Max, hnp.Product]
+
+
+def both_paths(call):
+    """call() with the C module on, then off: (fast, pure), each checked
+    to have taken the path it was meant to."""
+    submitted = []
+    real = _fastpath.speedups
+
+    class Counting:
+        def __getattr__(self, name):
+            fn = getattr(real, name)
+
+            def counted(*args):
+                result = fn(*args)
+                submitted.append(result is not NotImplemented)
+                return result
+            return counted
+    _fastpath.speedups = Counting()
+    try:
+        fast = call()
+    finally:
+        _fastpath.set_enabled(True)
+    took = any(submitted)
+    was = _fastpath.set_enabled(False)
+    try:
+        pure = call()
+    finally:
+        _fastpath.set_enabled(was)
+    return fast, pure, took
+
+
+def numpy_value(dtype, shape=(3, 5)):
+    return ((np.arange(np.prod(shape)).reshape(shape) % 3) + RANK + 1) \
+        .astype(dtype)
+
+
+def test_the_module_is_built_and_loaded():
+    assert _fastpath.available()
+    assert _fastpath.speedups is not None
+
+
+@pytest.mark.parametrize("dtype", NUMPY_DTYPES)
+@pytest.mark.parametrize("op", OPS)
+def test_numpy_results_are_those_of_the_python_path(dtype, op):
+    a = numpy_value(dtype)
+    fast, pure, took = both_paths(lambda: hnp.allreduce(a, op=op))
+    integer_average = op == hnp.Average and np.dtype(dtype).kind in "iu"
+    assert took == (not integer_average)
+    assert fast.dtype == pure.dtype and fast.shape == pure.shape
+    assert fast.tobytes() == pure.tobytes()
+    assert np.array_equal(a, numpy_value(dtype))  # out of place
+
+
+@pytest.mark.parametrize("dtype", TORCH_DTYPES)
+@pytest.mark.parametrize("op", OPS)
+def test_torch_results_are_those_of_the_python_path(dtype, op):
+    t = torch.arange(15).reshape(3, 5).remainder(3).add(RANK + 1).to(dtype)
+    fast, pure, took = both_paths(lambda: ht.allreduce(t, op=op))
+    assert took == (op != ht.Average or dtype.is_floating_point)
+    assert torch.equal(fast, pure) and fast.dtype == dtype
+    fast_, pure_, _ = both_paths(lambda: ht.allreduce_(t.clone(), op=op))
+    assert torch.equal(fast_, pure_) and torch.equal(fast_, fast)
+
+
+def test_scaling_factors_match_the_python_path():
+    a = numpy_value(np.float32) / 7
+    fast, pure, took = both_paths(lambda: hnp.allreduce(
+        a, op=hnp.Average, prescale_factor=0.3, postscale_factor=1.7))
+    assert took and fast.tobytes() == pure.tobytes()
+    t = torch.from_numpy(a).to(torch.float16)
+    fast, pure, took = both_paths(lambda: ht.allreduce_(
+        t.clone(), op=ht.Sum, prescale_factor=0.5, postscale_factor=3.0))
+    assert took and torch.equal(fast, pure)
+
+
+def test_async_in_place_handles_synchronize_to_the_tensor():
+    grads = [torch.full((n,), float(RANK + n)) for n in (1, 7, 300)]
+    handles = [ht.allreduce_async_(g, op=ht.Sum, name="g%d" % i)
+               for i, g in enumerate(grads)]
+    for n, g, h in zip((1, 7, 300), grads, handles):
+        assert ht.synchronize(h) is g
+        assert g.tolist() == [float(sum(r + n for r in range(SIZE)))] * n
+
+
+def test_a_zero_dimensional_array_is_taken():
+    a = np.array(RANK + 2.0)
+    fast, pure, took = both_paths(lambda: hnp.allreduce(a, op=hnp.Sum))
+    assert took and fast.shape == () and fast.tobytes() == pure.tobytes()
+
+
+@pytest.mark.parametrize("case", [
+    "transposed", "scalar", "empty", "bool", "list",
+])
+def test_numpy_cases_the_module_leaves_to_python(case):
+    make = {
+        "transposed": lambda: numpy_value(np.float32).T,
+        "scalar": lambda: np.float64(RANK + 2),
+        "empty": lambda: np.zeros((0, 3), np.float32),
+        "bool": lambda: np.array([RANK == 0, True, False]),
+        "list": lambda: [1.0, float(RANK)],
+    }[case]
+    fast, pure, took = both_paths(lambda: hnp.allreduce(make(), op=hnp.Max))
+    assert not took
+    assert np.asarray(fast).tobytes() == np.asarray(pure).tobytes()
+
+
+def test_numpy_errors_of_the_python_path_stay_its_own():
+    with pytest.raises(ValueError, match="not supported"):
+        hnp.allreduce(numpy_value(">f4"))  # not this machine's byte order
+    frozen = np.ones(2)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        hnp.allreduce_(frozen)
+
+
+@pytest.mark.parametrize("case", [
+    "transposed", "bool", "empty", "parameter",
+])
+def test_torch_cases_the_module_leaves_to_python(case):
+    make = {
+        "transposed": lambda: torch.arange(6.0).reshape(2, 3).t() + RANK,
+        "bool": lambda: torch.tensor([RANK == 0, True]),
+        "empty": lambda: torch.zeros(0),
+        "parameter": lambda: torch.nn.Parameter(torch.ones(3) * RANK),
+    }[case]
+
+    def call():
+        with torch.no_grad():
+            return ht.allreduce_(make(), op=ht.Max).clone()
+    fast, pure, took = both_paths(call)
+    assert not took
+    assert torch.equal(fast, pure)
+
+
+def test_a_name_still_in_flight_is_refused_at_once():
+    t = torch.ones(4)
+    if RANK == 0:
+        pending = ht.allreduce_async_(t, op=ht.Sum, name="twice")
+        with pytest.raises(ValueError, match="still in flight"):
+            ht.allreduce_(torch.ones(4), op=ht.Sum, name="twice")
+        hnp.allreduce(np.ones(1), name="after_refusal")
+        ht.synchronize(pending)
+    else:
+        hnp.allreduce(np.ones(1), name="after_refusal")
+        ht.allreduce_(t, op=ht.Sum, name="twice")
+    assert t.tolist() == [float(SIZE)] * 4
+
+
+def test_a_mismatch_fails_on_every_rank_and_the_job_goes_on():
+    shape = (4,) if RANK == 0 else (5,)
+    with pytest.raises(hnp.HvdError) as info:
+        hnp.allreduce(np.ones(shape, np.float32), name="mismatched")
+    assert "mismatched" in str(info.value)
+    assert hnp.allreduce(np.ones(2), op=hnp.Sum).tolist() == [SIZE] * 2
+
+
+def test_an_interrupted_wait_keeps_the_operation_and_its_tensors():
+    """Ctrl-C during the wait: KeyboardInterrupt in the caller, and the
+    operation, still running, keeps its tensors alive in the pending table
+    until its handle is synchronized."""
+    a = np.full(3, float(RANK + 1), np.float32)
+    if RANK == 0:
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt
+        old = signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                hnp.allreduce(a, op=hnp.Sum, name="interrupted")
+        finally:
+            signal.signal(signal.SIGALRM, old)
+        kept = [h for h, entry in _engine._pending.items()
+                if entry.keep[0] is a]
+        assert len(kept) == 1
+        hnp.allreduce(np.ones(1), name="released")
+        out = hnp.synchronize(kept[0])
+        assert out.tolist() == [float(sum(range(1, SIZE + 1)))] * 3
+    else:
+        # Well after rank 0's first wait slice (WAIT_SLICE_SECONDS) ends, so
+        # that the signal is seen while the operation cannot complete.
+        time.sleep(3 * _engine.WAIT_SLICE_SECONDS)
+        hnp.allreduce(a, op=hnp.Sum, name="interrupted")
+        hnp.allreduce(np.ones(1), name="released")
