@@ -99,17 +99,26 @@ def _keep_interrupted(handle, tensors):
     _engine.keep_pending(handle, tensors, lambda _: tensors[1])
 
 
+def _begin(name, op, prescale, postscale, process_set):
+    """(module, options tuple) for a call, the module bound to the library
+    first; None when it is off. Hold the options while the call runs: the
+    cache may drop its entry meanwhile."""
+    module = speedups
+    if module is None:
+        return None
+    if not _bound:
+        _bind()
+    return module, _engine.cached_options("allreduce", name, process_set, op,
+                                          prescale, postscale)
+
+
 def allreduce(tensor, out, name, op, prescale, postscale, process_set):
     """Allreduces `tensor` into `out` (`tensor` itself: in place) and waits;
     returns `out`, or NotImplemented."""
-    module = speedups
-    if module is None:
+    begun = _begin(name, op, prescale, postscale, process_set)
+    if begun is None:
         return NotImplemented
-    if not _bound:
-        _bind()
-    # Held while the call runs: the cache may drop its entry meanwhile.
-    options = _engine.cached_options("allreduce", name, process_set, op,
-                                     prescale, postscale)
+    module, options = begun
     result = module.allreduce(tensor, out, options[1],
                               op == _lib.OP_AVERAGE, _keep_interrupted)
     if result is None:
@@ -122,19 +131,27 @@ def allreduce(tensor, out, name, op, prescale, postscale, process_set):
     raise from_status(*result)
 
 
+def allreduce_in_place(tensor, name, op, prescale, postscale, process_set,
+                       allreduce_async_, synchronize):
+    """A binding's allreduce_: through the module when it takes `tensor`,
+    else through the binding's own allreduce_async_ and synchronize."""
+    done = allreduce(tensor, tensor, name, op, prescale, postscale,
+                     process_set)
+    if done is not NotImplemented:
+        return done
+    return synchronize(allreduce_async_(tensor, None, name, op, prescale,
+                                        postscale, process_set))
+
+
 def submit(tensor, out, name, op, prescale, postscale, process_set):
     """Submits the allreduce of `tensor` into `out` (`tensor`: in place);
     returns its handle, whose synchronize returns `out`, or
     NotImplemented."""
-    module = speedups
-    if module is None:
+    begun = _begin(name, op, prescale, postscale, process_set)
+    if begun is None:
         return NotImplemented
-    if not _bound:
-        _bind()
-    options = _engine.cached_options("allreduce", name, process_set, op,
-                                     prescale, postscale)
+    module, options = begun
     handle = module.submit(tensor, out, options[1], op == _lib.OP_AVERAGE)
     if handle is NotImplemented:
         return handle
-    return _engine.submit_handle(handle, (tensor, out),
-                                 lambda _: out)
+    return _engine.submit_handle(handle, (tensor, out), lambda _: out)

@@ -255,15 +255,20 @@ static hvd_handle Submit(Described* in, Described* out, void* options) {
   return handle;
 }
 
-static int ParseCall(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
-                     void** options, int* floating_only) {
+/* The common arguments of submit and allreduce: (input, output,
+ * options_address, floating_only, ...), `want` of them. 1 with both
+ * tensors described, 0 when not taken, -1 error. */
+static int Begin(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
+                 void** options, Described* in, Described* out) {
+  if (!Ready()) return -1;
   if (n != want) {
     PyErr_SetString(PyExc_TypeError, "hvd._speedups: wrong argument count");
-    return 0;
+    return -1;
   }
   *options = PyLong_AsVoidPtr(args[2]);
-  *floating_only = PyObject_IsTrue(args[3]);
-  return !PyErr_Occurred() && *floating_only >= 0;
+  const int floating_only = PyObject_IsTrue(args[3]);
+  if (PyErr_Occurred() || floating_only < 0) return -1;
+  return DescribeBoth(args[0], args[1], floating_only, in, out);
 }
 
 /* submit(input, output, options_address, floating_only): the handle of an
@@ -273,12 +278,8 @@ static int ParseCall(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
 static PyObject* SubmitAllreduce(PyObject* self, PyObject* const* args,
                                  Py_ssize_t n) {
   void* options;
-  int floating_only;
-  if (!Ready() || !ParseCall(args, n, 4, &options, &floating_only)) {
-    return NULL;
-  }
   Described in, out;
-  int taken = DescribeBoth(args[0], args[1], floating_only, &in, &out);
+  const int taken = Begin(args, n, 4, &options, &in, &out);
   if (taken < 0) return NULL;
   if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
   hvd_handle handle = Submit(&in, &out, options);
@@ -313,12 +314,8 @@ static PyObject* Failure(hvd_handle handle, int rc) {
 static PyObject* Allreduce(PyObject* self, PyObject* const* args,
                            Py_ssize_t n) {
   void* options;
-  int floating_only;
-  if (!Ready() || !ParseCall(args, n, 5, &options, &floating_only)) {
-    return NULL;
-  }
   Described in, out;
-  int taken = DescribeBoth(args[0], args[1], floating_only, &in, &out);
+  const int taken = Begin(args, n, 5, &options, &in, &out);
   if (taken < 0) return NULL;
   if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
   hvd_handle handle;

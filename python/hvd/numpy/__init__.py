@@ -194,14 +194,9 @@ def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce; returns `tensor`."""
-    op = resolve_op(op, average)
-    done = _fastpath.allreduce(tensor, tensor, name, op, prescale_factor,
-                               postscale_factor, process_set)
-    if done is not NotImplemented:
-        return done
-    return synchronize(allreduce_async_(tensor, None, name, op,
-                                        prescale_factor, postscale_factor,
-                                        process_set))
+    return _fastpath.allreduce_in_place(
+        tensor, name, resolve_op(op, average), prescale_factor,
+        postscale_factor, process_set, allreduce_async_, synchronize)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None,
