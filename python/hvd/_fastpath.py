@@ -77,19 +77,22 @@ def _bind():
     _module.init(address(lib.hvd_allreduce_async), address(lib.hvd_wait),
                  address(lib.hvd_release), address(lib.hvd_handle_error),
                  address(lib.hvd_handle_error_code),
-                 _engine.WAIT_SLICE_SECONDS)
+                 _engine.WAIT_SLICE_SECONDS, _engine.POOLED_OUTPUT_BYTES)
     _bound = True
 
 
-def register_array_type(array_type):
+def register_array_type(array_type, empty_like):
+    """numpy's: read through the buffer protocol; `empty_like(array)` makes
+    out-of-place results."""
     if _module is not None:
-        _module.register_array_type(array_type)
+        _module.register_array_type(array_type, empty_like)
 
 
-def register_tensor_type(tensor_type, dtypes):
-    """`dtypes`: {framework dtype: (DLPack type code, bits)}."""
+def register_tensor_type(tensor_type, dtypes, empty_like):
+    """torch's: `dtypes` is {dtype: (DLPack type code, bits)};
+    `empty_like(tensor)` makes out-of-place results."""
     if _module is not None:
-        _module.register_tensor_type(tensor_type, dtypes)
+        _module.register_tensor_type(tensor_type, dtypes, empty_like)
 
 
 def _keep_interrupted(handle, tensors):
@@ -113,22 +116,22 @@ def _begin(name, op, prescale, postscale, process_set):
 
 
 def allreduce(tensor, out, name, op, prescale, postscale, process_set):
-    """Allreduces `tensor` into `out` (`tensor` itself: in place) and waits;
-    returns `out`, or NotImplemented."""
+    """Allreduces `tensor` into `out` (`tensor` itself: in place; None: a
+    new tensor like it, under POOLED_OUTPUT_BYTES) and waits; returns the
+    result, or NotImplemented."""
     begun = _begin(name, op, prescale, postscale, process_set)
     if begun is None:
         return NotImplemented
     module, options = begun
     result = module.allreduce(tensor, out, options[1],
                               op == _lib.OP_AVERAGE, _keep_interrupted)
-    if result is None:
-        return out
-    if result is NotImplemented:
-        return result
-    if isinstance(result, int):
+    kind = type(result)
+    if kind is tuple:
+        raise from_status(*result)
+    if kind is int:
         raise _lib.last_error("enqueueing the operation (handle %d)"
                               % result)
-    raise from_status(*result)
+    return result  # the output, or NotImplemented
 
 
 def allreduce_in_place(tensor, name, op, prescale, postscale, process_set,

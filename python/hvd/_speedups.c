@@ -35,9 +35,12 @@ static struct {
   const char* (*handle_error)(hvd_handle);
   int (*handle_error_code)(hvd_handle);
   double wait_slice;
-  PyObject* array_type;    /* numpy.ndarray, or NULL */
-  PyObject* tensor_type;   /* torch.Tensor, or NULL */
-  PyObject* tensor_dtypes; /* torch dtype -> (DLPack code, bits) */
+  int64_t pooled_bytes;      /* outputs this large: the Python path's pool */
+  PyObject* array_type;      /* numpy.ndarray, or NULL */
+  PyObject* array_empty_like;
+  PyObject* tensor_type;     /* torch.Tensor, or NULL */
+  PyObject* tensor_empty_like;
+  PyObject* tensor_dtypes;   /* torch dtype -> (DLPack code, bits) */
 } g;
 
 /* One tensor as the C ABI takes it, with what keeps its description. */
@@ -200,6 +203,45 @@ static int DescribeBoth(PyObject* input, PyObject* output, int floating_only,
   return taken;
 }
 
+/* A new output for `input` (described in `in`), made by its type's
+ * registered empty_like, described in `out`: a new reference with *taken
+ * 1; NULL with *taken 0 when outputs that large come from hvd's pool (the
+ * Python path), or -1 on error. empty_like of a C-contiguous input is
+ * C-contiguous with its shape and type, so only its address is read. */
+static PyObject* NewOutput(PyObject* input, const Described* in,
+                           Described* out, int* taken) {
+  int64_t bytes = in->dl.dtype.bits / 8;
+  for (int i = 0; i < in->dl.ndim; ++i) bytes *= in->shape[i];
+  *taken = 0;
+  if (bytes >= g.pooled_bytes) return NULL;
+  const int array = (PyObject*)Py_TYPE(input) == g.array_type;
+  PyObject* output = PyObject_CallFunctionObjArgs(
+      array ? g.array_empty_like : g.tensor_empty_like, input, NULL);
+  *taken = -1;
+  if (output == NULL) return NULL;
+  *out = *in;
+  out->has_view = 0;
+  out->dl.shape = out->shape;
+  if (array) {
+    if (PyObject_GetBuffer(output, &out->view,
+                           PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+      Py_DECREF(output);
+      return NULL;
+    }
+    out->has_view = 1;
+    out->dl.data = out->view.buf;
+  } else {
+    long long data;
+    if (LongOf(output, "data_ptr", 1, &data) < 0) {
+      Py_DECREF(output);
+      return NULL;
+    }
+    out->dl.data = (void*)(intptr_t)data;
+  }
+  *taken = 1;
+  return output;
+}
+
 static int Ready(void) {
   if (g.allreduce_async != NULL) return 1;
   PyErr_SetString(PyExc_RuntimeError, "hvd._speedups: init() not called");
@@ -207,11 +249,14 @@ static int Ready(void) {
 }
 
 /* init(allreduce_async, wait, release, handle_error, handle_error_code,
- *      wait_slice_seconds): the C ABI's functions by address. */
+ *      wait_slice_seconds, pooled_output_bytes): the C ABI's functions by
+ * address, and the bindings' constants. */
 static PyObject* Init(PyObject* self, PyObject* args) {
   unsigned long long a, w, r, e, c;
   double slice;
-  if (!PyArg_ParseTuple(args, "KKKKKd", &a, &w, &r, &e, &c, &slice)) {
+  long long pooled;
+  if (!PyArg_ParseTuple(args, "KKKKKdL", &a, &w, &r, &e, &c, &slice,
+                        &pooled)) {
     return NULL;
   }
   g.allreduce_async = (hvd_handle(*)(DLTensor*, DLTensor*, const void*))a;
@@ -220,6 +265,7 @@ static PyObject* Init(PyObject* self, PyObject* args) {
   g.handle_error = (const char* (*)(hvd_handle))e;
   g.handle_error_code = (int (*)(hvd_handle))c;
   g.wait_slice = slice;
+  g.pooled_bytes = pooled;
   Py_RETURN_NONE;
 }
 
@@ -230,20 +276,25 @@ static void Replace(PyObject** slot, PyObject* value) {
   Py_XDECREF(old);
 }
 
-/* register_array_type(type) */
-static PyObject* RegisterArrayType(PyObject* self, PyObject* type) {
+/* register_array_type(type, empty_like) */
+static PyObject* RegisterArrayType(PyObject* self, PyObject* args) {
+  PyObject *type, *empty_like;
+  if (!PyArg_ParseTuple(args, "OO", &type, &empty_like)) return NULL;
   Replace(&g.array_type, type);
+  Replace(&g.array_empty_like, empty_like);
   Py_RETURN_NONE;
 }
 
-/* register_tensor_type(type, {dtype: (code, bits)}) */
+/* register_tensor_type(type, {dtype: (code, bits)}, empty_like) */
 static PyObject* RegisterTensorType(PyObject* self, PyObject* args) {
-  PyObject *type, *dtypes;
-  if (!PyArg_ParseTuple(args, "OO!", &type, &PyDict_Type, &dtypes)) {
+  PyObject *type, *dtypes, *empty_like;
+  if (!PyArg_ParseTuple(args, "OO!O", &type, &PyDict_Type, &dtypes,
+                        &empty_like)) {
     return NULL;
   }
   Replace(&g.tensor_type, type);
   Replace(&g.tensor_dtypes, dtypes);
+  Replace(&g.tensor_empty_like, empty_like);
   Py_RETURN_NONE;
 }
 
@@ -256,10 +307,12 @@ static hvd_handle Submit(Described* in, Described* out, void* options) {
 }
 
 /* The common arguments of submit and allreduce: (input, output,
- * options_address, floating_only, ...), `want` of them. 1 with both
- * tensors described, 0 when not taken, -1 error. */
+ * options_address, floating_only, ...), `want` of them; an output of None
+ * is made here (NewOutput). 1 with both tensors described and *output a
+ * new reference, 0 when not taken, -1 error. */
 static int Begin(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
-                 void** options, Described* in, Described* out) {
+                 void** options, Described* in, Described* out,
+                 PyObject** output) {
   if (!Ready()) return -1;
   if (n != want) {
     PyErr_SetString(PyExc_TypeError, "hvd._speedups: wrong argument count");
@@ -268,23 +321,38 @@ static int Begin(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
   *options = PyLong_AsVoidPtr(args[2]);
   const int floating_only = PyObject_IsTrue(args[3]);
   if (PyErr_Occurred() || floating_only < 0) return -1;
-  return DescribeBoth(args[0], args[1], floating_only, in, out);
+  if (args[1] != Py_None) {
+    const int taken = DescribeBoth(args[0], args[1], floating_only, in, out);
+    if (taken == 1) {
+      *output = args[1];
+      Py_INCREF(*output);
+    }
+    return taken;
+  }
+  int taken = Describe(args[0], 0, floating_only, in);
+  if (taken != 1) return taken;
+  *output = NewOutput(args[0], in, out, &taken);
+  if (taken != 1) Forget(in);
+  return taken;
 }
 
 /* submit(input, output, options_address, floating_only): the handle of an
- * allreduce of `input` into `output` (the same object: in place); an int
- * <= 0 when the library refused it (its hvd_last_error says why);
+ * allreduce of `input` into `output` (the same object: in place; None: a
+ * new one, which the caller cannot reach, so only for tests); an int <= 0
+ * when the library refused it (its hvd_last_error says why);
  * NotImplemented when the fast path does not take these tensors. */
 static PyObject* SubmitAllreduce(PyObject* self, PyObject* const* args,
                                  Py_ssize_t n) {
   void* options;
   Described in, out;
-  const int taken = Begin(args, n, 4, &options, &in, &out);
+  PyObject* output;
+  const int taken = Begin(args, n, 4, &options, &in, &out, &output);
   if (taken < 0) return NULL;
   if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
   hvd_handle handle = Submit(&in, &out, options);
   Forget(&in);
   Forget(&out);
+  Py_DECREF(output);
   return PyLong_FromLongLong(handle);
 }
 
@@ -305,17 +373,19 @@ static PyObject* Failure(hvd_handle handle, int rc) {
 }
 
 /* allreduce(input, output, options_address, floating_only, on_interrupt):
- * submit, then wait. None when done (the handle released); NotImplemented
- * as submit; an int <= 0 when the library refused it; (status code,
- * message) when the operation failed. Waits in slices, checking for
- * signals between them: when a handler raises (Ctrl-C), the operation is
- * still running, so on_interrupt(handle, (input, output)) is called to keep
- * both alive and the handle waitable, and the exception propagates. */
+ * submit, then wait; output None: a new one like the input. The output
+ * when done (the handle released); NotImplemented as submit; an int <= 0
+ * when the library refused it; (status code, message) when the operation
+ * failed. Waits in slices, checking for signals between them: when a
+ * handler raises (Ctrl-C), the operation is still running, so
+ * on_interrupt(handle, (input, output)) is called to keep both alive and
+ * the handle waitable, and the exception propagates. */
 static PyObject* Allreduce(PyObject* self, PyObject* const* args,
                            Py_ssize_t n) {
   void* options;
   Described in, out;
-  const int taken = Begin(args, n, 5, &options, &in, &out);
+  PyObject* output;
+  const int taken = Begin(args, n, 5, &options, &in, &out, &output);
   if (taken < 0) return NULL;
   if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
   hvd_handle handle;
@@ -326,14 +396,18 @@ static PyObject* Allreduce(PyObject* self, PyObject* const* args,
   Py_END_ALLOW_THREADS
   Forget(&in);
   Forget(&out);
-  if (handle <= 0) return PyLong_FromLongLong(handle);
+  if (handle <= 0) {
+    Py_DECREF(output);
+    return PyLong_FromLongLong(handle);
+  }
   while (rc == kTimeout) {
     if (PyErr_CheckSignals() < 0) {
       PyObject *type, *value, *traceback;
       PyErr_Fetch(&type, &value, &traceback);
       PyObject* kept = PyObject_CallFunction(args[4], "L(OO)", handle,
-                                             args[0], args[1]);
+                                             args[0], output);
       Py_XDECREF(kept);
+      Py_DECREF(output);
       PyErr_Restore(type, value, traceback);
       return NULL;
     }
@@ -341,14 +415,17 @@ static PyObject* Allreduce(PyObject* self, PyObject* const* args,
     rc = g.wait(handle, g.wait_slice);
     Py_END_ALLOW_THREADS
   }
-  if (rc != kOk) return Failure(handle, rc);
+  if (rc != kOk) {
+    Py_DECREF(output);
+    return Failure(handle, rc);
+  }
   g.release(handle);
-  Py_RETURN_NONE;
+  return output;
 }
 
 static PyMethodDef kMethods[] = {
     {"init", Init, METH_VARARGS, NULL},
-    {"register_array_type", RegisterArrayType, METH_O, NULL},
+    {"register_array_type", RegisterArrayType, METH_VARARGS, NULL},
     {"register_tensor_type", RegisterTensorType, METH_VARARGS, NULL},
     {"submit", (PyCFunction)(void (*)(void))SubmitAllreduce, METH_FASTCALL,
      NULL},

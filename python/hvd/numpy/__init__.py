@@ -143,7 +143,7 @@ def _c_strides(shape):
 
 
 _adapter = _NumpyAdapter()
-_fastpath.register_array_type(np.ndarray)
+_fastpath.register_array_type(np.ndarray, np.empty_like)
 
 poll = _engine.poll
 synchronize = _engine.synchronize
@@ -178,14 +178,10 @@ def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """Returns the reduction (default Average) of `tensor` over the set."""
     op = resolve_op(op, average)
-    if (_fastpath.speedups is not None and type(tensor) is np.ndarray
-            and tensor.nbytes < _engine.POOLED_OUTPUT_BYTES):
-        out = _fastpath.allreduce(tensor, np.empty(tensor.shape,
-                                                   tensor.dtype),
-                                  name, op, prescale_factor,
-                                  postscale_factor, process_set)
-        if out is not NotImplemented:
-            return out
+    out = _fastpath.allreduce(tensor, None, name, op, prescale_factor,
+                              postscale_factor, process_set)
+    if out is not NotImplemented:
+        return out
     return synchronize(allreduce_async(tensor, None, name, op,
                                        prescale_factor, postscale_factor,
                                        process_set))

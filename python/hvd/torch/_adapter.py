@@ -46,17 +46,6 @@ class _TorchAdapter(_engine.Adapter):
         return _prepared(torch.empty_like(
             src, memory_format=torch.contiguous_format), False)
 
-    def fast_output(self, tensor):
-        """An output for _fastpath.allreduce: a fresh contiguous tensor like
-        `tensor` when the C path is on and the output would not be pooled;
-        else None."""
-        if (_fastpath.speedups is None or type(tensor) is not torch.Tensor
-                or tensor.is_cuda or tensor.dtype not in _FAST_DTYPES
-                or tensor.numel() * tensor.element_size()
-                >= _POOLED_OUTPUT_BYTES):
-            return None
-        return torch.empty_like(tensor, memory_format=torch.contiguous_format)
-
     def from_capsule(self, capsule, device):
         return _dlpack.from_dlpack(capsule)
 
@@ -105,7 +94,7 @@ _FAST_DTYPES = {
     torch.int32: (0, 32), torch.int64: (0, 64), torch.float16: (2, 16),
     torch.bfloat16: (4, 16), torch.float32: (2, 32), torch.float64: (2, 64),
 }
-_fastpath.register_tensor_type(torch.Tensor, _FAST_DTYPES)
+_fastpath.register_tensor_type(torch.Tensor, _FAST_DTYPES, torch.empty_like)
 
 poll = _engine.poll
 

@@ -87,12 +87,9 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
     else:
         # No graph to record: the Function's forward without autograd's
         # bookkeeping (a few microseconds a call).
-        reduced = NotImplemented
-        out = _adapter.fast_output(compressed)
-        if out is not None:
-            reduced = _fastpath.allreduce(compressed, out, name, op,
-                                          prescale_factor, postscale_factor,
-                                          process_set)
+        reduced = _fastpath.allreduce(compressed, None, name, op,
+                                      prescale_factor, postscale_factor,
+                                      process_set)
         if reduced is NotImplemented:
             reduced = synchronize(allreduce_async(
                 compressed, None, name, op, prescale_factor,
