@@ -1,7 +1,11 @@
 // Bandwidth-optimal allreduce: a ring reduce-scatter (member i ends up owning
 // block i) followed by a ring allgather, run as one pipelined chunk stream so
 // that the allgather's first chunks leave while the reduce-scatter's last
-// ones are still arriving. Each member sends 2(N-1)/N of the buffer.
+// ones are still arriving. Each member sends 2(N-1)/N of the buffer. Large
+// buffers go segment by segment (CollectiveOptions::ring_segment_bytes).
+#include <algorithm>
+#include <optional>
+
 #include "core/collectives/internal.h"
 #include "core/collectives/ring_pipeline.h"
 
@@ -14,10 +18,13 @@ absl::Status AllreduceRing(transport::Context& context, const Group& group,
                        count, dtype, op, options);
 }
 
-absl::Status AllreduceRing(transport::Context& context, const Group& group,
-                           const DataView& data, size_t count, DataType dtype,
-                           ReduceOp op, const CollectiveOptions& options,
-                           const DataView* source) {
+namespace {
+
+// One ring over `count` elements: reduce-scatter then allgather, pipelined.
+absl::Status OneRing(transport::Context& context, const Group& group,
+                     const DataView& data, size_t count, DataType dtype,
+                     ReduceOp op, const CollectiveOptions& options,
+                     const DataView* source) {
   const size_t elem_size = DataTypeSize(dtype);
   const std::vector<Span> blocks = EvenBlocks(count, group.size(), elem_size);
   std::vector<RingStep> steps = ReduceScatterSteps(blocks, group.index);
@@ -33,6 +40,37 @@ absl::Status AllreduceRing(transport::Context& context, const Group& group,
                     data.cuts());
   return RunRingPlan(context, RingPeer(group, 1), RingPeer(group, -1), data,
                      plan, dtype, op, options, source);
+}
+
+}  // namespace
+
+absl::Status AllreduceRing(transport::Context& context, const Group& group,
+                           const DataView& data, size_t count, DataType dtype,
+                           ReduceOp op, const CollectiveOptions& options,
+                           const DataView* source) {
+  const size_t elem_size = DataTypeSize(dtype);
+  const size_t segment_count =
+      std::max(options.ring_segment_bytes,
+               static_cast<size_t>(group.size()) * options.chunk_bytes) /
+      elem_size;
+  if (options.ring_segment_bytes == 0 || count <= segment_count) {
+    return OneRing(context, group, data, count, dtype, op, options, source);
+  }
+  // Every member cuts the same segments from the same count.
+  for (size_t at = 0; at < count; at += segment_count) {
+    const size_t n = std::min(segment_count, count - at);
+    std::optional<DataView> segment_source;
+    if (source != nullptr) {
+      segment_source.emplace(source->Slice(at * elem_size));
+    }
+    if (absl::Status s = OneRing(
+            context, group, data.Slice(at * elem_size), n, dtype, op, options,
+            segment_source ? &*segment_source : nullptr);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace hvd::collectives::internal

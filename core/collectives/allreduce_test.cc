@@ -75,6 +75,8 @@ class AllreduceTest : public ::testing::TestWithParam<AllreduceCase> {
     options.algorithm = algorithm();
     options.hosts = mesh.hosts();
     options.chunk_bytes = count() >= kLargeCount ? kLargeChunkBytes : 200;
+    // Several segments wherever the ring runs over more than a few chunks.
+    options.ring_segment_bytes = 5 * options.chunk_bytes;
     options.timeout = absl::Seconds(30);
     return options;
   }

@@ -77,6 +77,7 @@ inline constexpr char kSmallMessageBytes[] = "SMALL_MESSAGE_BYTES";
 inline constexpr char kCrossHostSmallMessageBytes[] =
     "CROSS_HOST_SMALL_MESSAGE_BYTES";
 inline constexpr char kChunkBytes[] = "CHUNK_BYTES";
+inline constexpr char kRingSegmentBytes[] = "RING_SEGMENT_BYTES";
 inline constexpr char kShm[] = "SHM";
 inline constexpr char kTcpSpinUs[] = "TCP_SPIN_US";
 inline constexpr char kTcpLazyRecvBytes[] = "TCP_LAZY_RECV_BYTES";

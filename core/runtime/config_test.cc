@@ -309,7 +309,8 @@ TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
         n::kStartTimeout, n::kBackgroundSpinUs, n::kWaitSpinUs,
         n::kCallerProgress,
         n::kFusionInPlaceBytes, n::kAllreduceAlgorithm, n::kSmallMessageBytes,
-        n::kCrossHostSmallMessageBytes, n::kChunkBytes, n::kShm,
+        n::kCrossHostSmallMessageBytes, n::kChunkBytes, n::kRingSegmentBytes,
+        n::kShm,
         n::kTcpSpinUs, n::kTcpLazyRecvBytes, n::kTcpSocketBufferBytes,
         n::kShmSpinUs, n::kShmPieceBytes, n::kShmRingBytes, n::kShmYield,
         n::kGpuDataPath}) {
