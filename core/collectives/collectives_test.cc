@@ -166,6 +166,9 @@ void ExpectReduceScatter(TestMesh& mesh, const std::vector<int>& ranks,
     bad[group.index] = Mismatch(
         absl::StrCat("reducescatter ", ReduceOpName(op), " rank ", rank), dtype,
         output.data(), want.data() + offset * size, count);
+    if (input != MakeInput(dtype, op, rank, total)) {
+      bad[group.index] += absl::StrCat(" rank ", rank, ": input changed");
+    }
     return status;
   });
   EXPECT_EQ(FailedRanks(ranks, statuses), "");

@@ -1,5 +1,5 @@
 // ReduceScatter with uneven per-member counts: a pipelined ring
-// reduce-scatter over a working copy of the input, or for small inputs one
+// reduce-scatter that reads the input where it is, or for small inputs one
 // direct round in which member j receives everyone's block j and reduces the
 // contributions in group order.
 #include <cstring>
@@ -26,29 +26,31 @@ struct Job {
   ReduceOp op;
 };
 
+// Out of place: the first sends come from the input and each reduced chunk
+// is the input's chunk reduced with the received one, written to a working
+// buffer for the blocks this member passes on and straight to `output` for
+// its own block, which is reduced last; no copy of the input or the result.
 absl::Status ReduceScatterRing(transport::Context& context, const Group& group,
                                const Job& job,
                                const CollectiveOptions& options) {
   const Span last = job.blocks.back();
-  Scratch work(last.offset + last.bytes);
-  // memcpy with a null pointer is undefined even for 0 bytes.
-  if (last.offset + last.bytes > 0) {
-    std::memcpy(work.data(), job.input, last.offset + last.bytes);
-  }
-  const size_t elem_size = DataTypeSize(job.dtype);
+  const size_t total = last.offset + last.bytes;
+  const Span own = job.blocks[group.index];
+  Scratch work(total);
+  const internal::DataView data({{work.data(), own.offset},
+                                 {job.output, own.bytes},
+                                 {work.data() + own.offset + own.bytes,
+                                  total - own.offset - own.bytes}});
+  // Only read (RunRingPlan's source); DataView holds writable pointers.
+  const internal::DataView input(const_cast<char*>(job.input));
   const internal::RingPlan plan = internal::BuildRingPlan(
       internal::ReduceScatterFirstSend(job.blocks, group.index),
       internal::ReduceScatterSteps(job.blocks, group.index),
-      /*forward_last=*/false, options.chunk_bytes, elem_size);
-  absl::Status status = internal::RunRingPlan(
-      context, internal::RingPeer(group, 1), internal::RingPeer(group, -1),
-      work.data(), plan, job.dtype, job.op, options, &work);
-  if (!status.ok()) return status;
-  const Span own = job.blocks[group.index];
-  if (own.bytes > 0) {
-    std::memcpy(job.output, work.data() + own.offset, own.bytes);
-  }
-  return absl::OkStatus();
+      /*forward_last=*/false, options.chunk_bytes, DataTypeSize(job.dtype),
+      data.cuts());
+  return internal::RunRingPlan(context, internal::RingPeer(group, 1),
+                               internal::RingPeer(group, -1), data, plan,
+                               job.dtype, job.op, options, &input, &work);
 }
 
 absl::Status ReduceScatterDirect(transport::Context& context,

@@ -194,9 +194,9 @@ absl::Status RunRingPlan(transport::Context& context, int next, int prev,
                          const DataView& data, const RingPlan& plan,
                          DataType dtype, ReduceOp op,
                          const CollectiveOptions& options,
-                         const DataView* source) {
+                         const DataView* source, Scratch* data_scratch) {
   return RingRunner(context, next, prev, data, plan, dtype, op, options,
-                    nullptr, source)
+                    data_scratch, source)
       .Run();
 }
 

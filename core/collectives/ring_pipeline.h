@@ -73,12 +73,14 @@ absl::Status RunRingPlan(transport::Context& context, int next, int prev,
 // initial sends come from `source`, and a reduced chunk is `source`'s bytes
 // reduced with the received ones, written to `data`; `data` is not read
 // before a chunk of it is written. So a plan that writes every byte of
-// `data` (an allreduce) needs no copy of the input first.
+// `data` (an allreduce) needs no copy of the input first. `data_scratch`
+// as above.
 absl::Status RunRingPlan(transport::Context& context, int next, int prev,
                          const DataView& data, const RingPlan& plan,
                          DataType dtype, ReduceOp op,
                          const CollectiveOptions& options,
-                         const DataView* source = nullptr);
+                         const DataView* source = nullptr,
+                         Scratch* data_scratch = nullptr);
 
 // Ring reduce-scatter over `blocks` as member `index`: it first sends block
 // index-1, at step s receives block index-s-2 and reduces it, and after the
