@@ -231,16 +231,19 @@ absl::Status Annotate(const absl::Status& status, absl::string_view collective,
 
 namespace {
 
-// The large scratch freed last in this process, kept for the next
-// collective on whichever thread runs it (the background thread, or a
+// The large scratch buffers freed last in this process, kept for the next
+// collectives on whichever thread runs them (the background thread, or a
 // caller running the cycles): fresh memory costs a page fault and a zeroed
 // page per page touched (tens of milliseconds for 64 MiB here), more than
-// the data movement. One slot, so that the threads running cycles do not
-// each keep a copy.
+// the data movement. Two slots, because a ring over a working buffer holds
+// two at once (the working buffer and the pipeline's chunk slots); not one
+// per thread, so that the threads running cycles do not each keep copies.
 struct CachedScratch {
+  static constexpr int kSlots = 2;
   absl::Mutex mu;
-  char* data ABSL_GUARDED_BY(mu) = nullptr;
-  size_t capacity ABSL_GUARDED_BY(mu) = 0;
+  char* data[kSlots] ABSL_GUARDED_BY(mu) = {};
+  size_t capacity[kSlots] ABSL_GUARDED_BY(mu) = {};
+  int older ABSL_GUARDED_BY(mu) = 0;  // the slot a third buffer evicts
 };
 
 CachedScratch& ScratchCache() {
@@ -250,17 +253,20 @@ CachedScratch& ScratchCache() {
 
 char* AllocateScratch(size_t bytes) {
   if (bytes == 0) return nullptr;
-  if (bytes < 2 * kHugePageBytes) {
+  if (bytes < kReusedBufferMinBytes) {
     return static_cast<char*>(std::malloc(bytes));
   }
   const size_t capacity = HugePageCapacity(bytes);
   CachedScratch& cache = ScratchCache();
   {
     absl::MutexLock lock(&cache.mu);
-    if (cache.data != nullptr && cache.capacity == capacity) {
-      char* p = cache.data;
-      cache.data = nullptr;
-      return p;
+    for (int i = 0; i < CachedScratch::kSlots; ++i) {
+      if (cache.data[i] != nullptr && cache.capacity[i] == capacity) {
+        char* p = cache.data[i];
+        cache.data[i] = nullptr;
+        cache.older = i;  // the emptied slot is refilled first
+        return p;
+      }
     }
   }
   return static_cast<char*>(MapHugePages(capacity));
@@ -268,7 +274,7 @@ char* AllocateScratch(size_t bytes) {
 
 void FreeScratch(char* data, size_t bytes) {
   if (data == nullptr) return;
-  if (bytes < 2 * kHugePageBytes) {
+  if (bytes < kReusedBufferMinBytes) {
     std::free(data);
     return;
   }
@@ -277,10 +283,15 @@ void FreeScratch(char* data, size_t bytes) {
   size_t evicted_capacity;
   {
     absl::MutexLock lock(&cache.mu);
-    evicted = cache.data;
-    evicted_capacity = cache.capacity;
-    cache.data = data;
-    cache.capacity = HugePageCapacity(bytes);
+    int slot = cache.older;
+    if (cache.data[slot] != nullptr && cache.data[1 - slot] == nullptr) {
+      slot = 1 - slot;
+    }
+    evicted = cache.data[slot];
+    evicted_capacity = cache.capacity[slot];
+    cache.data[slot] = data;
+    cache.capacity[slot] = HugePageCapacity(bytes);
+    cache.older = 1 - slot;
   }
   UnmapHugePages(evicted, evicted_capacity);
 }
