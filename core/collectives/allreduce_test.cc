@@ -2,6 +2,7 @@
 // op against an exact reference, for world sizes 1-8, empty, single, odd and
 // larger-than-fusion-threshold buffers, with ring and direct algorithms.
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -96,6 +97,39 @@ class AllreduceTest : public ::testing::TestWithParam<AllreduceCase> {
     Scale(want.data(), count(), DataType::kFloat32, options.postscale);
     return want;
   }
+
+  // Runs `reduce` on every rank of the parameters' mesh with Options() and
+  // a postscale of 0.5, given the rank's float32 Sum input; it returns the
+  // collective's status, puts the result (count() elements) in `got` and
+  // what else it found wrong in `bad`. Expects every rank OK, every result
+  // the halved sum and nothing else wrong.
+  using Reduction = std::function<absl::Status(
+      transport::Context& context, const CollectiveOptions& options,
+      const std::vector<char>& input, std::vector<char>* got,
+      std::string* bad)>;
+  void ExpectHalvedSumOnEveryRank(const Reduction& reduce) const {
+    TestMesh* mesh = TestMesh::Shared(world(), transport());
+    ASSERT_NE(mesh, nullptr);
+    CollectiveOptions options = Options(*mesh);
+    const std::vector<char> want = HalvedSum(options);
+    const DataType dtype = DataType::kFloat32;
+    std::vector<std::string> bad(world());
+    auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
+      const std::vector<char> input =
+          MakeInput(dtype, ReduceOp::kSum, rank, count());
+      std::vector<char> got;
+      std::string other;
+      absl::Status status = reduce(context, options, input, &got, &other);
+      bad[rank] = Mismatch(absl::StrCat("rank ", rank), dtype, got.data(),
+                           want.data(), count());
+      if (bad[rank].empty() && !other.empty()) {
+        bad[rank] = absl::StrCat("rank ", rank, ": ", other);
+      }
+      return status;
+    });
+    EXPECT_EQ(FailedRanks(AllRanks(), statuses), "");
+    for (const std::string& m : bad) EXPECT_EQ(m, "");
+  }
 };
 
 TEST_P(AllreduceTest, EveryDtypeAndOpMatchesExactReference) {
@@ -170,12 +204,7 @@ TEST_P(AllreduceTest, PostscaleIsAppliedOnceToEveryElement) {
 }
 
 TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
-  const int world = this->world();
   const size_t count = this->count();
-  TestMesh* mesh = TestMesh::Shared(world, transport());
-  ASSERT_NE(mesh, nullptr);
-  CollectiveOptions options = Options(*mesh);
-  const std::vector<char> want = HalvedSum(options);
   // Uneven pieces, some empty, some smaller than a chunk, one spanning many.
   std::vector<size_t> split;
   for (size_t left = count, i = 0; left > 0; ++i) {
@@ -183,11 +212,10 @@ TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
     split.push_back(n);
     left -= n;
   }
-  const std::vector<int> all_ranks = AllRanks();
-  const DataType dtype = DataType::kFloat32;
-  std::vector<std::string> bad(world);
-  auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
-    const std::vector<char> input = MakeInput(dtype, ReduceOp::kSum, rank, count);
+  ExpectHalvedSumOnEveryRank([&](transport::Context& context,
+                                 const CollectiveOptions& options,
+                                 const std::vector<char>& input,
+                                 std::vector<char>* got, std::string*) {
     std::vector<std::vector<char>> buffers;
     std::vector<AllreducePiece> pieces;
     size_t at = 0;
@@ -198,35 +226,24 @@ TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
     for (size_t i = 0; i < split.size(); ++i) {
       pieces.push_back({buffers[i].data(), buffers[i].data(), split[i]});
     }
-    absl::Status status = AllreduceMany(context, Group::All(context), pieces,
-                                        dtype, ReduceOp::kSum, options);
-    std::vector<char> got;
-    for (const auto& b : buffers) got.insert(got.end(), b.begin(), b.end());
-    bad[rank] = Mismatch(absl::StrCat("rank ", rank), dtype, got.data(),
-                         want.data(), count);
+    absl::Status status =
+        AllreduceMany(context, Group::All(context), pieces,
+                      DataType::kFloat32, ReduceOp::kSum, options);
+    for (const auto& b : buffers) got->insert(got->end(), b.begin(), b.end());
     return status;
   });
-  EXPECT_EQ(FailedRanks(all_ranks, statuses), "");
-  for (const std::string& m : bad) EXPECT_EQ(m, "");
 }
 
 // Every other piece out of place, its output full of garbage: the outputs
 // get the reduction, the inputs stay as they were.
 TEST_P(AllreduceTest, PiecesOutOfPlaceLeaveTheirInputsAsTheyWere) {
-  const int world = this->world();
   const size_t count = this->count();
-  TestMesh* mesh = TestMesh::Shared(world, transport());
-  ASSERT_NE(mesh, nullptr);
-  CollectiveOptions options = Options(*mesh);
-  const std::vector<char> want = HalvedSum(options);
   const std::vector<size_t> split = {count / 3, 0, count / 2,
                                      count - count / 3 - count / 2};
-  const std::vector<int> all_ranks = AllRanks();
-  const DataType dtype = DataType::kFloat32;
-  std::vector<std::string> bad(world);
-  auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
-    const std::vector<char> input =
-        MakeInput(dtype, ReduceOp::kSum, rank, count);
+  ExpectHalvedSumOnEveryRank([&](transport::Context& context,
+                                 const CollectiveOptions& options,
+                                 const std::vector<char>& input,
+                                 std::vector<char>* got, std::string* bad) {
     std::vector<std::vector<char>> inputs, outputs;
     std::vector<AllreducePiece> pieces;
     size_t at = 0;
@@ -240,14 +257,14 @@ TEST_P(AllreduceTest, PiecesOutOfPlaceLeaveTheirInputsAsTheyWere) {
       void* output = i % 2 == 0 ? outputs[i].data() : inputs[i].data();
       pieces.push_back({inputs[i].data(), output, split[i]});
     }
-    absl::Status status = AllreduceMany(context, Group::All(context), pieces,
-                                        dtype, ReduceOp::kSum, options);
-    std::vector<char> got;
+    absl::Status status =
+        AllreduceMany(context, Group::All(context), pieces,
+                      DataType::kFloat32, ReduceOp::kSum, options);
     bool inputs_kept = true;
     at = 0;
     for (size_t i = 0; i < split.size(); ++i) {
       const std::vector<char>& out = i % 2 == 0 ? outputs[i] : inputs[i];
-      got.insert(got.end(), out.begin(), out.end());
+      got->insert(got->end(), out.begin(), out.end());
       if (i % 2 == 0) {
         inputs_kept = inputs_kept && std::equal(inputs[i].begin(),
                                                 inputs[i].end(),
@@ -255,15 +272,9 @@ TEST_P(AllreduceTest, PiecesOutOfPlaceLeaveTheirInputsAsTheyWere) {
       }
       at += split[i];
     }
-    bad[rank] = Mismatch(absl::StrCat("rank ", rank), dtype, got.data(),
-                         want.data(), count);
-    if (bad[rank].empty() && !inputs_kept) {
-      bad[rank] = absl::StrCat("rank ", rank, ": an input was written");
-    }
+    if (!inputs_kept) *bad = "an input was written";
     return status;
   });
-  EXPECT_EQ(FailedRanks(all_ranks, statuses), "");
-  for (const std::string& m : bad) EXPECT_EQ(m, "");
 }
 
 INSTANTIATE_TEST_SUITE_P(

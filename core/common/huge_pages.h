@@ -13,14 +13,6 @@ namespace hvd {
 
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-// Buffers of at least this many bytes that hvd allocates per operation
-// (outputs, collective scratch) are mapped here and kept for reuse rather
-// than malloc'd: glibc hands freed blocks of this size back to the kernel
-// (its trim) often enough that the next operation of the size pays fresh,
-// zeroed pages again. Measured: a 1-4 MiB reducescatter took 0.6-2.3 ms
-// that way, 0.04-0.25 ms with malloc told to keep its memory.
-inline constexpr size_t kReusedBufferMinBytes = size_t{256} << 10;
-
 // `bytes` rounded up to whole huge pages.
 size_t HugePageCapacity(size_t bytes);
 

@@ -99,10 +99,10 @@ absl::StatusOr<std::vector<std::string>> GetOfRanks(
 // One gather through the store, two round trips whatever `size`: every
 // member publishes `mine` under `prefix`+index; member 0 reads them all
 // (one GetMany), passes them in order to `combine` and publishes the result
-// under `prefix`+"all", which every other member reads. Returns that value on every member. A failure names
-// the step and `what` (the records, e.g. "every rank's host and
-// transport"); `combine` reports its own errors inside the value it
-// returns, so that every member learns of them.
+// under `prefix`+"all", which every other member reads. Returns that value
+// on every member. A failure names the step and `what` (the records, e.g.
+// "every rank's host and transport"); `combine` reports its own errors
+// inside the value it returns, so that every member learns of them.
 absl::StatusOr<std::string> GatherThroughRoot(
     Store& store, absl::string_view prefix, int index, int size,
     absl::string_view mine, absl::string_view what,

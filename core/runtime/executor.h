@@ -78,8 +78,9 @@ class Executor {
                     PendingTable& pending);
   void UpdateCache(const Response& response);
   // An allreduce response's buffers: `pieces` (input, output, element
-  // count) in collective order; `small` indexes the entries that go through the fusion
-  // buffer (`fusion`, `small_count` elements; its piece comes first).
+  // count) in collective order; `small` indexes the entries that go
+  // through the fusion buffer (`fusion`, `small_count` elements; its piece
+  // comes first).
   struct AllreducePieces {
     std::vector<collectives::AllreducePiece> pieces;
     std::vector<size_t> small;

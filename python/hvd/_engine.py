@@ -521,4 +521,4 @@ def join_async():
     opts, keep = _options("join", None, None)
     handle = _lib.lib().hvd_join_async(ctypes.byref(opts))
     return submit_handle(handle, keep,
-                   lambda h: int(_lib.lib().hvd_handle_result(h)))
+                         lambda h: int(_lib.lib().hvd_handle_result(h)))

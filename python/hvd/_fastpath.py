@@ -17,21 +17,9 @@ import os
 from hvd import _engine, _lib
 from hvd.exceptions import from_status
 
-_FILE = "_speedups.abi3.so"
-
-
-def _candidate_paths():
-    """Where the module is looked for: in the package (the installed wheel),
-    beside it (Bazel's runfiles), and in the source tree's bazel-bin."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    parent = os.path.dirname(here)
-    root = os.path.dirname(parent)
-    return [os.path.join(here, _FILE), os.path.join(parent, _FILE),
-            os.path.join(root, "bazel-bin", "python", _FILE)]
-
 
 def _load():
-    for path in _candidate_paths():
+    for path in _lib.built_file_paths("python", "_speedups.abi3.so"):
         if not os.path.exists(path):
             continue
         loader = importlib.machinery.ExtensionFileLoader("hvd._speedups",
@@ -135,26 +123,26 @@ def allreduce(tensor, out, name, op, prescale, postscale, process_set):
 
 
 def allreduce_in_place(tensor, name, op, prescale, postscale, process_set,
-                       allreduce_async_, synchronize):
+                       python_async_):
     """A binding's allreduce_: through the module when it takes `tensor`,
-    else through the binding's own allreduce_async_ and synchronize."""
+    else python_async_(tensor, name, op, prescale, postscale, process_set),
+    the binding's in-place submission without the module, synchronized."""
     done = allreduce(tensor, tensor, name, op, prescale, postscale,
                      process_set)
     if done is not NotImplemented:
         return done
-    return synchronize(allreduce_async_(tensor, None, name, op, prescale,
-                                        postscale, process_set))
+    return _engine.synchronize(python_async_(tensor, name, op, prescale,
+                                             postscale, process_set))
 
 
-def submit(tensor, out, name, op, prescale, postscale, process_set):
-    """Submits the allreduce of `tensor` into `out` (`tensor`: in place);
-    returns its handle, whose synchronize returns `out`, or
-    NotImplemented."""
+def submit_in_place(tensor, name, op, prescale, postscale, process_set):
+    """Submits the in-place allreduce of `tensor`; returns its handle, whose
+    synchronize returns `tensor`, or NotImplemented."""
     begun = _begin(name, op, prescale, postscale, process_set)
     if begun is None:
         return NotImplemented
     module, options = begun
-    handle = module.submit(tensor, out, options[1], op == _lib.OP_AVERAGE)
+    handle = module.submit(tensor, tensor, options[1], op == _lib.OP_AVERAGE)
     if handle is NotImplemented:
         return handle
-    return _engine.submit_handle(handle, (tensor, out), lambda _: out)
+    return _engine.submit_handle(handle, tensor, lambda _: tensor)

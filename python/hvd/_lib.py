@@ -166,18 +166,23 @@ _lock = threading.Lock()
 _lib = None
 
 
-def candidate_paths():
-    """Where the library is looked for, in order."""
+def built_file_paths(package, name):
+    """Where a file Bazel builds in `package` ("core", "python") is looked
+    for, in order: in this Python package (the installed wheel), in the
+    source tree's bazel-bin, and where Bazel's runfiles put it."""
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))  # python/hvd -> root
+    return [os.path.join(here, name),
+            os.path.join(root, "bazel-bin", package, name),
+            os.path.join(root, package, name)]
+
+
+def candidate_paths():
+    """Where the library is looked for, in order."""
     env = os.environ.get("HVD_LIBRARY")
     if env:
         return [env]
-    paths = []
-    paths.append(os.path.join(here, _LIB_NAME))
-    paths.append(os.path.join(root, "bazel-bin", "core", _LIB_NAME))
-    paths.append(os.path.join(root, "core", _LIB_NAME))
-    return paths
+    return built_file_paths("core", _LIB_NAME)
 
 
 def lib():

@@ -174,33 +174,11 @@ static int Describe(PyObject* obj, int writable, int floating_only,
   return 1;
 }
 
-static int SameDescription(const Described* a, const Described* b) {
-  if (a->dl.ndim != b->dl.ndim || a->dl.dtype.code != b->dl.dtype.code ||
-      a->dl.dtype.bits != b->dl.dtype.bits) {
-    return 0;
-  }
-  return memcmp(a->shape, b->shape, sizeof(int64_t) * a->dl.ndim) == 0;
-}
-
-/* Describes input and output (the same object: in place). 1, 0 or -1 as
- * Describe; both released unless 1. */
-static int DescribeBoth(PyObject* input, PyObject* output, int floating_only,
-                        Described* in, Described* out) {
-  int taken = Describe(input, input == output, floating_only, in);
-  if (taken != 1) return taken;
-  if (output == input) {
-    *out = *in;
-    out->has_view = 0;
-    out->dl.shape = out->shape;
-    return 1;
-  }
-  taken = Describe(output, 1, floating_only, out);
-  if (taken == 1 && !SameDescription(in, out)) {
-    Forget(out);
-    taken = 0;
-  }
-  if (taken != 1) Forget(in);
-  return taken;
+/* `out` as the same tensor as `in`: in place, the view held once. */
+static void SameAsInput(const Described* in, Described* out) {
+  *out = *in;
+  out->has_view = 0;
+  out->dl.shape = out->shape;
 }
 
 /* A new output for `input` (described in `in`), made by its type's
@@ -219,9 +197,7 @@ static PyObject* NewOutput(PyObject* input, const Described* in,
       array ? g.array_empty_like : g.tensor_empty_like, input, NULL);
   *taken = -1;
   if (output == NULL) return NULL;
-  *out = *in;
-  out->has_view = 0;
-  out->dl.shape = out->shape;
+  SameAsInput(in, out);
   if (array) {
     if (PyObject_GetBuffer(output, &out->view,
                            PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
@@ -307,12 +283,13 @@ static hvd_handle Submit(Described* in, Described* out, void* options) {
 }
 
 /* The common arguments of submit and allreduce: (input, output,
- * options_address, floating_only, ...), `want` of them; an output of None
- * is made here (NewOutput). 1 with both tensors described and *output a
- * new reference, 0 when not taken, -1 error. */
+ * options_address, floating_only, ...), `want` of them. The output is the
+ * input itself (in place) or, where `new_output`, None: a new one is made
+ * here (NewOutput); any other output is not taken. 1 with both tensors
+ * described and *output a new reference, 0 when not taken, -1 error. */
 static int Begin(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
-                 void** options, Described* in, Described* out,
-                 PyObject** output) {
+                 int new_output, void** options, Described* in,
+                 Described* out, PyObject** output) {
   if (!Ready()) return -1;
   if (n != want) {
     PyErr_SetString(PyExc_TypeError, "hvd._speedups: wrong argument count");
@@ -321,32 +298,31 @@ static int Begin(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
   *options = PyLong_AsVoidPtr(args[2]);
   const int floating_only = PyObject_IsTrue(args[3]);
   if (PyErr_Occurred() || floating_only < 0) return -1;
-  if (args[1] != Py_None) {
-    const int taken = DescribeBoth(args[0], args[1], floating_only, in, out);
-    if (taken == 1) {
-      *output = args[1];
-      Py_INCREF(*output);
-    }
-    return taken;
-  }
-  int taken = Describe(args[0], 0, floating_only, in);
+  const int in_place = args[1] == args[0];
+  if (!in_place && !(new_output && args[1] == Py_None)) return 0;
+  int taken = Describe(args[0], in_place, floating_only, in);
   if (taken != 1) return taken;
+  if (in_place) {
+    SameAsInput(in, out);
+    *output = args[0];
+    Py_INCREF(*output);
+    return 1;
+  }
   *output = NewOutput(args[0], in, out, &taken);
   if (taken != 1) Forget(in);
   return taken;
 }
 
-/* submit(input, output, options_address, floating_only): the handle of an
- * allreduce of `input` into `output` (the same object: in place; None: a
- * new one, which the caller cannot reach, so only for tests); an int <= 0
- * when the library refused it (its hvd_last_error says why);
- * NotImplemented when the fast path does not take these tensors. */
+/* submit(input, input, options_address, floating_only): the handle of an
+ * in-place allreduce of `input`; an int <= 0 when the library refused it
+ * (its hvd_last_error says why); NotImplemented when the fast path does not
+ * take the tensor. */
 static PyObject* SubmitAllreduce(PyObject* self, PyObject* const* args,
                                  Py_ssize_t n) {
   void* options;
   Described in, out;
   PyObject* output;
-  const int taken = Begin(args, n, 4, &options, &in, &out, &output);
+  const int taken = Begin(args, n, 4, 0, &options, &in, &out, &output);
   if (taken < 0) return NULL;
   if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
   hvd_handle handle = Submit(&in, &out, options);
@@ -373,7 +349,8 @@ static PyObject* Failure(hvd_handle handle, int rc) {
 }
 
 /* allreduce(input, output, options_address, floating_only, on_interrupt):
- * submit, then wait; output None: a new one like the input. The output
+ * submit, then wait; output: the input (in place) or None (a new one like
+ * the input). The output
  * when done (the handle released); NotImplemented as submit; an int <= 0
  * when the library refused it; (status code, message) when the operation
  * failed. Waits in slices, checking for signals between them: when a
@@ -385,7 +362,7 @@ static PyObject* Allreduce(PyObject* self, PyObject* const* args,
   void* options;
   Described in, out;
   PyObject* output;
-  const int taken = Begin(args, n, 5, &options, &in, &out, &output);
+  const int taken = Begin(args, n, 5, 1, &options, &in, &out, &output);
   if (taken < 0) return NULL;
   if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
   hvd_handle handle;

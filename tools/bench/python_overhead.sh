@@ -105,8 +105,7 @@ def floor_ratio(prefix, name, label):
 print("\nratios to the ctypes floor of the same process, median over rounds "
       "of per-round ratios:")
 for prefix in ("", "before:"):
-    for name in ("numpy", "torch_inplace", "torch_outofplace", "numpy_py",
-                 "torch_inplace_py", "torch_outofplace_py"):
+    for name in names[3:9]:  # the bindings, with and without the C module
         r4, r64 = (floor_ratio(prefix, name, l) for l in ("4K", "64M"))
         if r4 is not None:
             print("  %-22s 4K %5.2fx   64M %5.2fx" % (prefix + name, r4, r64))

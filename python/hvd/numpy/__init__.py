@@ -168,10 +168,16 @@ def allreduce_async(tensor, average=None, name=None, op=None,
 def allreduce_async_(tensor, average=None, name=None, op=None,
                      prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
+    return _allreduce_async_in_place(tensor, name, resolve_op(op, average),
+                                     prescale_factor, postscale_factor,
+                                     process_set)
+
+
+def _allreduce_async_in_place(tensor, name, op, prescale, postscale,
+                              process_set):
     _check_inplace(tensor)
-    return _engine.allreduce_async(_adapter, tensor, True, name,
-                                   resolve_op(op, average), prescale_factor,
-                                   postscale_factor, process_set)
+    return _engine.allreduce_async(_adapter, tensor, True, name, op, prescale,
+                                   postscale, process_set)
 
 
 def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -192,7 +198,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     """In-place allreduce; returns `tensor`."""
     return _fastpath.allreduce_in_place(
         tensor, name, resolve_op(op, average), prescale_factor,
-        postscale_factor, process_set, allreduce_async_, synchronize)
+        postscale_factor, process_set, _allreduce_async_in_place)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None,

@@ -29,13 +29,18 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
                      process_set=global_process_set):
     """In-place allreduce_async: `tensor` receives the result."""
     op = resolve_op(op, average)
-    handle = _fastpath.submit(tensor, tensor, name, op, prescale_factor,
-                              postscale_factor, process_set)
+    handle = _fastpath.submit_in_place(tensor, name, op, prescale_factor,
+                                       postscale_factor, process_set)
     if handle is not NotImplemented:
         return handle
-    return _engine.allreduce_async(_adapter, tensor, True, name, op,
-                                   prescale_factor, postscale_factor,
-                                   process_set)
+    return _allreduce_async_in_place(tensor, name, op, prescale_factor,
+                                     postscale_factor, process_set)
+
+
+def _allreduce_async_in_place(tensor, name, op, prescale, postscale,
+                              process_set):
+    return _engine.allreduce_async(_adapter, tensor, True, name, op, prescale,
+                                   postscale, process_set)
 
 
 class HvdAllreduce(torch.autograd.Function):
@@ -103,7 +108,7 @@ def allreduce_(tensor, average=None, name=None, op=None,
     """In-place allreduce; returns `tensor`."""
     return _fastpath.allreduce_in_place(
         tensor, name, resolve_op(op, average), prescale_factor,
-        postscale_factor, process_set, allreduce_async_, synchronize)
+        postscale_factor, process_set, _allreduce_async_in_place)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None,
