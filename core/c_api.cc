@@ -30,6 +30,7 @@ std::shared_ptr<runtime::Runtime> g_runtime ABSL_GUARDED_BY(g_mu);
 // Rank 0's rendezvous in a job hvdrun did not start; null otherwise.
 std::unique_ptr<bootstrap::SelfRendezvous> g_self_rendezvous
     ABSL_GUARDED_BY(g_mu);
+int g_inits ABSL_GUARDED_BY(g_mu) = 0;  // hvd_init calls that read a Config
 absl::Mutex g_names_mu;
 std::map<std::pair<std::string, int>, int64_t>& NameCounters() {
   static auto* counters = new std::map<std::pair<std::string, int>, int64_t>();
@@ -110,6 +111,7 @@ int hvd_init(void) {
   // Config.
   auto config = hvd::runtime::ConfigFromEnv();
   if (!config.ok()) return hvd::api::SetLastError(config.status());
+  config->init_count = ++hvd::api::g_inits;
   if (config->log_level) hvd::SetLogLevel(*config->log_level);
   hvd::SetLogTime(!config->log_hide_time);
   Handles().SetWaitSpin(config->wait_spin);

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,9 +25,6 @@ namespace hvd::bootstrap {
 namespace {
 
 using runtime::Config;
-
-// Counts the connects of this process (KeyPrefix).
-std::atomic<int> connect_epoch{0};
 
 transport::TcpOptions TcpOptionsOf(
     const Config& config, std::shared_ptr<const Cancellation> cancel) {
@@ -105,14 +101,14 @@ absl::StatusOr<HostsAndProvider> AgreeOnLayout(const Config& config,
   return agreed;
 }
 
-// The store keys of this connect: fresh for each connect of a process, so
-// a job can shut down and init again. In an elastic job every member of a
+// The store keys of this connect: fresh for each init of a process, so a
+// job can shut down and init again. In an elastic job every member of a
 // round must use the same ones, whatever its history: the round's.
 std::string KeyPrefix(const Config& config) {
   if (config.elastic()) {
     return absl::StrCat("core/e", config.elastic_round, "/");
   }
-  return absl::StrCat("core/", connect_epoch.fetch_add(1), "/");
+  return absl::StrCat("core/", config.init_count, "/");
 }
 
 // The rendezvous store, registered: the job's, and a view of it scoped to
@@ -136,7 +132,8 @@ absl::StatusOr<Stores> ReachRendezvous(
   }
   if (!config.elastic()) {
     auto registration =
-        (*store)->Register(config.rank, config.hostname, getpid(), {});
+        (*store)->Register(config.rank, config.hostname, getpid(), {},
+                           config.init_count, config.start_timeout);
     if (!registration.ok()) {
       return Annotate(registration.status(),
                       absl::StrCat("rank ", config.rank, ": register"));

@@ -121,6 +121,8 @@ absl::StatusOr<std::unique_ptr<SelfRendezvous>> SelfRendezvous::Prepare(
     options.address = absl::StrCat("0.0.0.0:", port);
     options.token = c.token;
     options.size = c.size;
+    // The same port and token at each init: the others may come early.
+    options.init_count = c.init_count;
     server = std::make_unique<RendezvousServer>(std::move(options));
     if (absl::Status s = server->Start(); !s.ok()) {
       return absl::UnavailableError(absl::StrCat(

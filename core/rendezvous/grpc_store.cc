@@ -24,6 +24,8 @@ using rendezvous::RendezvousCallError;
 
 // The network's allowance on top of a blocking RPC's server-side wait.
 constexpr absl::Duration kMaxWaitGrace = absl::Seconds(5);
+// Between tries of a Register the server did not take yet.
+constexpr absl::Duration kRegisterRetryPause = absl::Milliseconds(50);
 
 std::string Quote(absl::string_view bytes) {
   return absl::StrCat("'", absl::CHexEscape(bytes), "'");
@@ -117,18 +119,30 @@ GrpcStore::~GrpcStore() = default;
 
 absl::StatusOr<Registration> GrpcStore::Register(
     int rank, absl::string_view hostname, int64_t pid,
-    const std::vector<std::string>& addresses) {
+    const std::vector<std::string>& addresses, int init_count,
+    absl::Duration timeout) {
   pb::RegisterRequest request;
   request.set_rank(rank);
   request.set_hostname(std::string(hostname));
   request.set_pid(pid);
   for (const std::string& a : addresses) request.add_addresses(a);
-  grpc::ClientContext context;
-  Rpc::Prepare(&context, token_, options_.rpc_timeout);
-  pb::RegisterResponse response;
-  grpc::Status status = rpc_->stub().Register(&context, request, &response);
-  if (!status.ok()) return RendezvousCallError(status, address_, "Register");
-  return Registration{response.rank(), response.size()};
+  request.set_init_count(init_count);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    grpc::ClientContext context;
+    Rpc::Prepare(&context, token_, options_.rpc_timeout);
+    pb::RegisterResponse response;
+    grpc::Status status = rpc_->stub().Register(&context, request, &response);
+    if (status.ok()) return Registration{response.rank(), response.size()};
+    // A server for another init of rank 0's process, or none while rank 0
+    // replaces it.
+    const bool passing = status.error_code() == grpc::StatusCode::ABORTED ||
+                         status.error_code() == grpc::StatusCode::UNAVAILABLE;
+    if (!passing || absl::Now() + kRegisterRetryPause >= deadline) {
+      return RendezvousCallError(status, address_, "Register");
+    }
+    absl::SleepFor(kRegisterRetryPause);
+  }
 }
 
 absl::Status GrpcStore::Set(absl::string_view key, absl::string_view value) {

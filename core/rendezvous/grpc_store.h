@@ -61,9 +61,16 @@ class GrpcStore : public Store {
   GrpcStore& operator=(const GrpcStore&) = delete;
 
   // Announces this process; rank -1 asks the server for one. Idempotent.
+  // `init_count`: which hvd_init of this process it is (from 1; 0: not
+  // said). A server rank 0 runs for another of its inits refuses it
+  // (ABORTED), and while rank 0 replaces that server with the next on the
+  // same port none answers (UNAVAILABLE): both are tried again until
+  // `timeout` has passed, and the last refusal is returned then. Zero
+  // `timeout`: one try.
   absl::StatusOr<Registration> Register(
       int rank, absl::string_view hostname, int64_t pid,
-      const std::vector<std::string>& addresses);
+      const std::vector<std::string>& addresses, int init_count = 0,
+      absl::Duration timeout = absl::ZeroDuration());
 
   absl::Status Set(absl::string_view key, absl::string_view value) override;
   absl::StatusOr<std::string> Get(absl::string_view key,

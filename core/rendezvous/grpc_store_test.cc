@@ -252,6 +252,68 @@ TEST_F(GrpcStoreTest, ShutdownWhileGetIsBlockedReturnsPromptly) {
               HasSubstr(absl::StrCat("rendezvous ", address_, ": Get 'k': ")));
 }
 
+// A rank 0 that serves the rendezvous itself does so at one port at every
+// init, with one token: a rank already at its second init while rank 0 is
+// still shutting down its first reaches the first's server. Its Register
+// waits for the second's, and its keys land there.
+TEST(GrpcStoreNextInit, RegisterForTheNextInitWaitsForRankZerosNextServer) {
+  auto serve = [](const std::string& address, int init_count) {
+    RendezvousServerOptions options;
+    options.address = address;
+    options.token = kToken;
+    options.size = 3;
+    options.init_count = init_count;
+    auto server = std::make_unique<RendezvousServer>(options);
+    EXPECT_TRUE(server->Start().ok());
+    return server;
+  };
+  std::unique_ptr<RendezvousServer> first = serve("127.0.0.1:0", 1);
+  const std::string address = absl::StrCat("127.0.0.1:", first->port());
+  auto store = GrpcStore::Connect(address, kToken, absl::Seconds(20));
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<Registration> reg;
+  std::thread early([&] {
+    reg = (*store)->Register(2, "host-c", 77, {}, 2, absl::Seconds(20));
+  });
+  absl::SleepFor(absl::Milliseconds(300));  // several refused tries
+  EXPECT_TRUE(first->Workers().empty());
+  first->Shutdown();
+  std::unique_ptr<RendezvousServer> second = serve(address, 2);
+  early.join();
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  ASSERT_EQ(second->Workers().size(), 1u);
+  EXPECT_EQ(second->Workers()[0].rank, 2);
+  ASSERT_TRUE((*store)->Set("core/2/layout/2", "mine").ok());
+  EXPECT_EQ(second->Value("core/2/layout/2"), "mine");
+}
+
+TEST(GrpcStoreNextInit, ARankAtAnotherInitIsRefusedNamingBothAfterTheTimeout) {
+  RendezvousServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.token = kToken;
+  options.size = 2;
+  options.init_count = 3;
+  RendezvousServer server(options);
+  ASSERT_TRUE(server.Start().ok());
+  auto store = GrpcStore::Connect(absl::StrCat("127.0.0.1:", server.port()),
+                                  kToken, absl::Seconds(20));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Registration> reg =
+      (*store)->Register(1, "host-b", 5, {}, 1, absl::Milliseconds(400));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
+  EXPECT_EQ(reg.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(reg.status().message(),
+              HasSubstr("rank 0 serves this rendezvous for its hvd.init() "
+                        "number 3; rank 1 on host-b pid 5"));
+  EXPECT_THAT(reg.status().message(),
+              HasSubstr("is at its number 1 (every rank calls hvd.init() as "
+                        "often as rank 0)"));
+  EXPECT_TRUE(server.Workers().empty());
+  // The same init registers at once.
+  EXPECT_TRUE((*store)->Register(1, "host-b", 5, {}, 3).ok());
+}
+
 TEST(GrpcStoreConnect, NothingListeningFailsWithinTheTimeoutNamingTheAddress) {
   const int port = UnusedPort();
   ASSERT_NE(port, 0);

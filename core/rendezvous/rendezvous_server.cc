@@ -266,6 +266,15 @@ grpc::Status RendezvousServer::Impl::Register(
   info.addresses.assign(request->addresses().begin(),
                         request->addresses().end());
   info.peer = context->peer();
+  if (options_.init_count != 0 && request->init_count() != options_.init_count) {
+    return grpc::Status(
+        grpc::StatusCode::ABORTED,
+        absl::StrCat("rank 0 serves this rendezvous for its hvd.init() number ",
+                     options_.init_count, "; rank ", info.rank, " on ",
+                     Describe(info), " is at its number ",
+                     request->init_count(), " (every rank calls hvd.init() "
+                     "as often as rank 0)"));
+  }
   absl::StatusOr<bool> added;
   {
     absl::MutexLock lock(&mu_);

@@ -74,6 +74,11 @@ struct RendezvousServerOptions {
   // Job size told to registering workers, and the bound on ranks; 0: unknown
   // (ranks unbounded, workers are told 0).
   int size = 0;
+  // The hvd_init of its process a rank 0 serving the rendezvous itself is
+  // in (counted from 1): a worker registering for another of its inits is
+  // refused with ABORTED naming both, as it may be early (rank 0 still
+  // shutting the last one down) or late. 0: any init registers.
+  int init_count = 0;
   RendezvousLimits limits;
   // At most one log line per interval sums up the calls rejected for a
   // missing or wrong token (the first is logged at once).

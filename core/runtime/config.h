@@ -56,6 +56,11 @@ struct Config {
   // The round this init joined (not a variable: hvd_init sets it with the
   // round's identity); -1 outside elastic jobs.
   int elastic_round = -1;
+  // Which hvd_init of this process this is, counted from 1 (not a variable:
+  // hvd_init counts). Names this init's keys in the rendezvous store, and
+  // tells a rank 0 that serves the rendezvous itself from the other ranks
+  // still talking to the server of its last init.
+  int init_count = 0;
   // Set when the tool that started this process gave its identity
   // (launch_contract.h) and no HVD_RENDEZVOUS_ADDR was given: its name; on
   // rank 0 whether it serves the rendezvous at rendezvous_addr's port; or
