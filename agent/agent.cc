@@ -99,6 +99,14 @@ void Agent::Signal(int sig) {
   if (signal_ == 0) signal_ = sig;
 }
 
+void Agent::ReportAgentEnded(int host_index, std::string why) {
+  launcher::AgentEnded e;
+  e.set_host_index(host_index);
+  e.set_why(std::move(why));
+  absl::MutexLock lock(&mu_);
+  agents_ended_.push_back(std::move(e));
+}
+
 absl::Status Agent::Connect() {
   // Reachable first (a plain TCP connect, quick to fail), then the stream.
   absl::Time deadline = os_->Now() + options_.connect_timeout;
@@ -414,6 +422,11 @@ int Agent::Serve() {
       *m.mutable_exit() = e;
       Send(m);
     }
+    for (const launcher::AgentEnded& e : events.agents_ended) {
+      AgentMessage m;
+      *m.mutable_agent_ended() = e;
+      Send(m);
+    }
     for (const LauncherMessage& m : events.inbox) {
       if (m.kind_case() == LauncherMessage::kShutdown) {
         // Normally every worker has exited and been reported by now.
@@ -447,12 +460,13 @@ Agent::Events Agent::NextEvents() {
   Events events;
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !inbox_.empty() || !exits_.empty() || stream_ended_ ||
-           signal_ != 0 || launcher_fd_closed_;
+    return !inbox_.empty() || !exits_.empty() || !agents_ended_.empty() ||
+           stream_ended_ || signal_ != 0 || launcher_fd_closed_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100));
   events.inbox.swap(inbox_);
   events.exits.swap(exits_);
+  events.agents_ended.swap(agents_ended_);
   events.stream_ended = stream_ended_;
   events.fd_closed = launcher_fd_closed_;
   events.signal = signal_;

@@ -68,6 +68,10 @@ class Agent {
   int Run();
   // Asks Run to end the workers and return 128+sig.
   void Signal(int sig);
+  // Tells hvdrun that the agent of host `host_index`, which this one
+  // started (a launch tree), ended or could not start, and why. Kept until
+  // the stream to hvdrun is open; any thread.
+  void ReportAgentEnded(int host_index, std::string why);
 
  private:
   using Stream = grpc::ClientReaderWriter<launcher::AgentMessage,
@@ -76,6 +80,7 @@ class Agent {
   struct Events {
     std::deque<launcher::LauncherMessage> inbox;
     std::vector<launcher::WorkerExit> exits;
+    std::vector<launcher::AgentEnded> agents_ended;
     bool stream_ended = false;
     bool fd_closed = false;
     int signal = 0;
@@ -139,6 +144,7 @@ class Agent {
   int signal_ ABSL_GUARDED_BY(mu_) = 0;
   bool launcher_fd_closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<launcher::WorkerExit> exits_ ABSL_GUARDED_BY(mu_);
+  std::vector<launcher::AgentEnded> agents_ended_ ABSL_GUARDED_BY(mu_);
 
   // Main thread only.
   bool welcomed_ = false;

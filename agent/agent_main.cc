@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -23,6 +25,8 @@
 #include "absl/strings/strip.h"
 #include "agent/agent.h"
 #include "agent/reaper.h"
+#include "host/agent_starter.h"
+#include "host/launch_tree.h"
 #include "core/common/config_names.h"
 #include "core/common/env.h"
 #include "core/common/logging.h"
@@ -181,9 +185,11 @@ int ReadToken(const Args& a, std::string* token) {
   return -1;
 }
 
-// Started by hvdrun: everything comes from the bootstrap on stdin. Returns
-// -1, or the exit code when it cannot be read.
-int OptionsFromLauncher(Args* args, hvd::agent::AgentOptions* options) {
+// Started by hvdrun: everything comes from the bootstrap on stdin, kept in
+// `bootstrap` (it names the hosts below this one in a launch tree).
+// Returns -1, or the exit code when it cannot be read.
+int OptionsFromLauncher(Args* args, hvd::agent::AgentOptions* options,
+                        hvd::host::Bootstrap* bootstrap) {
   absl::StatusOr<hvd::host::Bootstrap> b =
       hvd::host::ReadBootstrap(0, absl::Seconds(30));
   if (!b.ok()) {
@@ -191,6 +197,7 @@ int OptionsFromLauncher(Args* args, hvd::agent::AgentOptions* options) {
                  std::string(b.status().message()).c_str());
     return 2;
   }
+  *bootstrap = *b;
   options->rendezvous = b->rendezvous;
   options->token = b->token;
   options->tls = {b->tls_ca_pem, b->tls_name};
@@ -228,6 +235,48 @@ int OptionsFromFlags(const Args& args, hvd::agent::AgentOptions* options) {
   return -1;
 }
 
+// A launch tree: starts the agents of the hosts right below this one, each
+// told of the hosts below it, over ssh as hvdrun would, and reports each
+// one's end to hvdrun through `agent`. Null when this host is a leaf. Runs
+// on the main thread, which outlives them (they get SIGTERM when the
+// thread that started them ends).
+std::unique_ptr<hvd::host::AgentStarter> StartAgentsBelow(
+    const hvd::host::Bootstrap& mine, bool verbose, hvd::agent::Agent* agent) {
+  if (mine.below.empty()) return nullptr;
+  hvd::host::AgentStarterOptions o;
+  o.remote_agent = mine.agent_path;
+  if (mine.ssh_port > 0) o.ssh_port = mine.ssh_port;
+  o.ssh_identity_file = mine.ssh_identity_file;
+  o.ssh_config_file = mine.ssh_config_file;
+  o.connect_timeout = mine.connect_timeout;
+  o.verbose = verbose;
+  std::map<int, std::string> names;
+  for (const hvd::host::Bootstrap::Below& h : mine.below) names[h.index] = h.name;
+  auto starter = std::make_unique<hvd::host::AgentStarter>(
+      o, hvd::host::RealOs(),
+      [agent](int host, std::string why) {
+        agent->ReportAgentEnded(host, std::move(why));
+      },
+      [verbose, names, me = mine.host_name](int host, std::string line) {
+        if (!verbose) return;
+        std::fprintf(stderr, "hvd-agent %s: [agent of %s] %s\n", me.c_str(),
+                     names.at(host).c_str(), line.c_str());
+      });
+  for (const hvd::host::Bootstrap::Below& child : mine.below) {
+    if (child.parent != mine.host_index) continue;
+    hvd::host::Bootstrap theirs = mine;
+    theirs.host_index = child.index;
+    theirs.host_name = child.name;
+    theirs.below = hvd::host::Subtree(mine.below, child.index);
+    HVD_LOG(INFO) << "hvd-agent " << mine.host_name
+                  << ": starting the agent of " << child.name << " ("
+                  << theirs.below.size() << " hosts below it)";
+    absl::Status s = starter->Start(child.index, child.name, false, theirs);
+    if (!s.ok()) agent->ReportAgentEnded(child.index, std::string(s.message()));
+  }
+  return starter;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -236,8 +285,10 @@ int main(int argc, char** argv) {
   if (int rc = Parse(argc, argv, &args); rc >= 0) return rc;
 
   hvd::agent::AgentOptions options;
-  if (int rc = args.launcher_stdin ? OptionsFromLauncher(&args, &options)
-                                   : OptionsFromFlags(args, &options);
+  hvd::host::Bootstrap bootstrap;
+  if (int rc = args.launcher_stdin
+                   ? OptionsFromLauncher(&args, &options, &bootstrap)
+                   : OptionsFromFlags(args, &options);
       rc >= 0) {
     return rc;
   }
@@ -272,7 +323,11 @@ int main(int argc, char** argv) {
     int sig;
     while (sigwait(&set, &sig) == 0) agent->Signal(sig);
   }).detach();
+  std::unique_ptr<hvd::host::AgentStarter> below =
+      StartAgentsBelow(bootstrap, args.verbose, agent);
   int code = agent->Run();
+  // Their stdin closed: those still running end their workers and exit.
+  below.reset();
   reaper->reset();  // nothing tracked is left; waits for the reaper to exit
   std::fflush(stdout);
   std::fflush(stderr);

@@ -15,18 +15,28 @@ namespace hvd {
 namespace host {
 namespace {
 constexpr char kMagic[] = "hvd-agent-bootstrap 1";
+// A launch tree's root agents read a line per host below them.
+constexpr size_t kMaxBootstrapBytes = size_t{4} << 20;
 }  // namespace
 
 std::string SerializeBootstrap(const Bootstrap& b) {
-  return absl::StrCat(kMagic, "\n", "token ", b.token, "\n", "host_index ",
-                      b.host_index, "\n", "host_name ", b.host_name, "\n",
-                      "rendezvous ", absl::StrJoin(b.rendezvous, ","), "\n",
-                      "verbose ", b.verbose ? 1 : 0, "\n", "probe ",
-                      b.probe ? 1 : 0, "\n",
-                      "connect_timeout_ms ",
-                      absl::ToInt64Milliseconds(b.connect_timeout), "\n",
-                      "tls_ca ", absl::Base64Escape(b.tls_ca_pem), "\n",
-                      "tls_name ", b.tls_name, "\n", "end\n");
+  std::string text = absl::StrCat(
+      kMagic, "\n", "token ", b.token, "\n", "host_index ", b.host_index,
+      "\n", "host_name ", b.host_name, "\n", "rendezvous ",
+      absl::StrJoin(b.rendezvous, ","), "\n", "verbose ", b.verbose ? 1 : 0,
+      "\n", "probe ", b.probe ? 1 : 0, "\n", "connect_timeout_ms ",
+      absl::ToInt64Milliseconds(b.connect_timeout), "\n", "tls_ca ",
+      absl::Base64Escape(b.tls_ca_pem), "\n", "tls_name ", b.tls_name, "\n");
+  if (!b.below.empty()) {
+    absl::StrAppend(&text, "agent_path ", b.agent_path, "\n", "ssh_port ",
+                    b.ssh_port, "\n", "ssh_identity ", b.ssh_identity_file,
+                    "\n", "ssh_config ", b.ssh_config_file, "\n");
+    for (const Bootstrap::Below& h : b.below) {
+      absl::StrAppend(&text, "below ", h.index, " ", h.parent, " ", h.name,
+                      "\n");
+    }
+  }
+  return text + "end\n";
 }
 
 absl::StatusOr<Bootstrap> ParseBootstrap(const std::string& text) {
@@ -71,6 +81,26 @@ absl::StatusOr<Bootstrap> ParseBootstrap(const std::string& text) {
       }
     } else if (key == "tls_name") {
       b.tls_name = std::string(value);
+    } else if (key == "agent_path") {
+      b.agent_path = std::string(value);
+    } else if (key == "ssh_port") {
+      if (!absl::SimpleAtoi(value, &b.ssh_port) || b.ssh_port < 0) {
+        return absl::InvalidArgumentError("bootstrap: bad ssh_port");
+      }
+    } else if (key == "ssh_identity") {
+      b.ssh_identity_file = std::string(value);
+    } else if (key == "ssh_config") {
+      b.ssh_config_file = std::string(value);
+    } else if (key == "below") {
+      std::vector<absl::string_view> f =
+          absl::StrSplit(value, absl::MaxSplits(' ', 2));
+      Bootstrap::Below h;
+      if (f.size() != 3 || !absl::SimpleAtoi(f[0], &h.index) ||
+          !absl::SimpleAtoi(f[1], &h.parent) || f[2].empty()) {
+        return absl::InvalidArgumentError("bootstrap: bad below line");
+      }
+      h.name = std::string(f[2]);
+      b.below.push_back(std::move(h));
     }
   }
   if (!ended) return absl::InvalidArgumentError("bootstrap: truncated");
@@ -83,9 +113,13 @@ absl::StatusOr<Bootstrap> ParseBootstrap(const std::string& text) {
 
 absl::StatusOr<Bootstrap> ReadBootstrap(int fd, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
+  static constexpr char kEnd[] = "\nend\n";
+  constexpr size_t kEndSize = sizeof(kEnd) - 1;
   std::string text;
-  char buf[1024];
-  while (text.find("\nend\n") == std::string::npos) {
+  size_t searched = 0;  // where "\nend\n" cannot start before
+  char buf[16384];
+  while (text.find(kEnd, searched) == std::string::npos) {
+    searched = text.size() < kEndSize ? 0 : text.size() - kEndSize + 1;
     absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -104,7 +138,7 @@ absl::StatusOr<Bootstrap> ReadBootstrap(int fd, absl::Duration timeout) {
           "stdin ended before the bootstrap did");
     }
     text.append(buf, static_cast<size_t>(n));
-    if (text.size() > 64 * 1024) {
+    if (text.size() > kMaxBootstrapBytes) {
       return absl::InvalidArgumentError("bootstrap too long");
     }
   }

@@ -32,6 +32,24 @@ struct Bootstrap {
   // server's certificate carries; empty: plaintext.
   std::string tls_ca_pem;
   std::string tls_name;
+
+  // A launch tree (hvdrun --launch-fanout): every host below this one, each
+  // with the index of the host whose agent starts it. This agent starts
+  // those whose parent is its own host_index, over ssh as hvdrun would,
+  // each told of the hosts below it in turn. Empty: a leaf.
+  struct Below {
+    int index = 0;
+    int parent = 0;
+    std::string name;
+  };
+  std::vector<Below> below;
+  // How the hosts below are reached (set when `below` is not empty): the
+  // agent binary there, and hvdrun's ssh options, which must work from
+  // this host too (a shared home, or the same key and config everywhere).
+  std::string agent_path;
+  int ssh_port = 0;  // 0: ssh's default
+  std::string ssh_identity_file;
+  std::string ssh_config_file;
 };
 
 // Text lines "key value", ending with "end".

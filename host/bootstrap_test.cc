@@ -2,6 +2,11 @@
 
 #include <unistd.h>
 
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -45,6 +50,47 @@ TEST(Bootstrap, RoundTripsThroughAPipe) {
   auto probing = ParseBootstrap(SerializeBootstrap(b));
   ASSERT_TRUE(probing.ok()) << probing.status();
   EXPECT_TRUE(probing->probe);
+}
+
+TEST(Bootstrap, ALaunchTreeOfThousandsOfHostsRoundTrips) {
+  Bootstrap b;
+  b.token = "t0k";
+  b.rendezvous = {"10.0.0.1:5000"};
+  b.agent_path = "/opt/hvd/bin/hvd-agent";
+  b.ssh_port = 2222;
+  b.ssh_identity_file = "/home/u/.ssh/id_ed25519";
+  b.ssh_config_file = "/home/u/.ssh/config";
+  for (int h = 1; h <= 5000; ++h) {
+    b.below.push_back({h, h / 2 - 1, absl::StrCat("node-", h, ".cluster")});
+  }
+  const std::string text = SerializeBootstrap(b);
+  ASSERT_GT(text.size(), size_t{100000});  // more than a pipe holds
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  std::thread writer([&] {
+    EXPECT_EQ(write(p[1], text.data(), text.size()),
+              static_cast<ssize_t>(text.size()));
+  });
+  auto got = ReadBootstrap(p[0], absl::Seconds(5));
+  writer.join();
+  close(p[0]);
+  close(p[1]);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->agent_path, "/opt/hvd/bin/hvd-agent");
+  EXPECT_EQ(got->ssh_port, 2222);
+  EXPECT_EQ(got->ssh_identity_file, "/home/u/.ssh/id_ed25519");
+  EXPECT_EQ(got->ssh_config_file, "/home/u/.ssh/config");
+  ASSERT_EQ(got->below.size(), 5000u);
+  EXPECT_EQ(got->below[4999].index, 5000);
+  EXPECT_EQ(got->below[4999].parent, 2499);
+  EXPECT_EQ(got->below[4999].name, "node-5000.cluster");
+}
+
+TEST(Bootstrap, ABadBelowLineIsRefused) {
+  EXPECT_FALSE(ParseBootstrap("hvd-agent-bootstrap 1\ntoken t\nrendezvous "
+                              "a:1\nbelow 3 x h\nend\n").ok());
+  EXPECT_FALSE(ParseBootstrap("hvd-agent-bootstrap 1\ntoken t\nrendezvous "
+                              "a:1\nbelow 3 1\nend\n").ok());
 }
 
 TEST(Bootstrap, NothingArrivesTimesOut) {

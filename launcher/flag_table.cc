@@ -234,6 +234,8 @@ std::vector<Flag> HvdFlags() {
       F({"-i", "--ssh-identity-file"}, 1,
         String(&Options::ssh_identity_file)),
       F({"--ssh-config-file"}, 1, String(&Options::ssh_config_file)),
+      F({"--launch-fanout"}, 1,
+        Int(&Options::launch_fanout, "--launch-fanout", 1, 1 << 20)),
       Repeatable(F({"--network-interfaces", "--network-interface"}, 1,
                    One(SetInterfaces))),
       F({"--start-timeout"}, 1, One(SetStartTimeout)),

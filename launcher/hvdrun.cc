@@ -17,12 +17,13 @@
 #include "core/common/env.h"
 #include "core/common/logging.h"
 #include "core/common/random_hex.h"
+#include "host/agent_starter.h"
 #include "host/bootstrap.h"
+#include "host/launch_tree.h"
 #include "host/netif.h"
 #include "host/process.h"
 #include "core/common/version.h"
 #include "launcher/agent_binary.h"
-#include "launcher/agent_starter.h"
 #include "launcher/elastic_launch.h"
 #include "launcher/environment.h"
 #include "launcher/hosts.h"
@@ -41,6 +42,10 @@
 namespace hvd {
 namespace launcher {
 namespace {
+
+using host::AgentLaunch;
+using host::AgentStarter;
+using host::AgentStarterOptions;
 
 int BadInput(absl::string_view message) {
   std::fprintf(stderr, "hvdrun: %s (see hvdrun --help)\n",
@@ -214,6 +219,10 @@ struct LaunchPlan {
   std::vector<HostAssignment> assignment;
   int np = 0;
   std::vector<bool> local;  // per host: this machine (no ssh)
+  // Per host: the host whose agent starts its agent, -1: hvdrun (a launch
+  // tree, host/launch_tree.h); and every host some agent starts.
+  std::vector<int> parents;
+  std::vector<host::Bootstrap::Below> tree;
   bool any_remote = false;
   AgentStarterOptions starter;
   std::vector<std::string> launcher_addrs;  // for remote agents to dial
@@ -252,6 +261,28 @@ absl::StatusOr<AgentStarterOptions> StarterOptions(const Options& o,
   return ao;
 }
 
+// Which agent starts which: past --launch-fanout remote hosts, a tree of
+// agents over ssh. Under Slurm srun starts every agent (and fans out
+// itself); an elastic job's hosts come one by one.
+void PlanLaunchTree(const Options& o, LaunchPlan* plan) {
+  std::vector<bool> from_launcher = plan->local;
+  if (o.slurm.has_value()) from_launcher.assign(plan->local.size(), true);
+  plan->parents = host::LaunchParents(
+      from_launcher, o.launch_fanout.value_or(kDefaultLaunchFanout));
+  for (size_t h = 0; h < plan->parents.size(); ++h) {
+    if (plan->parents[h] < 0) continue;
+    plan->tree.push_back({static_cast<int>(h), plan->parents[h],
+                          plan->assignment[h].name});
+  }
+}
+
+// A path as it reads from any directory: a launch tree's agents run ssh
+// from their own.
+std::string Absolute(const std::string& path, const std::string& cwd) {
+  if (path.empty() || path[0] == '/') return path;
+  return absl::StrCat(cwd, "/", path);
+}
+
 // Fills `plan`; returns -1, or the exit code when the job cannot start
 // (2 for bad input, 1 for anything else).
 int PlanLaunch(const Options& o, LaunchPlan* plan) {
@@ -284,6 +315,7 @@ int PlanLaunch(const Options& o, LaunchPlan* plan) {
   absl::StatusOr<AgentStarterOptions> starter = StarterOptions(o, any_local);
   if (!starter.ok()) return Failure(starter.status().message());
   plan->starter = *std::move(starter);
+  PlanLaunchTree(o, plan);
   plan->launcher_addrs = LauncherAddresses(o.network_interfaces);
   if (plan->any_remote && plan->launcher_addrs.empty()) {
     return Failure("no non-loopback IPv4 address here for remote agents to "
@@ -324,6 +356,13 @@ host::Bootstrap AgentBootstrap(const Options& o, const LaunchPlan& plan,
       b.rendezvous.push_back(absl::StrCat(a, ":", port));
     }
   }
+  b.below = host::Subtree(plan.tree, index);
+  if (!b.below.empty()) {
+    b.agent_path = plan.starter.remote_agent;
+    b.ssh_port = o.ssh_port.value_or(0);
+    b.ssh_identity_file = Absolute(o.ssh_identity_file, plan.cwd);
+    b.ssh_config_file = Absolute(o.ssh_config_file, plan.cwd);
+  }
   return b;
 }
 
@@ -359,6 +398,7 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   static OutputSink sink(1, 2, o.output_filename, Clock(o));
   JobConfig c = BaseConfig(o, plan.np);
   c.hosts = plan.assignment;
+  c.agent_parents = plan.parents;
   c.env = ForwardedEnvironment(host::CurrentEnvironment(), o.env);
   if (o.slurm.has_value()) DropPerNodeSlurmVariables(o.env, &c.env);
   for (const auto& [k, v] : TunableEnvironment(o)) c.env[k] = v;
@@ -403,6 +443,7 @@ int RunLaunchedJob(const Options& o, const LaunchPlan& plan) {
   starter_of_driver = &starter;
   for (size_t i = 0; i < plan.assignment.size(); ++i) {
     const int h = static_cast<int>(i);
+    if (plan.parents[i] >= 0) continue;  // started by an agent
     host::Bootstrap b = AgentBootstrap(o, plan, h, plan.assignment[i].name,
                                        plan.local[i], port);
     absl::Status s = starter.Start(h, b.host_name, plan.local[i], b);

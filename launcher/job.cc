@@ -20,7 +20,6 @@ namespace {
 // How long a worker's plain non-zero exit waits for a cause elsewhere: the
 // loss of a host is seen within milliseconds of the connection breaking,
 // and a peer killed by a signal as fast, while the survivors' exits follow.
-constexpr absl::Duration kCauseGrace = absl::Seconds(1);
 
 grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
@@ -32,13 +31,14 @@ grpc::Status ToGrpc(const absl::Status& s) {
 Job::Job(JobConfig config, OutputSink* sink, host::Os* os)
     : config_(std::move(config)), sink_(sink), os_(os), created_(os->Now()) {
   absl::MutexLock lock(&mu_);
-  for (const HostAssignment& a : config_.hosts) {
+  for (size_t i = 0; i < config_.hosts.size(); ++i) {
     JobHost h;
-    h.name = a.name;
-    h.workers = a.workers;
-    h.slots = static_cast<int>(a.workers.size());
+    h.name = config_.hosts[i].name;
+    h.workers = config_.hosts[i].workers;
+    h.slots = static_cast<int>(h.workers.size());
     h.in_job = true;
-    h.process_running = true;
+    // An agent another agent starts is that one's process to wait for.
+    h.process_running = AgentParent(static_cast<int>(i)) < 0;
     hosts_.push_back(std::move(h));
   }
 }
@@ -48,6 +48,12 @@ Job::~Job() = default;
 void Job::Say(const std::string& line) { sink_->Message(line); }
 
 std::string Job::HostName(int host) const { return hosts_[host].name; }
+
+int Job::AgentParent(int host) const {
+  return static_cast<size_t>(host) < config_.agent_parents.size()
+             ? config_.agent_parents[host]
+             : -1;
+}
 
 std::vector<int> Job::InJob() const {
   std::vector<int> out;
@@ -173,6 +179,9 @@ void Job::OnMessage(AgentConn* conn, const AgentMessage& m) {
     case AgentMessage::kStopped:
       OnStopped(host, m.stopped());
       break;
+    case AgentMessage::kAgentEnded:
+      OnAgentBelowEnded(conn->host(), m.agent_ended());
+      break;
     case AgentMessage::kExit: {
       host.exited.insert(m.exit().rank());
       host.ended[m.exit().rank()] =
@@ -191,6 +200,7 @@ void Job::OnMessage(AgentConn* conn, const AgentMessage& m) {
         Fail(f->code, f->message);
       } else if (!held_failure_.has_value()) {
         held_failure_ = std::move(f);
+        held_host_ = -1;
         held_until_ = os_->Now() + kCauseGrace;
       }
       break;

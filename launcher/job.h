@@ -42,6 +42,10 @@
 namespace hvd {
 namespace launcher {
 
+// How long a failure that may be the echo of another waits for its cause
+// (Job::held_failure_).
+inline constexpr absl::Duration kCauseGrace = absl::Seconds(1);
+
 class AgentConn;  // launcher/agent_conn.h
 struct JobHost;   // launcher/job_host.h
 
@@ -119,6 +123,10 @@ class Job final : public AgentService::Service, private ElasticJobControl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "; rank R (host H) is stopped ..." for each stopped worker, or "".
   std::string StoppedNote() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A launch tree: the agent of host `parent` says the agent it started
+  // for another host ended (job_end.cc).
+  void OnAgentBelowEnded(int parent, const AgentEnded& ended)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- The phases up to running (job.cc) ----
   void Step(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -145,6 +153,10 @@ class Job final : public AgentService::Service, private ElasticJobControl {
   void OnStreamEnded(AgentConn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HostLost(int host, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The agent of `host` ended, or never started: the host is lost unless
+  // it was told to shut down.
+  void AgentEndedLocked(int host, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the job's first failure (later ones are ignored), prints it and
   // starts ending the job.
   void Fail(int code, const std::string& message)
@@ -168,6 +180,11 @@ class Job final : public AgentService::Service, private ElasticJobControl {
   void Say(const std::string& line) override;  // hvdrun's own stderr line
   std::vector<int> InJob() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string HostName(int host) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The host whose agent starts `host`'s (JobConfig::agent_parents); -1:
+  // hvdrun.
+  int AgentParent(int host) const;
+  // Whether `above`'s agent started `host`'s, or one that did, and so on.
+  bool IsAbove(int above, int host) const;
 
   const JobConfig config_;
   OutputSink* const sink_;
@@ -183,9 +200,12 @@ class Job final : public AgentService::Service, private ElasticJobControl {
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   std::string failure_ ABSL_GUARDED_BY(mu_);  // the first failure's line
   // A worker's plain non-zero exit is often the echo of a failure elsewhere
-  // (its peer's host lost, a peer killed): held until held_until_ for that
-  // cause to arrive and be announced instead (kCauseGrace in job.cc).
+  // (its peer's host lost, a peer killed), and so is the loss of an agent
+  // another agent started (that one lost): held until held_until_ for that
+  // cause to arrive and be announced instead (kCauseGrace). held_host_: the
+  // host of a held agent loss, -1 for a worker's exit.
   std::optional<JobFailure> held_failure_ ABSL_GUARDED_BY(mu_);
+  int held_host_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Time held_until_ ABSL_GUARDED_BY(mu_);
   int exit_code_ ABSL_GUARDED_BY(mu_) = 0;
   int signal_ ABSL_GUARDED_BY(mu_) = 0;   // the first signal to hvdrun

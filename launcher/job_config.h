@@ -22,6 +22,9 @@ struct JobConfig {
   bool orchestrated = false;
   int np = 0;
   std::vector<HostAssignment> hosts;  // launcher mode
+  // Launcher mode, per host: the host whose agent starts this host's (a
+  // launch tree) and reports its end; -1 or absent: hvdrun's own.
+  std::vector<int> agent_parents;
   // The workers' command. Orchestrator mode: may be empty, then each agent's
   // own command is used.
   std::vector<std::string> command;

@@ -17,8 +17,25 @@ namespace launcher {
 
 void Job::AgentProcessExited(int h, std::string why) {
   absl::MutexLock lock(&mu_);
+  hosts_[h].process_running = false;
+  AgentEndedLocked(h, why);
+}
+
+void Job::OnAgentBelowEnded(int parent, const AgentEnded& ended) {
+  const int h = ended.host_index();
+  if (h < 0 || static_cast<size_t>(h) >= hosts_.size() ||
+      AgentParent(h) != parent) {
+    Say(absl::StrCat("hvdrun: warning: the agent of ", hosts_[parent].name,
+                     " reported the end of an agent it did not start (host #",
+                     h, "); ignored"));
+    return;
+  }
+  AgentEndedLocked(h, absl::StrCat(ended.why(), " (started by the agent of ",
+                                   hosts_[parent].name, ")"));
+}
+
+void Job::AgentEndedLocked(int h, const std::string& why) {
   JobHost& host = hosts_[h];
-  host.process_running = false;
   wake_ = true;
   if (host.shutdown_sent) return;
   HostLost(h, host.joined ? absl::StrCat("hvd-agent ended unexpectedly: ", why)
@@ -83,7 +100,27 @@ void Job::HostLost(int h, const std::string& why) {
     config_.elastic->OnHostLost(*this, h, why);
     return;
   }
-  Fail(1, absl::StrCat("hvdrun: host ", host.name, ": ", why));
+  JobFailure failure{1, absl::StrCat("hvdrun: host ", host.name, ": ", why)};
+  if (AgentParent(h) < 0) {
+    Fail(failure.code, failure.message);
+    return;
+  }
+  // An agent started by another goes when that one does, and may be seen
+  // gone first: held for the cause, a lost agent above it, to be named.
+  const bool held_is_below =
+      held_failure_.has_value() && held_host_ >= 0 && IsAbove(h, held_host_);
+  if (!held_failure_.has_value() || held_is_below) {
+    held_failure_ = std::move(failure);
+    held_host_ = h;
+    held_until_ = os_->Now() + kCauseGrace;
+  }
+}
+
+bool Job::IsAbove(int above, int host) const {
+  for (int h = AgentParent(host); h >= 0; h = AgentParent(h)) {
+    if (h == above) return true;
+  }
+  return false;
 }
 
 // ---- The first failure, termination and shutdown ----------------------------

@@ -24,6 +24,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kToken[] = "test-token-123";
 
@@ -345,6 +346,103 @@ TEST_F(JobTest, ProbingPicksAddressesEveryPeerReached) {
     job_->AgentProcessExited(h, "exited with code 0");
   }
   EXPECT_EQ(Wait(), 0);
+}
+
+// Hosts 0, 1, 2, each with one worker, each host's agent started by the
+// one before it (a launch tree of fanout 1), none probing.
+JobConfig Chain(int hosts) {
+  JobConfig c;
+  c.np = hosts;
+  c.command = {"x"};
+  c.network_interfaces = {"eth0"};
+  c.kill_grace = absl::Milliseconds(200);
+  for (int h = 0; h < hosts; ++h) {
+    HostAssignment a;
+    a.name = absl::StrCat("host", h);
+    WorkerSlot w;
+    w.rank = h;
+    w.cross_rank = h;
+    w.cross_size = hosts;
+    a.workers = {w};
+    c.hosts.push_back(a);
+    c.agent_parents.push_back(h - 1);
+  }
+  return c;
+}
+
+TEST_F(JobTest, AnAgentBelowThatCouldNotStartIsNamedWithItsStarter) {
+  Start(Chain(2));
+  FakeAgent top(port());
+  ASSERT_TRUE(top.Hello(0, {{"eth0", "10.0.0.1"}}));
+  LauncherMessage m;
+  ASSERT_TRUE(top.Next(&m));  // welcome
+  AgentMessage ended;
+  ended.mutable_agent_ended()->set_host_index(1);
+  ended.mutable_agent_ended()->set_why(
+      "ssh exited with code 255: ssh: connect to host host1 port 22: No "
+      "route to host");
+  ASSERT_TRUE(top.Send(ended));
+  ASSERT_TRUE(top.Next(&m));
+  ASSERT_EQ(m.kind_case(), LauncherMessage::kShutdown);
+  top.Finish();
+  job_->AgentProcessExited(0, "exited with code 1");
+  // Host 1's agent was never hvdrun's process: nothing more is waited for.
+  EXPECT_EQ(Wait(), 1);
+  EXPECT_THAT(Printed(),
+              HasSubstr("hvdrun: host host1: could not start hvd-agent: ssh "
+                        "exited with code 255: ssh: connect to host host1 "
+                        "port 22: No route to host (started by the agent of "
+                        "host0)"));
+}
+
+TEST_F(JobTest, AnAgentLostBelowAnotherIsHeldForThatOnesLoss) {
+  Start(Chain(3));
+  std::vector<std::unique_ptr<FakeAgent>> agents;
+  for (int h = 0; h < 3; ++h) {
+    agents.push_back(std::make_unique<FakeAgent>(port()));
+    ASSERT_TRUE(agents[h]->Hello(h, {{"eth0", absl::StrCat("10.0.0.", h)}}));
+    LauncherMessage m;
+    ASSERT_TRUE(agents[h]->Next(&m));  // welcome
+  }
+  // Host 1's agent dies and takes host 2's with it; host 2's stream is
+  // seen closed first.
+  agents[2].reset();
+  absl::SleepFor(absl::Milliseconds(300));
+  agents[1].reset();
+  LauncherMessage m;
+  while (agents[0]->Next(&m) && m.kind_case() != LauncherMessage::kShutdown) {
+  }
+  agents[0]->Finish();
+  job_->AgentProcessExited(0, "exited with code 1");
+  EXPECT_EQ(Wait(), 1);
+  EXPECT_THAT(Printed(),
+              HasSubstr("hvdrun: host host1: lost the connection to hvd-agent"));
+  EXPECT_THAT(Printed(), Not(HasSubstr("hvdrun: host host2:")));
+}
+
+TEST_F(JobTest, AnAgentCannotReportTheEndOfOneItDidNotStart) {
+  Start(Chain(3));
+  FakeAgent top(port());
+  ASSERT_TRUE(top.Hello(0, {{"eth0", "10.0.0.1"}}));
+  LauncherMessage m;
+  ASSERT_TRUE(top.Next(&m));  // welcome
+  AgentMessage ended;
+  ended.mutable_agent_ended()->set_host_index(2);  // host 1 started it
+  ended.mutable_agent_ended()->set_why("made up");
+  ASSERT_TRUE(top.Send(ended));
+  ended.mutable_agent_ended()->set_host_index(7);  // no such host
+  ASSERT_TRUE(top.Send(ended));
+  job_->Interrupt(SIGTERM);
+  while (top.Next(&m) && m.kind_case() != LauncherMessage::kShutdown) {
+  }
+  top.Finish();
+  job_->AgentProcessExited(0, "exited with code 143");
+  Wait();
+  EXPECT_THAT(Printed(), HasSubstr("hvdrun: warning: the agent of host0 "
+                                   "reported the end of an agent it did not "
+                                   "start (host #2); ignored"));
+  EXPECT_THAT(Printed(), HasSubstr("(host #7); ignored"));
+  EXPECT_THAT(Printed(), Not(HasSubstr("made up")));
 }
 
 TEST_F(JobTest, InterruptEndsTheJobWith128PlusSignal) {

@@ -174,6 +174,27 @@ absl::StatusOr<Options> ParseCommandLine(const std::vector<std::string>& args) {
 
 bool IsElastic(const Options& o) { return ElasticRequested(o.elastic); }
 
+// The launch tree is hvdrun's, over ssh, for the hosts it knows at start.
+absl::Status ValidateLaunchFanout(const Options& o) {
+  if (!o.launch_fanout.has_value()) return absl::OkStatus();
+  if (o.rendezvous_only) {
+    return absl::InvalidArgumentError(
+        "--launch-fanout is for jobs hvdrun launches; with --rendezvous-only "
+        "the agents join by themselves: drop it");
+  }
+  if (o.slurm.has_value()) {
+    return absl::InvalidArgumentError(
+        "--launch-fanout is for agents started over ssh; in a Slurm "
+        "allocation srun starts them (and fans out itself): drop it");
+  }
+  if (ElasticRequested(o.elastic)) {
+    return absl::InvalidArgumentError(
+        "--launch-fanout does not apply to an elastic job: hvdrun starts "
+        "each host's agent itself as the host appears; drop it");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateOptions(const Options& o) {
   if (o.help || o.version || o.check_build) return absl::OkStatus();
   if (ElasticRequested(o.elastic)) {
@@ -191,6 +212,7 @@ absl::Status ValidateOptions(const Options& o) {
     return absl::InvalidArgumentError(
         "--no-tls and --tls-cert contradict each other: give one");
   }
+  if (absl::Status s = ValidateLaunchFanout(o); !s.ok()) return s;
   if (o.rendezvous_only) {
     if (!o.num_proc.has_value()) {
       return absl::InvalidArgumentError(

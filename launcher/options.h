@@ -28,6 +28,10 @@ struct ElasticOptions {
   std::string host_discovery_script;       // --host-discovery-script
 };
 
+// hvdrun starts up to this many agents over ssh itself; a job on more
+// hosts starts the rest through a tree of agents.
+inline constexpr int kDefaultLaunchFanout = 64;
+
 struct Options {
   std::optional<int> num_proc;      // -np/--num-proc/--np
   std::string hosts;                // -H/--hosts, unparsed
@@ -35,6 +39,9 @@ struct Options {
   std::optional<int> ssh_port;      // -p/--ssh-port
   std::string ssh_identity_file;    // -i/--ssh-identity-file
   std::string ssh_config_file;      // --ssh-config-file (hvd)
+  // --launch-fanout (hvd): the most agents any one process starts over ssh;
+  // unset: kDefaultLaunchFanout.
+  std::optional<int> launch_fanout;
   std::vector<std::string> network_interfaces;  // --network-interfaces a,b
   absl::Duration start_timeout = absl::Seconds(30);
   bool start_timeout_given = false;

@@ -458,6 +458,35 @@ TEST(ValidateOptions, RendezvousOnlyNeedsNpButNoCommand) {
   EXPECT_THAT(ValidateOptions(*bad).message(), HasSubstr("needs -np"));
 }
 
+TEST(ValidateOptions, LaunchFanoutIsForJobsHvdrunStartsOverSsh) {
+  auto o = Parse({"--launch-fanout", "8", "-H", "a:1,b:1", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->launch_fanout, 8);
+  EXPECT_TRUE(ValidateOptions(*o).ok());
+  for (const char* bad : {"0", "-1", "x", "2.5"}) {
+    auto b = Parse({"--launch-fanout", bad, "-H", "a:1", "p"});
+    EXPECT_THAT(b.status().message(),
+                HasSubstr("for --launch-fanout: expected an integer from 1"))
+        << bad;
+  }
+  auto elastic =
+      Parse({"--launch-fanout", "2", "--min-np", "1", "-H", "a:1", "p"});
+  ASSERT_TRUE(elastic.ok());
+  EXPECT_THAT(ValidateOptions(*elastic).message(),
+              HasSubstr("--launch-fanout does not apply to an elastic job"));
+  auto orchestrated =
+      Parse({"--launch-fanout", "2", "--rendezvous-only", "-np", "2"});
+  ASSERT_TRUE(orchestrated.ok());
+  EXPECT_THAT(ValidateOptions(*orchestrated).message(),
+              HasSubstr("with --rendezvous-only the agents join by "
+                        "themselves"));
+  auto in_slurm = Parse({"--launch-fanout", "2", "-np", "2", "p"});
+  ASSERT_TRUE(in_slurm.ok());
+  in_slurm->slurm = SlurmAllocation{};
+  EXPECT_THAT(ValidateOptions(*in_slurm).message(),
+              HasSubstr("in a Slurm allocation srun starts them"));
+}
+
 TEST(ValidateOptions, HelpAndVersionNeedNothingElse) {
   EXPECT_TRUE(ValidateOptions(*Parse({"--help"})).ok());
   EXPECT_TRUE(ValidateOptions(*Parse({"--version"})).ok());

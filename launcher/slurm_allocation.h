@@ -1,7 +1,7 @@
 // hvdrun inside a Slurm allocation (sbatch, salloc): the one place that
 // reads Slurm's variables. It turns them into plain data (the nodes and
 // their task slots, in Options::slurm) for the rest of hvdrun, which then
-// starts one agent per node with srun instead of ssh (agent_starter.h).
+// starts one agent per node with srun instead of ssh (host/agent_starter.h).
 //
 // What is read (docs/orchestrators/slurm.md says the same for users):
 //   SLURM_JOB_ID (or SLURM_JOBID)       in an allocation at all

@@ -5,8 +5,8 @@
 // command line. Each agent's stderr is collected (the tail of it quoted when
 // the agent fails: ssh's and srun's own errors land there) and its end is
 // reported.
-#ifndef HVD_LAUNCHER_AGENT_STARTER_H_
-#define HVD_LAUNCHER_AGENT_STARTER_H_
+#ifndef HVD_HOST_AGENT_STARTER_H_
+#define HVD_HOST_AGENT_STARTER_H_
 
 #include <functional>
 #include <memory>
@@ -23,7 +23,7 @@
 #include "host/process.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 
 // How agents on hosts that are not this machine start.
 enum class AgentLaunch {
@@ -95,7 +95,7 @@ class AgentStarter {
   std::vector<std::unique_ptr<Agent>> agents_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd
 
-#endif  // HVD_LAUNCHER_AGENT_STARTER_H_
+#endif  // HVD_HOST_AGENT_STARTER_H_

@@ -1,4 +1,4 @@
-#include "launcher/agent_starter.h"
+#include "host/agent_starter.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include "absl/strings/strip.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 
 struct AgentStarter::Agent {
   int index = 0;
@@ -208,5 +208,5 @@ void AgentStarter::KillAll(absl::Duration grace) {
   }
 }
 
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd

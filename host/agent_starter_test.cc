@@ -1,4 +1,4 @@
-#include "launcher/agent_starter.h"
+#include "host/agent_starter.h"
 
 #include <signal.h>
 
@@ -12,7 +12,7 @@
 #include "host/fake_os.h"
 
 namespace hvd {
-namespace launcher {
+namespace host {
 namespace {
 
 using ::testing::ElementsAre;
@@ -211,5 +211,5 @@ TEST(AgentStarter, SpawnFailureIsReturnedNotReported) {
 }
 
 }  // namespace
-}  // namespace launcher
+}  // namespace host
 }  // namespace hvd
