@@ -11,8 +11,13 @@ hvdrun exits is reported too, and the launcher's CPU: hvdrun's and its ssh
 clients' user + system time (the hosts' sshd, agents and ranks are not
 hvdrun's descendants and are not counted).
 
+With --fanout K[,K...] each run launches once per K with `--launch-fanout
+K`, in turn (a flat launch when K is at least the host count; a tree of
+agents below it, whose ssh clients run in the agents and are not the
+launcher's CPU).
+
   /usr/bin/python3 tools/bench/launch_time.py [--runs 9] [--np 4]
-      [--hosts 2] [--no-build] [--json FILE]
+      [--hosts 2] [--fanout K[,K...]] [--no-build] [--json FILE]
 
 Prints each run and the median. Exit code 0 when every run succeeded.
 """
@@ -53,15 +58,17 @@ def read_env(run_dir):
     return env
 
 
-def one_run(env, binaries, np_, hosts):
+def one_run(env, binaries, np_, hosts, fanout=None):
     per_host = (np_ + hosts - 1) // hosts
     host_list = ",".join("h%d:%d" % (i, per_host) for i in range(1, hosts + 1))
     cmd = ["ip", "netns", "exec", env["HVD_MH_CLIENT_NETNS"], binaries["hvdrun"],
            "--agent-path", binaries["agent"],
            "--ssh-config-file", env["HVD_MH_SSH_CONFIG"],
            "-i", env["HVD_MH_SSH_KEY"],
-           "-np", str(np_), "-H", host_list,
-           binaries["driver"], "--allreduce"]
+           "-np", str(np_), "-H", host_list]
+    if fanout is not None:
+        cmd += ["--launch-fanout", str(fanout)]
+    cmd += [binaries["driver"], "--allreduce"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
@@ -84,6 +91,9 @@ def main():
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--hosts", type=int, default=2)
+    ap.add_argument("--fanout", default="",
+                    help="comma-separated --launch-fanout values, each run "
+                         "in turn (default: hvdrun's)")
     ap.add_argument("--no-build", action="store_true",
                     help="use what bazel-bin holds")
     ap.add_argument("--json", help="also write the results here")
@@ -108,35 +118,43 @@ def main():
                              text=True).stdout.strip()
     # Torn down whatever happens, Ctrl-C included.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    results = []
+    fanouts = list(dict.fromkeys(
+        int(f) for f in args.fanout.split(",") if f)) or [None]
+    results = {f: [] for f in fanouts}
     try:
         env = read_env(run_dir)
         one_run(env, binaries, args.np, args.hosts)  # warm the page cache
         for i in range(args.runs):
-            r = one_run(env, binaries, args.np, args.hosts)
-            if r is None:
-                sys.exit(1)
-            results.append(r)
-            print("run %d: all %d ranks initialized after %.3f s, hvdrun "
-                  "exited after %.3f s, launcher CPU %.3f s" % (
-                      i + 1, args.np, r["init_s"], r["exit_s"],
-                      r["launcher_cpu_s"]), flush=True)
+            for f in fanouts:
+                r = one_run(env, binaries, args.np, args.hosts, f)
+                if r is None:
+                    sys.exit(1)
+                results[f].append(r)
+                print("run %d%s: all %d ranks initialized after %.3f s, hvdrun "
+                      "exited after %.3f s, launcher CPU %.3f s" % (
+                          i + 1, "" if f is None else " fanout %d" % f,
+                          args.np, r["init_s"], r["exit_s"],
+                          r["launcher_cpu_s"]), flush=True)
     finally:
         subprocess.run([HARNESS, "down", run_dir], check=False)
 
-    init = statistics.median(r["init_s"] for r in results)
-    exit_ = statistics.median(r["exit_s"] for r in results)
-    cpu = statistics.median(r["launcher_cpu_s"] for r in results)
-    print("median of %d runs (-np %d over %d ssh hosts): initialized %.3f s, "
-          "exited %.3f s, launcher CPU %.3f s (%.3f s per host)" % (
-              len(results), args.np, args.hosts, init, exit_, cpu,
-              cpu / args.hosts))
+    summary = []
+    for f in fanouts:
+        runs = results[f]
+        init = statistics.median(r["init_s"] for r in runs)
+        exit_ = statistics.median(r["exit_s"] for r in runs)
+        cpu = statistics.median(r["launcher_cpu_s"] for r in runs)
+        print("median of %d runs (-np %d over %d ssh hosts%s): initialized "
+              "%.3f s, exited %.3f s, launcher CPU %.3f s (%.3f s per host)" % (
+                  len(runs), args.np, args.hosts,
+                  "" if f is None else ", --launch-fanout %d" % f, init, exit_,
+                  cpu, cpu / args.hosts))
+        summary.append({"fanout": f, "runs": runs, "median_init_s": init,
+                        "median_exit_s": exit_, "median_launcher_cpu_s": cpu})
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"np": args.np, "hosts": args.hosts, "runs": results,
-                       "median_init_s": init, "median_exit_s": exit_,
-                       "median_launcher_cpu_s": cpu}, f,
-                      indent=2)
+            json.dump({"np": args.np, "hosts": args.hosts, "by_fanout": summary},
+                      f, indent=2)
 
 
 if __name__ == "__main__":
