@@ -249,7 +249,6 @@ std::unique_ptr<hvd::host::AgentStarter> StartAgentsBelow(
   o.ssh_identity_file = mine.ssh_identity_file;
   o.ssh_config_file = mine.ssh_config_file;
   o.connect_timeout = mine.connect_timeout;
-  o.verbose = verbose;
   std::map<int, std::string> names;
   for (const hvd::host::Bootstrap::Below& h : mine.below) names[h.index] = h.name;
   auto starter = std::make_unique<hvd::host::AgentStarter>(

@@ -1,7 +1,10 @@
 #include "host/agent_starter.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -121,9 +124,17 @@ absl::Status AgentStarter::Start(int index, const std::string& host, bool local,
   agent->local = local;
   agent->process = *std::move(p);
   agent->stdin_fd = agent->process->TakeStdin();
+  const std::string text = host::SerializeBootstrap(bootstrap);
+  // ssh reads its stdin only once connected: a bootstrap larger than the
+  // pipe (a launch tree's top agent told of thousands of hosts below it)
+  // would hold up the next agent's start until then. Linux lets the pipe
+  // grow to 1 MiB unprivileged; past that the write just waits.
+  if (text.size() > 65536) {
+    fcntl(agent->stdin_fd, F_SETPIPE_SZ,
+          static_cast<int>(std::min<size_t>(text.size(), 1 << 20)));
+  }
   // A failed write means the agent is already gone; its monitor says why.
-  host::WriteAll(agent->stdin_fd, host::SerializeBootstrap(bootstrap))
-      .IgnoreError();
+  host::WriteAll(agent->stdin_fd, text).IgnoreError();
   Agent* raw = agent.get();
   absl::MutexLock lock(&mu_);
   agents_.push_back(std::move(agent));

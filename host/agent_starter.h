@@ -1,6 +1,7 @@
-// Starts one hvd-agent per host for hvdrun: fork/exec on this machine, `ssh
-// host hvd-agent --launcher-stdin` elsewhere, or, inside a Slurm allocation,
-// `srun ... --nodelist=host hvd-agent --launcher-stdin` on every node. The
+// Starts one hvd-agent per host for hvdrun (and, in a launch tree, for an
+// agent: host/launch_tree.h): fork/exec on this machine, `ssh host hvd-agent
+// --launcher-stdin` elsewhere, or, inside a Slurm allocation, `srun ...
+// --nodelist=host hvd-agent --launcher-stdin` on every node. The
 // bootstrap (with the job token) goes to the agent's stdin, never onto a
 // command line. Each agent's stderr is collected (the tail of it quoted when
 // the agent fails: ssh's and srun's own errors land there) and its end is
@@ -49,7 +50,6 @@ struct AgentStarterOptions {
   std::string ssh_identity_file;
   std::string ssh_config_file;
   absl::Duration connect_timeout = absl::Seconds(30);
-  bool verbose = false;  // echo each agent's stderr, prefixed
 };
 
 // The argv that starts the agent of `host`: the local binary, ssh or srun.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -160,6 +161,30 @@ TEST(AgentStarter, KillAllEndsAHangingAgent) {
   hanging.KillAll(absl::Milliseconds(100));
   EXPECT_TRUE(done.HasBeenNotified());
   EXPECT_THAT(why, HasSubstr("killed by signal 15"));
+}
+
+// A launch tree's top agent is told of every host below it; its ssh reads
+// nothing until connected. Start must not wait for that.
+TEST(AgentStarter, ABootstrapLargerThanAPipeDoesNotHoldUpStart) {
+  AgentStarterOptions o;
+  o.local_agent = std::string(getenv("TEST_TMPDIR")) + "/slow-reader";
+  {
+    std::ofstream f(o.local_agent);
+    f << "#!/bin/sh\nsleep 5\nexec cat >/dev/null\n";
+  }
+  chmod(o.local_agent.c_str(), 0755);
+  AgentStarter starter(o, host::RealOs(), [](int, std::string) {}, nullptr);
+  host::Bootstrap b;
+  b.token = "t";
+  b.rendezvous = {"127.0.0.1:1"};
+  for (int h = 1; h <= 10000; ++h) {
+    b.below.push_back({h, h / 64 - 1, absl::StrCat("node", h, ".example")});
+  }
+  ASSERT_GT(host::SerializeBootstrap(b).size(), size_t{200000});
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(starter.Start(0, "localhost", true, b).ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  starter.KillAll(absl::Milliseconds(100));
 }
 
 // By the fake clock: an agent that outlasts both the closing of its stdin

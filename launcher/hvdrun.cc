@@ -257,7 +257,6 @@ absl::StatusOr<AgentStarterOptions> StarterOptions(const Options& o,
   ao.ssh_identity_file = o.ssh_identity_file;
   ao.ssh_config_file = o.ssh_config_file;
   ao.connect_timeout = o.start_timeout;
-  ao.verbose = o.verbose;
   return ao;
 }
 

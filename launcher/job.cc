@@ -17,10 +17,6 @@ namespace hvd {
 namespace launcher {
 namespace {
 
-// How long a worker's plain non-zero exit waits for a cause elsewhere: the
-// loss of a host is seen within milliseconds of the connection breaking,
-// and a peer killed by a signal as fast, while the survivors' exits follow.
-
 grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
                       std::string(s.message()));

@@ -43,7 +43,9 @@ namespace hvd {
 namespace launcher {
 
 // How long a failure that may be the echo of another waits for its cause
-// (Job::held_failure_).
+// (Job::held_failure_): the loss of a host is seen within milliseconds of
+// the connection breaking, and a peer killed by a signal as fast, while the
+// survivors' exits, and the agents an agent lost had started, follow.
 inline constexpr absl::Duration kCauseGrace = absl::Seconds(1);
 
 class AgentConn;  // launcher/agent_conn.h
