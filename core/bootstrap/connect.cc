@@ -131,9 +131,14 @@ absl::StatusOr<Stores> ReachRendezvous(
                                                  ": cannot reach the rendezvous"));
   }
   if (!config.elastic()) {
-    auto registration =
-        (*store)->Register(config.rank, config.hostname, getpid(), {},
-                           config.init_count, config.start_timeout);
+    // Rank 0's own rendezvous (a job hvdrun did not start) is a new server
+    // at each of its inits, on the same port: a rank early for the next one
+    // waits for it. hvdrun's serves the whole job: one try.
+    const absl::Duration wait = config.launched_by.empty()
+                                    ? absl::ZeroDuration()
+                                    : config.start_timeout;
+    auto registration = (*store)->Register(
+        config.rank, config.hostname, getpid(), {}, config.init_count, wait);
     if (!registration.ok()) {
       return Annotate(registration.status(),
                       absl::StrCat("rank ", config.rank, ": register"));

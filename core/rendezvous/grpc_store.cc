@@ -134,9 +134,11 @@ absl::StatusOr<Registration> GrpcStore::Register(
     pb::RegisterResponse response;
     grpc::Status status = rpc_->stub().Register(&context, request, &response);
     if (status.ok()) return Registration{response.rank(), response.size()};
-    // A server for another init of rank 0's process, or none while rank 0
-    // replaces it.
+    // A server for another init of rank 0's process (ABORTED), one shutting
+    // down (its calls CANCELLED), or none while rank 0 replaces it
+    // (UNAVAILABLE). Nothing here cancels the call itself.
     const bool passing = status.error_code() == grpc::StatusCode::ABORTED ||
+                         status.error_code() == grpc::StatusCode::CANCELLED ||
                          status.error_code() == grpc::StatusCode::UNAVAILABLE;
     if (!passing || absl::Now() + kRegisterRetryPause >= deadline) {
       return RendezvousCallError(status, address_, "Register");

@@ -63,10 +63,10 @@ class GrpcStore : public Store {
   // Announces this process; rank -1 asks the server for one. Idempotent.
   // `init_count`: which hvd_init of this process it is (from 1; 0: not
   // said). A server rank 0 runs for another of its inits refuses it
-  // (ABORTED), and while rank 0 replaces that server with the next on the
-  // same port none answers (UNAVAILABLE): both are tried again until
-  // `timeout` has passed, and the last refusal is returned then. Zero
-  // `timeout`: one try.
+  // (ABORTED), cancels it while shutting down (CANCELLED), and while rank 0
+  // replaces that server with the next on the same port none answers
+  // (UNAVAILABLE): each is tried again until `timeout` has passed, and the
+  // last refusal is returned then. Zero `timeout`: one try.
   absl::StatusOr<Registration> Register(
       int rank, absl::string_view hostname, int64_t pid,
       const std::vector<std::string>& addresses, int init_count = 0,

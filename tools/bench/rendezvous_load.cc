@@ -5,10 +5,12 @@
 //   Register; Set its layout record (host, transport) and learn every
 //   rank's host (the core's own exchange: rank 0 reads the records and
 //   publishes the layout once; --layout=every: each rank reads every
-//   record, as the core did before); Set its TCP address; read the
-//   addresses of the ranks below it (the full mesh it dials today), or
-//   with --tcp-peers=ring only its two ring neighbours' (what a rank that
-//   connects lazily would read).
+//   record, as the core did before); Set its TCP address and learn those
+//   of the ranks below it, which it dials: by the core's own exchange
+//   (--tcp-peers=book: rank 0 gathers an address book and publishes it
+//   once), by reading each lower rank's (--tcp-peers=lower, as the core
+//   did before), or only its two ring neighbours' (--tcp-peers=ring, what
+//   a rank that connects lazily would read).
 //
 // --reads=batched reads each list with one GetMany (what the core does);
 // --reads=per-key with one Get per key (what it did before GetMany; implies
@@ -17,8 +19,9 @@
 //
 //   bazel run -c opt //tools/bench:rendezvous_load --
 //       [--workers=256,1024,4096] [--reads=batched|per-key]
-//       [--layout=gathered|every] [--tcp-peers=lower|ring]
-//       [--value-bytes=48]
+//       [--layout=gathered|every] [--tcp-peers=book|lower|ring]
+//       [--value-bytes=48]  (the lower and ring values; a book holds real
+//                            records of 8 ranks a host)
 //
 // Prints one row per size: the time until the last worker has its peers
 // (from the moment all are connected), the median worker's, the store
@@ -49,6 +52,8 @@
 #include "core/bootstrap/layout.h"
 #include "core/rendezvous/grpc_store.h"
 #include "core/rendezvous/rendezvous_server.h"
+#include "core/transport/tcp/address.h"
+#include "core/transport/tcp/address_book.h"
 
 extern char** environ;
 
@@ -61,7 +66,7 @@ constexpr absl::Duration kTimeout = absl::Minutes(5);
 struct Flags {
   std::vector<int> workers = {256, 1024, 4096};
   bool batched = true;
-  bool ring = false;  // read only the ring neighbours' TCP addresses
+  enum class TcpPeers { kBook, kLower, kRing } tcp_peers = TcpPeers::kBook;
   bool every = false;  // each rank reads every layout record
   int value_bytes = 48;
   int serve = 0;  // > 0: be the server for a job of this size
@@ -81,8 +86,12 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       flags->batched = a == "--reads=batched";
     } else if (a == "--layout=every" || a == "--layout=gathered") {
       flags->every = a == "--layout=every";
-    } else if (a == "--tcp-peers=lower" || a == "--tcp-peers=ring") {
-      flags->ring = a == "--tcp-peers=ring";
+    } else if (a == "--tcp-peers=book") {
+      flags->tcp_peers = Flags::TcpPeers::kBook;
+    } else if (a == "--tcp-peers=lower") {
+      flags->tcp_peers = Flags::TcpPeers::kLower;
+    } else if (a == "--tcp-peers=ring") {
+      flags->tcp_peers = Flags::TcpPeers::kRing;
     } else if (absl::ConsumePrefix(&a, "--value-bytes=")) {
       if (!absl::SimpleAtoi(a, &flags->value_bytes)) return false;
     } else if (absl::ConsumePrefix(&a, "--serve=")) {
@@ -217,6 +226,26 @@ absl::Status ReadLayout(Store& store, int rank, int size, const Flags& flags,
       .status();
 }
 
+// The TCP addresses as the core exchanges them (tcp_context.cc): a record
+// like a real rank's (8 ranks a host, one address and loopback), gathered
+// by rank 0 into the address book every rank reads.
+absl::Status ReadAddressBook(Store& store, int rank, int size, int* calls) {
+  namespace tcp = transport::tcp_internal;
+  const unsigned short port = static_cast<unsigned short>(30000 + rank % 8);
+  const int host = rank / 8;
+  const tcp::PeerRecord mine{
+      absl::StrCat("host", host),
+      {tcp::Endpoint(tcp::Ipv4(0x0a000000u + static_cast<uint32_t>(host)),
+                     port),
+       tcp::Endpoint(tcp::Ipv4::loopback(), port)}};
+  *calls += rank == 0 ? 3 : 2;  // Set; then GetMany and Set, or one Get
+  absl::StatusOr<std::string> book = GatherThroughRoot(
+      store, "tcp/", rank, size, tcp::EncodePeerRecord(mine),
+      "every rank's TCP address", tcp::EncodeAddressBook, kTimeout);
+  if (!book.ok()) return book.status();
+  return tcp::DecodeAddressBook(*book, size).status();
+}
+
 WorkerResult Work(GrpcStore& store, int rank, int size, const Flags& flags,
                   absl::Time start) {
   WorkerResult result;
@@ -229,15 +258,18 @@ WorkerResult Work(GrpcStore& store, int rank, int size, const Flags& flags,
         !s.ok()) {
       return s;
     }
+    if (flags.tcp_peers == Flags::TcpPeers::kBook) {
+      return ReadAddressBook(store, rank, size, &result.calls);
+    }
     ++result.calls;
     if (absl::Status s = store.Set(absl::StrCat("tcp/", rank), value);
         !s.ok()) {
       return s;
     }
     const std::vector<int> peers =
-        flags.ring ? std::vector<int>{(rank + size - 1) % size,
-                                      (rank + 1) % size}
-                   : Below(rank);
+        flags.tcp_peers == Flags::TcpPeers::kRing
+            ? std::vector<int>{(rank + size - 1) % size, (rank + 1) % size}
+            : Below(rank);
     return ReadRanks(store, "tcp/", peers, flags.batched, &result.calls);
   };
   result.status = step();
@@ -299,7 +331,7 @@ int Main(int argc, char** argv) {
     fprintf(stderr,
             "usage: rendezvous_load [--workers=N,N,...] "
             "[--reads=batched|per-key] [--layout=gathered|every] "
-            "[--tcp-peers=lower|ring] [--value-bytes=B]\n");
+            "[--tcp-peers=book|lower|ring] [--value-bytes=B]\n");
     return 2;
   }
   if (flags.serve > 0) return Serve(flags.serve);
@@ -313,7 +345,11 @@ int Main(int argc, char** argv) {
   printf("reads: %s; layout %s; TCP addresses of %s; values of %d bytes\n",
          flags.batched ? "batched (GetMany)" : "per key (Get)",
          flags.every ? "read by every rank" : "gathered by rank 0",
-         flags.ring ? "the two ring neighbours" : "every lower rank",
+         flags.tcp_peers == Flags::TcpPeers::kBook
+             ? "every rank, in rank 0's address book"
+         : flags.tcp_peers == Flags::TcpPeers::kRing
+             ? "the two ring neighbours"
+             : "every lower rank",
          flags.value_bytes);
   printf("| workers | all have their peers (s) | median worker (s) | store "
          "calls per worker | server CPU (s) | server CPU per worker (ms) |\n");

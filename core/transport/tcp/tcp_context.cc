@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/annotate.h"
 #include "core/transport/tcp/address.h"
+#include "core/transport/tcp/address_book.h"
 #include "core/transport/tcp/context_core.h"
 #include "core/transport/tcp/mesh_connector.h"
 #include "core/transport/tcp/socket_options.h"
@@ -57,26 +58,24 @@ tcp_internal::PeerRecord OwnRecord(
   return record;
 }
 
-// The dial candidates of each lower rank, read from the store at once.
-absl::StatusOr<std::vector<std::vector<Endpoint>>> ReadLowerPeers(
-    int rank, Store* store, const TcpOptions& options, absl::Time deadline) {
-  absl::StatusOr<std::vector<std::string>> values = GetOfRanks(
-      *store, "tcp/", RankRange(0, rank), deadline - absl::Now());
-  if (!values.ok()) {
-    return Annotate(values.status(),
-                    absl::StrCat("rank ", rank, ": reading the TCP addresses "
-                                 "of the lower ranks from the store"));
-  }
+// Publishes `own` and returns the dial candidates of each lower rank, from
+// the address book rank 0 gathers (address_book.h).
+absl::StatusOr<std::vector<std::vector<Endpoint>>> ExchangeAddresses(
+    int rank, int size, const tcp_internal::PeerRecord& own, Store* store,
+    const TcpOptions& options, absl::Time deadline) {
+  const std::string who = absl::StrCat("rank ", rank);
+  absl::StatusOr<std::string> book = GatherThroughRoot(
+      *store, "tcp/", rank, size, tcp_internal::EncodePeerRecord(own),
+      "every rank's TCP address", tcp_internal::EncodeAddressBook,
+      deadline - absl::Now());
+  if (!book.ok()) return Annotate(book.status(), who);
+  absl::StatusOr<std::vector<tcp_internal::PeerRecord>> records =
+      tcp_internal::DecodeAddressBook(*book, size);
+  if (!records.ok()) return Annotate(records.status(), who);
   std::vector<std::vector<Endpoint>> candidates(rank);
   for (int peer = 0; peer < rank; ++peer) {
-    absl::StatusOr<tcp_internal::PeerRecord> record =
-        tcp_internal::DecodePeerRecord((*values)[peer]);
-    if (!record.ok()) {
-      return Annotate(record.status(),
-                      absl::StrCat("rank ", rank, ": rank ", peer,
-                                   "'s TCP address in the store"));
-    }
-    candidates[peer] = tcp_internal::DialCandidates(*record, options.hostname);
+    candidates[peer] =
+        tcp_internal::DialCandidates((*records)[peer], options.hostname);
   }
   return candidates;
 }
@@ -97,14 +96,8 @@ absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
   }
   const tcp_internal::PeerRecord own =
       OwnRecord(*bind, acceptor.local_endpoint().port(), options);
-  if (absl::Status s = store->Set(absl::StrCat("tcp/", rank),
-                                  tcp_internal::EncodePeerRecord(own));
-      !s.ok()) {
-    return Annotate(
-        s, absl::StrCat("rank ", rank, ": publishing the TCP address"));
-  }
   absl::StatusOr<std::vector<std::vector<Endpoint>>> candidates =
-      ReadLowerPeers(rank, store, options, deadline);
+      ExchangeAddresses(rank, size, own, store, options, deadline);
   if (!candidates.ok()) return candidates.status();
   tcp_internal::MeshConnector::Config config;
   config.rank = rank;

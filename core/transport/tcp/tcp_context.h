@@ -4,8 +4,9 @@
 // Design
 // - Bootstrap (mesh_connector.h): every rank listens (TcpOptions::iface or
 //   0.0.0.0, ephemeral port), publishes its host name and candidate
-//   endpoints under "tcp/<rank>" (address.h), dials each lower rank and
-//   accepts each higher one concurrently on one io_context. The dialer's
+//   endpoints under "tcp/<rank>" (address.h), reads every rank's from the
+//   book rank 0 gathers under "tcp/all" (address_book.h), dials each lower
+//   rank and accepts each higher one concurrently on one io_context. The dialer's
 //   Hello carries its rank and the job token; the acceptor compares the
 //   token in constant time and answers with one byte (handshake.h).
 // - Data (pair.h): per peer one socket (TCP_NODELAY, large buffers) with a
@@ -40,8 +41,8 @@
 namespace hvd::transport {
 
 // Listens, publishes this rank's addresses under key "tcp/<rank>" in `store`
-// (callers pass a PrefixStore to scope it), reads every peer's, and connects
-// the full mesh. Returns once all size-1 connections are established and
+// (callers pass a PrefixStore to scope it), reads every peer's from the book
+// rank 0 publishes under "tcp/all", and connects the full mesh. Returns once all size-1 connections are established and
 // authenticated, or an error naming the peer rank and address that failed
 // (DeadlineExceeded / Unavailable / Unauthenticated).
 //

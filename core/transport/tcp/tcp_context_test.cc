@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "core/transport/context_contract.h"
+#include "core/transport/tcp/address_book.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -271,10 +272,13 @@ TEST_F(TcpContextTest, UnreachablePeerTimesOutNamingRankAndAddress) {
               boost::asio::ip::address_v4::loopback(), 0));
   const int port = probe.local_endpoint().port();
   probe.close();
-  ASSERT_TRUE(
-      store_
-          ->Set("tcp/0", absl::StrCat("hvd-tcp-1\ntesthost\n127.0.0.1:", port))
-          .ok());
+  // Rank 0's book, as if rank 0 had gathered it.
+  const std::string dead =
+      absl::StrCat("hvd-tcp-1\ntesthost\n127.0.0.1:", port);
+  ASSERT_TRUE(store_
+                  ->Set("tcp/all",
+                        tcp_internal::EncodeAddressBook({dead, dead}))
+                  .ok());
   TcpOptions options = TestOptions();
   options.connect_timeout = absl::Milliseconds(300);
   auto context = CreateTcpContext(1, 2, store_.get(), options);
@@ -286,15 +290,24 @@ TEST_F(TcpContextTest, UnreachablePeerTimesOutNamingRankAndAddress) {
                          ": Connection refused)"));
 }
 
-TEST_F(TcpContextTest, MissingPeerAddressTimesOutNamingTheKey) {
+TEST_F(TcpContextTest, MissingAddressBookTimesOutNamingTheKey) {
   TcpOptions options = TestOptions();
   options.connect_timeout = absl::Milliseconds(100);
   auto context = CreateTcpContext(1, 2, store_.get(), options);
   EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(
-      std::string(context.status().message()),
-      StartsWith("rank 1: reading the TCP addresses of the lower ranks from "
-                 "the store: key 'tcp/0' not set within "));
+  EXPECT_THAT(std::string(context.status().message()),
+              StartsWith("rank 1: reading what member 0 gathers of every "
+                         "rank's TCP address: key 'tcp/all' not set within "));
+}
+
+TEST_F(TcpContextTest, RankZeroWaitsForEveryRanksAddress) {
+  TcpOptions options = TestOptions();
+  options.connect_timeout = absl::Milliseconds(100);
+  auto context = CreateTcpContext(0, 2, store_.get(), options);
+  EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(context.status().message()),
+              StartsWith("rank 0: reading every rank's TCP address: key "
+                         "'tcp/1' not set within "));
 }
 
 }  // namespace

@@ -1,0 +1,37 @@
+// The address book: every rank's PeerRecord (address.h) in one value, as
+// rank 0 gathers and publishes it at start-up, so that the store answers
+// one read of N records and N - 1 reads of one value instead of each rank
+// reading every lower rank's record (N²/2 records, about 400 MB of answers
+// at 4096 ranks).
+//
+// Compact: ranks on one host publish the same host name and addresses and
+// differ only in their listener's port, so each distinct (host name,
+// addresses) appears once and each rank as its index and port, about 8
+// bytes a rank against 48 for a record of its own.
+#ifndef HVD_CORE_TRANSPORT_TCP_ADDRESS_BOOK_H_
+#define HVD_CORE_TRANSPORT_TCP_ADDRESS_BOOK_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/transport/tcp/address.h"
+
+namespace hvd::transport::tcp_internal {
+
+// The book of `records` (encoded PeerRecords, by rank), or, when one cannot
+// be read or its endpoints do not share one port, an error value naming
+// the rank, which DecodeAddressBook returns as InvalidArgument: rank 0
+// publishes it in place of the book so that every rank fails alike.
+std::string EncodeAddressBook(const std::vector<std::string>& records);
+
+// Every rank's PeerRecord, by rank; InvalidArgument when the book is
+// unreadable, holds another number of ranks than `size`, or is the error
+// value above.
+absl::StatusOr<std::vector<PeerRecord>> DecodeAddressBook(
+    absl::string_view text, int size);
+
+}  // namespace hvd::transport::tcp_internal
+
+#endif  // HVD_CORE_TRANSPORT_TCP_ADDRESS_BOOK_H_
