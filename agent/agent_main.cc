@@ -250,7 +250,9 @@ std::unique_ptr<hvd::host::AgentStarter> StartAgentsBelow(
   o.ssh_config_file = mine.ssh_config_file;
   o.connect_timeout = mine.connect_timeout;
   std::map<int, std::string> names;
-  for (const hvd::host::Bootstrap::Below& h : mine.below) names[h.index] = h.name;
+  for (const hvd::host::Bootstrap::Below& h : mine.below) {
+    names[h.index] = h.name;
+  }
   auto starter = std::make_unique<hvd::host::AgentStarter>(
       o, hvd::host::RealOs(),
       [agent](int host, std::string why) {

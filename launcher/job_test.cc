@@ -416,7 +416,8 @@ TEST_F(JobTest, AnAgentLostBelowAnotherIsHeldForThatOnesLoss) {
   job_->AgentProcessExited(0, "exited with code 1");
   EXPECT_EQ(Wait(), 1);
   EXPECT_THAT(Printed(),
-              HasSubstr("hvdrun: host host1: lost the connection to hvd-agent"));
+              HasSubstr("hvdrun: host host1: lost the connection to "
+                        "hvd-agent"));
   EXPECT_THAT(Printed(), Not(HasSubstr("hvdrun: host host2:")));
 }
 

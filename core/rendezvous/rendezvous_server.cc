@@ -266,7 +266,8 @@ grpc::Status RendezvousServer::Impl::Register(
   info.addresses.assign(request->addresses().begin(),
                         request->addresses().end());
   info.peer = context->peer();
-  if (options_.init_count != 0 && request->init_count() != options_.init_count) {
+  if (options_.init_count != 0 &&
+      request->init_count() != options_.init_count) {
     return grpc::Status(
         grpc::StatusCode::ABORTED,
         absl::StrCat("rank 0 serves this rendezvous for its hvd.init() number ",

@@ -35,9 +35,10 @@ TEST_F(LaunchTreeTest, AChainOfFourHostsRunsTheJobAsLaunchedFlat) {
                            "[", rank, "]<stdout>:identity rank=", rank,
                            " size=4 local_rank=0 local_size=1 cross_rank=",
                            rank, " cross_size=4 hostname=", host)));
-    EXPECT_THAT(r.out, HasSubstr(absl::StrCat(
-                           "[", rank, "]<stdout>:allreduce sum=6 expected=6 "
-                           "ok")));
+    EXPECT_THAT(r.out,
+                HasSubstr(absl::StrCat("[", rank,
+                                       "]<stdout>:allreduce sum=6 expected=6 "
+                                       "ok")));
   }
   // Who started whom, as each agent logs it (a child's lines reach hvdrun
   // through its parent's stderr).
@@ -59,7 +60,8 @@ TEST_F(LaunchTreeTest, AHostBelowThatCannotBeReachedIsNamedWithItsStarter) {
   EXPECT_THAT(r.err, HasSubstr(absl::StrCat(
                          "hvdrun: host ", nowhere,
                          ": could not start hvd-agent: ssh exited with code "
-                         "255: ssh: connect to host ", nowhere, " port 22: ")));
+                         "255: ssh: connect to host ",
+                         nowhere, " port 22: ")));
   EXPECT_THAT(r.err, AnyOf(HasSubstr("No route to host (started by the "
                                      "agent of h1)"),
                            HasSubstr("Connection timed out (started by the "

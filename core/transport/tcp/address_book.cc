@@ -22,8 +22,12 @@ struct Shape {
   std::string addresses;  // "a.b.c.d,..."
 };
 
+// An encoded record as its shape and port.
 absl::StatusOr<std::pair<Shape, unsigned short>> ShapeOf(
-    const PeerRecord& record) {
+    absl::string_view encoded) {
+  absl::StatusOr<PeerRecord> decoded = DecodePeerRecord(encoded);
+  if (!decoded.ok()) return decoded.status();
+  const PeerRecord& record = *decoded;
   Shape shape{record.hostname, ""};
   const unsigned short port = record.endpoints.front().port();
   for (const Endpoint& e : record.endpoints) {
@@ -31,17 +35,16 @@ absl::StatusOr<std::pair<Shape, unsigned short>> ShapeOf(
       return absl::InvalidArgumentError("its endpoints are on several ports");
     }
   }
-  shape.addresses = absl::StrJoin(
-      record.endpoints, ",", [](std::string* out, const Endpoint& e) {
-        out->append(e.address().to_string());
-      });
+  shape.addresses = absl::StrJoin(record.endpoints, ",",
+                                  [](std::string* out, const Endpoint& e) {
+                                    out->append(e.address().to_string());
+                                  });
   return std::make_pair(std::move(shape), port);
 }
 
 absl::Status Unreadable(absl::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("the TCP address book rank 0 published is unreadable (",
-                   why, ")"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the TCP address book rank 0 published is unreadable (", why, ")"));
 }
 
 }  // namespace
@@ -52,11 +55,8 @@ std::string EncodeAddressBook(const std::vector<std::string>& records) {
   std::vector<std::string> entries;
   entries.reserve(records.size());
   for (size_t r = 0; r < records.size(); ++r) {
-    absl::StatusOr<PeerRecord> record = DecodePeerRecord(records[r]);
     absl::StatusOr<std::pair<Shape, unsigned short>> shaped =
-        record.ok() ? ShapeOf(*record)
-                    : absl::StatusOr<std::pair<Shape, unsigned short>>(
-                          record.status());
+        ShapeOf(records[r]);
     if (!shaped.ok()) {
       return absl::StrCat(kError, "rank ", r, "'s TCP address is unusable: ",
                           shaped.status().message());
@@ -116,8 +116,8 @@ absl::StatusOr<std::vector<PeerRecord>> DecodeAddressBook(
     records.push_back(std::move(record));
   }
   if (static_cast<int>(records.size()) != size) {
-    return Unreadable(absl::StrCat(records.size(), " ranks for a job of ",
-                                   size));
+    return Unreadable(
+        absl::StrCat(records.size(), " ranks for a job of ", size));
   }
   return records;
 }

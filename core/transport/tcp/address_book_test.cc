@@ -66,11 +66,10 @@ TEST(AddressBook, AnUnusableRecordFailsEveryRankNamingIt) {
                         "record"));
   const std::vector<std::string> two_ports = {
       Record("a", {Ep("10.0.0.1", 4001), Ep("127.0.0.1", 4002)})};
-  EXPECT_THAT(DecodeAddressBook(EncodeAddressBook(two_ports), 1)
-                  .status()
-                  .message(),
-              HasSubstr("rank 0's TCP address is unusable: its endpoints are "
-                        "on several ports"));
+  EXPECT_THAT(
+      DecodeAddressBook(EncodeAddressBook(two_ports), 1).status().message(),
+      HasSubstr("rank 0's TCP address is unusable: its endpoints are "
+                "on several ports"));
 }
 
 TEST(AddressBook, ABookForAnotherSizeOrMangledIsRefused) {

@@ -6,9 +6,10 @@
 //   0.0.0.0, ephemeral port), publishes its host name and candidate
 //   endpoints under "tcp/<rank>" (address.h), reads every rank's from the
 //   book rank 0 gathers under "tcp/all" (address_book.h), dials each lower
-//   rank and accepts each higher one concurrently on one io_context. The dialer's
-//   Hello carries its rank and the job token; the acceptor compares the
-//   token in constant time and answers with one byte (handshake.h).
+//   rank and accepts each higher one concurrently on one io_context. The
+//   dialer's Hello carries its rank and the job token; the acceptor
+//   compares the token in constant time and answers with one byte
+//   (handshake.h).
 // - Data (pair.h): per peer one socket (TCP_NODELAY, large buffers) with a
 //   send FIFO and a receive FIFO; each message is an 8-byte little-endian
 //   length then the payload. Sends gather header and payload into one
@@ -42,9 +43,11 @@ namespace hvd::transport {
 
 // Listens, publishes this rank's addresses under key "tcp/<rank>" in `store`
 // (callers pass a PrefixStore to scope it), reads every peer's from the book
-// rank 0 publishes under "tcp/all", and connects the full mesh. Returns once all size-1 connections are established and
-// authenticated, or an error naming the peer rank and address that failed
-// (DeadlineExceeded / Unavailable / Unauthenticated).
+// rank 0 publishes under "tcp/all", and connects the full mesh. Returns once
+// all size-1 connections are established and authenticated, or an error
+// naming the peer rank and address that failed (DeadlineExceeded /
+// Unavailable / Unauthenticated); InvalidArgument on every rank when a
+// rank's published address is unusable.
 //
 // Also InvalidArgument for bad arguments or an unknown `iface`, and
 // FailedPrecondition when a peer refuses this rank or job size. `store` is
