@@ -19,6 +19,25 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// An executable shell script `name` in the test's directory; its path.
+std::string Script(const std::string& name, const std::string& text) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/" + name;
+  {
+    std::ofstream f(path);
+    f << "#!/bin/sh\n" << text;
+  }
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+// The least an agent's bootstrap holds.
+host::Bootstrap Minimal(const std::string& token = "t") {
+  host::Bootstrap b;
+  b.token = token;
+  b.rendezvous = {"127.0.0.1:1"};
+  return b;
+}
+
 TEST(AgentCommand, LocalIsTheBinaryItself) {
   AgentStarterOptions o;
   o.local_agent = "/opt/hvd/hvd-agent";
@@ -68,15 +87,10 @@ TEST(ShellQuote, QuotesOnlyWhatNeedsIt) {
 // report names how it ended and quotes the complaint; the token it was
 // given never shows.
 TEST(AgentStarter, ReportsExitWithStderrTail) {
-  std::string script = std::string(getenv("TEST_TMPDIR")) + "/fake-agent";
-  {
-    std::ofstream f(script);
-    f << "#!/bin/sh\nhead -c 21 >/dev/null\necho line one >&2\n"
-         "echo 'fatal: it broke' >&2\nexit 5\n";
-  }
-  chmod(script.c_str(), 0755);
   AgentStarterOptions o;
-  o.local_agent = script;
+  o.local_agent = Script("fake-agent",
+                         "head -c 21 >/dev/null\necho line one >&2\n"
+                         "echo 'fatal: it broke' >&2\nexit 5\n");
   absl::Notification done;
   std::string why;
   int host = -1;
@@ -88,10 +102,8 @@ TEST(AgentStarter, ReportsExitWithStderrTail) {
         done.Notify();
       },
       nullptr);
-  host::Bootstrap b;
-  b.token = "secret-token-value";
-  b.rendezvous = {"127.0.0.1:1"};
-  ASSERT_TRUE(starter.Start(3, "localhost", true, b).ok());
+  ASSERT_TRUE(
+      starter.Start(3, "localhost", true, Minimal("secret-token-value")).ok());
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(host, 3);
   EXPECT_THAT(why, HasSubstr("exited with code 5"));
@@ -104,13 +116,10 @@ TEST(AgentStarter, ReportsExitWithStderrTail) {
 // is reported as srun's, with srun's complaint quoted.
 TEST(AgentStarter, SrunRunsInItsOwnEnvironmentAndIsNamed) {
   const std::string dir = getenv("TEST_TMPDIR");
-  {
-    std::ofstream f(dir + "/srun");
-    f << "#!/bin/sh\nhead -c 21 >/dev/null\necho \"$MARK $4 $5\" >&2\n"
+  Script("srun",
+         "head -c 21 >/dev/null\necho \"$MARK $4 $5\" >&2\n"
          "echo 'srun: error: node2: task 0: Exited with exit code 3' >&2\n"
-         "exit 3\n";
-  }
-  chmod((dir + "/srun").c_str(), 0755);
+         "exit 3\n");
   AgentStarterOptions o;
   o.launch = AgentLaunch::kSrun;
   o.slurm_job_id = "9";
@@ -125,10 +134,7 @@ TEST(AgentStarter, SrunRunsInItsOwnEnvironmentAndIsNamed) {
         done.Notify();
       },
       nullptr);
-  host::Bootstrap b;
-  b.token = "t";
-  b.rendezvous = {"127.0.0.1:1"};
-  ASSERT_TRUE(starter.Start(1, "node2", false, b).ok());
+  ASSERT_TRUE(starter.Start(1, "node2", false, Minimal()).ok());
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(why,
             "srun exited with code 3: from-srun-env --ntasks-per-node=1 "
@@ -139,12 +145,7 @@ TEST(AgentStarter, SrunRunsInItsOwnEnvironmentAndIsNamed) {
 
 TEST(AgentStarter, KillAllEndsAHangingAgent) {
   AgentStarterOptions o2;
-  o2.local_agent = std::string(getenv("TEST_TMPDIR")) + "/hang";
-  {
-    std::ofstream f(o2.local_agent);
-    f << "#!/bin/sh\nexec sleep 60\n";
-  }
-  chmod(o2.local_agent.c_str(), 0755);
+  o2.local_agent = Script("hang", "exec sleep 60\n");
   absl::Notification done;
   std::string why;
   AgentStarter hanging(
@@ -154,10 +155,7 @@ TEST(AgentStarter, KillAllEndsAHangingAgent) {
         done.Notify();
       },
       nullptr);
-  host::Bootstrap b;
-  b.token = "t";
-  b.rendezvous = {"127.0.0.1:1"};
-  ASSERT_TRUE(hanging.Start(0, "localhost", true, b).ok());
+  ASSERT_TRUE(hanging.Start(0, "localhost", true, Minimal()).ok());
   hanging.KillAll(absl::Milliseconds(100));
   EXPECT_TRUE(done.HasBeenNotified());
   EXPECT_THAT(why, HasSubstr("killed by signal 15"));
@@ -167,16 +165,9 @@ TEST(AgentStarter, KillAllEndsAHangingAgent) {
 // nothing until connected. Start must not wait for that.
 TEST(AgentStarter, ABootstrapLargerThanAPipeDoesNotHoldUpStart) {
   AgentStarterOptions o;
-  o.local_agent = std::string(getenv("TEST_TMPDIR")) + "/slow-reader";
-  {
-    std::ofstream f(o.local_agent);
-    f << "#!/bin/sh\nsleep 5\nexec cat >/dev/null\n";
-  }
-  chmod(o.local_agent.c_str(), 0755);
+  o.local_agent = Script("slow-reader", "sleep 5\nexec cat >/dev/null\n");
   AgentStarter starter(o, host::RealOs(), [](int, std::string) {}, nullptr);
-  host::Bootstrap b;
-  b.token = "t";
-  b.rendezvous = {"127.0.0.1:1"};
+  host::Bootstrap b = Minimal();
   for (int h = 1; h <= 10000; ++h) {
     b.below.push_back({h, h / 64 - 1, absl::StrCat("node", h, ".example")});
   }
@@ -197,10 +188,7 @@ TEST(AgentStarter, KillAllSigkillsAnAgentOneGraceAfterSigterm) {
   std::string why;
   AgentStarter starter(
       o, &os, [&](int, std::string w) { why = w; }, nullptr);
-  host::Bootstrap b;
-  b.token = "t";
-  b.rendezvous = {"127.0.0.1:1"};
-  ASSERT_TRUE(starter.Start(0, "localhost", true, b).ok());
+  ASSERT_TRUE(starter.Start(0, "localhost", true, Minimal()).ok());
   const absl::Time t0 = os.Now();
   starter.KillAll(absl::Seconds(3));
   const std::vector<host::FakeOs::SentSignal> sent = os.signals();
@@ -225,10 +213,7 @@ TEST(AgentStarter, SpawnFailureIsReturnedNotReported) {
   o.remote_agent = "hvd-agent";
   int reports = 0;
   AgentStarter starter(o, &os, [&](int, std::string) { ++reports; }, nullptr);
-  host::Bootstrap b;
-  b.token = "t";
-  b.rendezvous = {"127.0.0.1:1"};
-  absl::Status s = starter.Start(0, "node1", false, b);
+  absl::Status s = starter.Start(0, "node1", false, Minimal());
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("fork"));
   starter.KillAll(absl::Milliseconds(10));
