@@ -129,8 +129,15 @@ absl::StatusOr<Registration> GrpcStore::Register(
   request.set_init_count(init_count);
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
+    // A try within what is left of the wait (the whole rpc_timeout for one
+    // try), so that the wait ends when it says.
+    const absl::Duration this_try =
+        timeout <= absl::ZeroDuration()
+            ? options_.rpc_timeout
+            : std::min(options_.rpc_timeout,
+                       std::max(deadline - absl::Now(), kRegisterRetryPause));
     grpc::ClientContext context;
-    Rpc::Prepare(&context, token_, options_.rpc_timeout);
+    Rpc::Prepare(&context, token_, this_try);
     pb::RegisterResponse response;
     grpc::Status status = rpc_->stub().Register(&context, request, &response);
     if (status.ok()) return Registration{response.rank(), response.size()};

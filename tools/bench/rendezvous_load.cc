@@ -239,11 +239,7 @@ absl::Status ReadAddressBook(Store& store, int rank, int size, int* calls) {
                      port),
        tcp::Endpoint(tcp::Ipv4::loopback(), port)}};
   *calls += rank == 0 ? 3 : 2;  // Set; then GetMany and Set, or one Get
-  absl::StatusOr<std::string> book = GatherThroughRoot(
-      store, "tcp/", rank, size, tcp::EncodePeerRecord(mine),
-      "every rank's TCP address", tcp::EncodeAddressBook, kTimeout);
-  if (!book.ok()) return book.status();
-  return tcp::DecodeAddressBook(*book, size).status();
+  return tcp::ExchangeAddressBook(rank, size, mine, store, kTimeout).status();
 }
 
 WorkerResult Work(GrpcStore& store, int rank, int size, const Flags& flags,

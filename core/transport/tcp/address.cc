@@ -46,32 +46,11 @@ std::string DescribeInterfaces(const std::vector<Interface>& interfaces) {
       });
 }
 
-absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
-  const size_t colon = text.rfind(':');
-  uint32_t port = 0;
-  if (colon == absl::string_view::npos ||
-      !absl::SimpleAtoi(text.substr(colon + 1), &port) || port == 0 ||
-      port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad endpoint '", text, "'"));
-  }
-  boost::system::error_code ec;
-  const Ipv4 ip =
-      boost::asio::ip::make_address_v4(std::string(text.substr(0, colon)), ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad endpoint '", text, "'"));
-  }
-  return Endpoint(ip, static_cast<unsigned short>(port));
-}
-
 }  // namespace
 
 absl::StatusOr<std::optional<Ipv4>> ResolveInterface(absl::string_view iface) {
   if (iface.empty()) return std::optional<Ipv4>();
-  boost::system::error_code ec;
-  const Ipv4 literal = boost::asio::ip::make_address_v4(std::string(iface), ec);
-  if (!ec) return std::optional<Ipv4>(literal);
+  if (std::optional<Ipv4> literal = ParseIpv4(iface)) return literal;
   const std::vector<Interface> interfaces = UpInterfaces();
   for (const Interface& i : interfaces) {
     if (i.name == iface) return std::optional<Ipv4>(i.address);
@@ -92,6 +71,40 @@ std::vector<Ipv4> UpInterfaceAddresses() {
   others.insert(others.end(), loopback.begin(), loopback.end());
   return others;
 }
+
+std::optional<Ipv4> ParseIpv4(absl::string_view text) {
+  boost::system::error_code ec;
+  const Ipv4 ip = boost::asio::ip::make_address_v4(std::string(text), ec);
+  if (ec) return std::nullopt;
+  return ip;
+}
+
+std::optional<unsigned short> ParsePort(absl::string_view text) {
+  uint32_t port = 0;
+  if (!absl::SimpleAtoi(text, &port) || port == 0 || port > 65535) {
+    return std::nullopt;
+  }
+  return static_cast<unsigned short>(port);
+}
+
+namespace {
+
+// "1.2.3.4:567".
+absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
+  const size_t colon = text.rfind(':');
+  const std::optional<unsigned short> port =
+      colon == absl::string_view::npos ? std::nullopt
+                                       : ParsePort(text.substr(colon + 1));
+  const std::optional<Ipv4> ip =
+      port ? ParseIpv4(text.substr(0, colon)) : std::nullopt;
+  if (!ip) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad endpoint '", text, "'"));
+  }
+  return Endpoint(*ip, *port);
+}
+
+}  // namespace
 
 std::string EndpointString(const Endpoint& endpoint) {
   return absl::StrCat(endpoint.address().to_string(), ":", endpoint.port());

@@ -47,6 +47,10 @@ absl::StatusOr<PeerRecord> DecodePeerRecord(absl::string_view text);
 std::vector<Endpoint> DialCandidates(const PeerRecord& peer,
                                      absl::string_view my_hostname);
 
+// "1.2.3.4" and "567" (1 to 65535); nullopt when the text is not one.
+std::optional<Ipv4> ParseIpv4(absl::string_view text);
+std::optional<unsigned short> ParsePort(absl::string_view text);
+
 // "1.2.3.4:567".
 std::string EndpointString(const Endpoint& endpoint);
 std::string EndpointListString(const std::vector<Endpoint>& endpoints);

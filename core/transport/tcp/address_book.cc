@@ -1,5 +1,6 @@
 #include "core/transport/tcp/address_book.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/common/annotate.h"
 
 namespace hvd::transport::tcp_internal {
 namespace {
@@ -92,10 +94,9 @@ absl::StatusOr<std::vector<PeerRecord>> DecodeAddressBook(
   for (size_t s = 0; s < shape_count; ++s) {
     shapes[s].hostname = std::string(lines[2 + 2 * s]);
     for (absl::string_view a : absl::StrSplit(lines[3 + 2 * s], ',')) {
-      boost::system::error_code ec;
-      const Ipv4 ip = boost::asio::ip::make_address_v4(std::string(a), ec);
-      if (ec) return Unreadable(absl::StrCat("address '", a, "'"));
-      shapes[s].endpoints.emplace_back(ip, 0);  // each rank's port below
+      const std::optional<Ipv4> ip = ParseIpv4(a);
+      if (!ip) return Unreadable(absl::StrCat("address '", a, "'"));
+      shapes[s].endpoints.emplace_back(*ip, 0);  // each rank's port below
     }
   }
   std::vector<PeerRecord> records;
@@ -104,21 +105,32 @@ absl::StatusOr<std::vector<PeerRecord>> DecodeAddressBook(
     const std::pair<absl::string_view, absl::string_view> f =
         absl::StrSplit(entry, absl::MaxSplits(':', 1));
     size_t shape = 0;
-    uint32_t port = 0;
-    if (!absl::SimpleAtoi(f.first, &shape) || shape >= shape_count ||
-        !absl::SimpleAtoi(f.second, &port) || port == 0 || port > 65535) {
+    const std::optional<unsigned short> port = ParsePort(f.second);
+    if (!absl::SimpleAtoi(f.first, &shape) || shape >= shape_count || !port) {
       return Unreadable(absl::StrCat("entry '", entry, "'"));
     }
     PeerRecord record = shapes[shape];
-    for (Endpoint& e : record.endpoints) {
-      e.port(static_cast<unsigned short>(port));
-    }
+    for (Endpoint& e : record.endpoints) e.port(*port);
     records.push_back(std::move(record));
   }
   if (static_cast<int>(records.size()) != size) {
     return Unreadable(
         absl::StrCat(records.size(), " ranks for a job of ", size));
   }
+  return records;
+}
+
+absl::StatusOr<std::vector<PeerRecord>> ExchangeAddressBook(
+    int rank, int size, const PeerRecord& mine, Store& store,
+    absl::Duration timeout) {
+  const std::string who = absl::StrCat("rank ", rank);
+  absl::StatusOr<std::string> book = GatherThroughRoot(
+      store, "tcp/", rank, size, EncodePeerRecord(mine),
+      "every rank's TCP address", EncodeAddressBook, timeout);
+  if (!book.ok()) return Annotate(book.status(), who);
+  absl::StatusOr<std::vector<PeerRecord>> records =
+      DecodeAddressBook(*book, size);
+  if (!records.ok()) return Annotate(records.status(), who);
   return records;
 }
 

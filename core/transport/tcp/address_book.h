@@ -16,6 +16,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/rendezvous/store.h"
 #include "core/transport/tcp/address.h"
 
 namespace hvd::transport::tcp_internal {
@@ -31,6 +33,14 @@ std::string EncodeAddressBook(const std::vector<std::string>& records);
 // value above.
 absl::StatusOr<std::vector<PeerRecord>> DecodeAddressBook(
     absl::string_view text, int size);
+
+// Publishes `mine` as rank `rank` of `size` under "tcp/<rank>" and returns
+// every rank's record, from the book rank 0 gathers and publishes under
+// "tcp/all" (GatherThroughRoot). Errors name `rank`: the store's, or
+// InvalidArgument as DecodeAddressBook.
+absl::StatusOr<std::vector<PeerRecord>> ExchangeAddressBook(
+    int rank, int size, const PeerRecord& mine, Store& store,
+    absl::Duration timeout);
 
 }  // namespace hvd::transport::tcp_internal
 

@@ -63,15 +63,10 @@ tcp_internal::PeerRecord OwnRecord(
 absl::StatusOr<std::vector<std::vector<Endpoint>>> ExchangeAddresses(
     int rank, int size, const tcp_internal::PeerRecord& own, Store* store,
     const TcpOptions& options, absl::Time deadline) {
-  const std::string who = absl::StrCat("rank ", rank);
-  absl::StatusOr<std::string> book = GatherThroughRoot(
-      *store, "tcp/", rank, size, tcp_internal::EncodePeerRecord(own),
-      "every rank's TCP address", tcp_internal::EncodeAddressBook,
-      deadline - absl::Now());
-  if (!book.ok()) return Annotate(book.status(), who);
   absl::StatusOr<std::vector<tcp_internal::PeerRecord>> records =
-      tcp_internal::DecodeAddressBook(*book, size);
-  if (!records.ok()) return Annotate(records.status(), who);
+      tcp_internal::ExchangeAddressBook(rank, size, own, *store,
+                                        deadline - absl::Now());
+  if (!records.ok()) return records.status();
   std::vector<std::vector<Endpoint>> candidates(rank);
   for (int peer = 0; peer < rank; ++peer) {
     candidates[peer] =
