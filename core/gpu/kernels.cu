@@ -44,11 +44,14 @@ void LaunchInteger(void* data, size_t count, double factor,
       std::numeric_limits<T>::max());
 }
 
+// In the tensor's own type, the factor rounded to it first, as the CPU
+// (collectives::Scale) and Horovod do: a product in double rounded once to
+// float can differ from it in the last bit.
 template <typename T>
-__global__ void ScaleFloat(T* data, size_t count, double factor) {
+__global__ void ScaleFloat(T* data, size_t count, T factor) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
        i += size_t{blockDim.x} * gridDim.x) {
-    data[i] = static_cast<T>(static_cast<double>(data[i]) * factor);
+    data[i] = data[i] * factor;
   }
 }
 
@@ -145,12 +148,12 @@ cudaError_t LaunchScale(void* data, size_t count, int32_t dtype, double factor,
           static_cast<__nv_bfloat16*>(data), count, static_cast<float>(factor));
       break;
     case DataType::kFloat32:
-      ScaleFloat<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(data),
-                                                  count, factor);
+      ScaleFloat<float><<<blocks, kThreads, 0, stream>>>(
+          static_cast<float*>(data), count, static_cast<float>(factor));
       break;
     case DataType::kFloat64:
-      ScaleFloat<<<blocks, kThreads, 0, stream>>>(static_cast<double*>(data),
-                                                  count, factor);
+      ScaleFloat<double><<<blocks, kThreads, 0, stream>>>(
+          static_cast<double*>(data), count, factor);
       break;
     case DataType::kBool:
       ScaleBool<<<blocks, kThreads, 0, stream>>>(static_cast<uint8_t*>(data),

@@ -30,7 +30,7 @@ using runtime::TensorEntry;
 using ::testing::ElementsAre;
 
 class NcclOpsTest : public ::testing::Test {
- protected:
+ public:  // FusedAllreduce drives a test through these
   void SetUp() override {
     HVD_REQUIRE_GPU();
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
@@ -194,30 +194,71 @@ TEST_F(NcclOpsTest, AllreduceEveryTypeAndOpThroughNccl) {
   EXPECT_EQ(ops_->PathOf(0), "nccl");
 }
 
+// Where two float32 buffers differ: how many elements, the first and the
+// last (index, want, got); empty where they are equal.
+std::string Float32Difference(const std::vector<char>& got,
+                              const std::vector<char>& want) {
+  const size_t n = want.size() / 4;
+  size_t differ = 0, first = 0, last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::memcmp(&got[i * 4], &want[i * 4], 4) == 0) continue;
+    if (differ++ == 0) first = i;
+    last = i;
+  }
+  if (differ == 0) return "";
+  auto at = [&](size_t i) {
+    float w, g;
+    std::memcpy(&w, &want[i * 4], 4);
+    std::memcpy(&g, &got[i * 4], 4);
+    return absl::StrCat("[", i, "] want ", w, " got ", g);
+  };
+  return absl::StrCat(differ, " of ", n, " elements differ; first ", at(first),
+                      ", last ", at(last));
+}
+
+// `small` float32 tensors of 1..small elements and one of `large` elements,
+// allreduced in one response with `prescale`.
+void FusedAllreduce(NcclOpsTest& t, int small, int64_t large, double prescale);
+
 TEST_F(NcclOpsTest, AFusedResponseOfManySmallTensorsAndALargeOne) {
+  FusedAllreduce(*this, 200, (int64_t{3} << 20) + 1, 2.0);
+}
+
+TEST_F(NcclOpsTest, AFusedResponseWithoutAFactor) {
+  FusedAllreduce(*this, 200, (int64_t{3} << 20) + 1, 1.0);
+}
+
+TEST_F(NcclOpsTest, OneLargeTensorOfAnOddCountWithAFactor) {
+  FusedAllreduce(*this, 0, (int64_t{3} << 20) + 1, 2.0);
+}
+
+void FusedAllreduce(NcclOpsTest& t, int small, int64_t large,
+                    double prescale) {
   std::vector<std::string> names;
   std::vector<int64_t> sizes;
   std::vector<std::unique_ptr<TensorEntry>> entries;
   std::vector<std::pair<void*, std::vector<char>>> tensors;
-  for (int i = 0; i < 201; ++i) {
-    const int64_t count = i == 200 ? (int64_t{3} << 20) + 1 : i + 1;
+  for (int i = 0; i <= small; ++i) {
+    const int64_t count = i == small ? large : i + 1;
     names.push_back(absl::StrCat("f", i));
     sizes.push_back(count);
     std::vector<char> bytes = Values(DataType::kFloat32, count);
-    void* data = Upload(bytes);
+    void* data = t.Upload(bytes);
     entries.push_back(
-        Entry(names.back(), DataType::kFloat32, {count}, data, data));
-    collectives::Scale(bytes.data(), count, DataType::kFloat32, 2.0);
+        t.Entry(names.back(), DataType::kFloat32, {count}, data, data));
+    collectives::Scale(bytes.data(), count, DataType::kFloat32, prescale);
     tensors.push_back({data, std::move(bytes)});
   }
-  Execute(Make(runtime::ALLREDUCE, names, sizes, DataType::kFloat32,
-               ReduceOp::kSum, 2.0),
-          std::move(entries));
+  t.Execute(Make(runtime::ALLREDUCE, names, sizes, DataType::kFloat32,
+                 ReduceOp::kSum, prescale),
+            std::move(entries));
   for (size_t i = 0; i < names.size(); ++i) {
-    ASSERT_TRUE(Wait(names[i]).first.ok()) << names[i];
-    EXPECT_TRUE(Download(tensors[i].first, tensors[i].second.size()) ==
-                tensors[i].second)
-        << names[i];
+    ASSERT_TRUE(t.Wait(names[i]).first.ok()) << names[i];
+    EXPECT_EQ(Float32Difference(
+                  Download(tensors[i].first, tensors[i].second.size()),
+                  tensors[i].second),
+              "")
+        << names[i] << " of " << names.size() << ", prescale " << prescale;
   }
 }
 

@@ -139,6 +139,70 @@ TEST_P(CallerProgressTest, CallersOfOneRankShareTheCyclesWithEachOther) {
   });
 }
 
+// A device backend whose ops run on a thread of their own, as a GPU
+// stream does: each completes a millisecond after Execute hands it over.
+class ThreadDeviceOps : public DeviceOps {
+ public:
+  ~ThreadDeviceOps() override { Shutdown(); }
+  absl::StatusOr<std::shared_ptr<ReadyEvent>> MarkReady(int, void*) override {
+    return std::shared_ptr<ReadyEvent>();
+  }
+  absl::Status Execute(const Response&,
+                       std::vector<std::unique_ptr<TensorEntry>>& entries,
+                       const collectives::Group&) override {
+    std::vector<std::shared_ptr<TensorEntry>> taken;
+    for (auto& e : entries) {
+      if (e) taken.push_back(std::move(e));
+    }
+    absl::MutexLock lock(&mu_);
+    workers_.emplace_back([taken] {
+      absl::SleepFor(absl::Milliseconds(1));
+      for (const auto& e : taken) e->done(absl::OkStatus(), OpResult());
+    });
+    return absl::OkStatus();
+  }
+  void RemoveProcessSet(int) override {}
+  void Abort(const absl::Status&) override {}
+  void Shutdown() override {
+    absl::MutexLock lock(&mu_);
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(CallerProgress, ACallerWhoseOpRunsOffTheCyclesWaitsForItNotForATimer) {
+  // A cycle with nothing to do sleeps until its timer, 30 s here; the op
+  // completes on its own thread a millisecond after the cycle handed it on.
+  Config config;
+  config.size = 1;
+  config.cycle_time = absl::Seconds(30);
+  config.idle_cycle_time = absl::Seconds(30);
+  HandleTable handles;
+  auto runtime = Runtime::Start(
+      config, RuntimeParts(), &handles,
+      [](const DeviceEnv&) -> absl::StatusOr<std::unique_ptr<DeviceOps>> {
+        return std::make_unique<ThreadDeviceOps>();
+      });
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  std::vector<float> data(4, 1.0f);
+  for (int call = 0; call < 3; ++call) {
+    auto entry = Allreduce("on a stream", data);
+    entry->device = DeviceType::kGpu;
+    entry->request.set_device(static_cast<int32_t>(DeviceType::kGpu));
+    const int64_t handle = (*runtime)->Submit(One(std::move(entry))).value();
+    const absl::Time start = absl::Now();
+    (*runtime)->Drive(handle, start + absl::Seconds(60));
+    EXPECT_EQ(handles.Poll(handle), 1) << "call " << call;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "call " << call;
+    handles.Release(handle);
+  }
+  (*runtime)->Shutdown();
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Transports, CallerProgressTest,
     ::testing::Values(MeshTransport::kTcp, MeshTransport::kShm),

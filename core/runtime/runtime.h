@@ -137,6 +137,11 @@ class Runtime {
   // waited for work already (AwaitTurn). False once the loop has ended (a
   // failure or shutdown; every entry failed): no more cycles then.
   bool RunCycle(bool waited) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // Whether a cycle has anything to do for this rank: submissions queued,
+  // requests still negotiated, or a list to send again at once. A caller
+  // whose op runs outside the cycles (on a GPU stream) waits for its handle
+  // while there is none.
+  bool CycleHasWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // RunCycle's body; false when the loop must end.
   bool CycleBody(bool waited) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Whether this rank reports metrics_ (HVD_METRICS_INTERVAL set, in a job

@@ -120,6 +120,14 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
       handles_->Wait(handle, std::min(kDriverRetry, deadline - absl::Now()));
       continue;
     }
+    if (!loop_ended_ && !CycleHasWork()) {
+      // The op left the cycles (a GPU stream runs it) and nothing else waits
+      // for one: a cycle would sleep until its timer while the handle
+      // completes, so wait for the handle instead.
+      cycle_mu_.Unlock();
+      handles_->Wait(handle, std::min(kDriverRetry, deadline - absl::Now()));
+      continue;
+    }
     const bool ended =
         loop_ended_ ||
         (handles_->Poll(handle) == 0 && !RunCycle(/*waited=*/false));
@@ -130,6 +138,11 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
   --drivers_;
   last_driven_ = absl::Now();
   if (last_driven_ - start >= kDriverGrace) long_drive_ended_ = true;
+}
+
+bool Runtime::CycleHasWork() {
+  return resend_now_ || !pending_.empty() ||
+         has_work_.load(std::memory_order_acquire);
 }
 
 bool Runtime::RunCycle(bool waited) {

@@ -6,6 +6,11 @@
 //       allreduce of 1 KiB, 1 MiB and 256 MiB through ncclAllReduce on a
 //       communicator of one rank, then through hvd_allreduce_async (C ABI,
 //       producer stream passed, waited for with hvd_wait). Median per op.
+//   gpu_overhead_bench --mode=resnet --shapes=FILE   one process: the
+//       161 gradients of FILE (resnet50_shapes.txt) submitted one call each
+//       and then waited for, as hvd.DistributedOptimizer does, against one
+//       flat tensor of their total size; medians of the submitting, the
+//       waiting and the whole step.
 //   hvdrun -np N gpu_overhead_bench --mode=staged   N processes sharing
 //       GPU 0: hvd allreduce through the staged path; median time and
 //       bus bandwidth (2 (N-1)/N x bytes / time).
@@ -17,6 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -67,16 +74,21 @@ double Direct(void* data, size_t bytes, cudaStream_t stream) {
   return Median(times);
 }
 
-// Median microseconds of hvd_allreduce_async + hvd_wait on a GPU tensor.
-double ThroughHvd(void* data, size_t bytes, cudaStream_t stream,
-                  const char* tag) {
-  int64_t shape[] = {static_cast<int64_t>(bytes / 4)};
+DLTensor Float32(void* data, int64_t* count) {
   DLTensor t{};
   t.data = data;
   t.device = {kDLCUDA, 0};
   t.ndim = 1;
   t.dtype = {kDLFloat, 32, 1};
-  t.shape = shape;
+  t.shape = count;
+  return t;
+}
+
+// Median microseconds of hvd_allreduce_async + hvd_wait on a GPU tensor.
+double ThroughHvd(void* data, size_t bytes, cudaStream_t stream,
+                  const char* tag) {
+  int64_t shape[] = {static_cast<int64_t>(bytes / 4)};
+  DLTensor t = Float32(data, shape);
   hvd_options o = hvd_default_options();
   const std::string name =
       std::string("bench.") + tag + "." + std::to_string(bytes);
@@ -99,6 +111,63 @@ double ThroughHvd(void* data, size_t bytes, cudaStream_t stream,
   return Median(times);
 }
 
+// Element counts of the shapes in `path` (one shape a line, '#' comments).
+std::vector<int64_t> Counts(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<int64_t> counts;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream dims(line);
+    int64_t n = 1;
+    for (int64_t d; dims >> d;) n *= d;
+    counts.push_back(n);
+  }
+  return counts;
+}
+
+// The optimizer's pattern through the C ABI: every gradient submitted, then
+// every handle waited for. Prints the medians.
+void ManyTensors(char* data, const std::vector<int64_t>& counts,
+                 cudaStream_t stream) {
+  hvd_options o = hvd_default_options();
+  o.stream = stream;
+  std::vector<int64_t> shapes = counts;
+  std::vector<DLTensor> tensors;
+  std::vector<std::string> names;
+  int64_t total = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    tensors.push_back(Float32(data + total * 4, &shapes[i]));
+    names.push_back("grad." + std::to_string(i));
+    total += counts[i];
+  }
+  std::vector<double> submit, wait, step;
+  std::vector<hvd_handle> handles(counts.size());
+  for (int i = -5; i < 50; ++i) {
+    const auto start = Clock::now();
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      o.name = names[t].c_str();
+      handles[t] = hvd_allreduce_async(&tensors[t], nullptr, &o);
+    }
+    const auto submitted = Clock::now();
+    for (hvd_handle h : handles) {
+      if (hvd_wait(h, 300.0) != HVD_OK) {
+        std::fprintf(stderr, "hvd allreduce failed: %s\n", hvd_handle_error(h));
+        std::exit(2);
+      }
+      hvd_release(h);
+    }
+    const auto end = Clock::now();
+    if (i < 0) continue;
+    submit.push_back(
+        std::chrono::duration<double, std::micro>(submitted - start).count());
+    wait.push_back(
+        std::chrono::duration<double, std::micro>(end - submitted).count());
+    step.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+  }
+  std::printf("%zu tensors: submit %.1f us, wait %.1f us, step %.1f us\n",
+              counts.size(), Median(submit), Median(wait), Median(step));
+}
+
 std::string Human(size_t bytes) {
   if (bytes >= (size_t{1} << 20)) return std::to_string(bytes >> 20) + " MiB";
   return std::to_string(bytes >> 10) + " KiB";
@@ -107,9 +176,10 @@ std::string Human(size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string mode = "nccl";
+  std::string mode = "nccl", shapes;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--mode=", 7) == 0) mode = argv[i] + 7;
+    if (std::strncmp(argv[i], "--shapes=", 9) == 0) shapes = argv[i] + 9;
   }
   if (mode == "staged") setenv("HVD_GPU_DATA_PATH", "staged", 1);
   CHECK_CUDA(cudaSetDevice(0));
@@ -135,6 +205,20 @@ int main(int argc, char** argv) {
       std::printf("%-9s %16.1f %14.1f %14.1f\n", Human(bytes).c_str(), direct,
                   hvd, hvd - direct);
     }
+  } else if (mode == "resnet" && size == 1) {
+    const std::vector<int64_t> counts = Counts(shapes);
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    if (counts.empty() || total * 4 > static_cast<int64_t>(kSizes[2])) {
+      std::fprintf(stderr, "--mode=resnet needs --shapes=FILE of at most "
+                   "64 Mi floats in all\n");
+      return 2;
+    }
+    ManyTensors(static_cast<char*>(data), counts, stream);
+    const double flat =
+        ThroughHvd(data, static_cast<size_t>(total) * 4, stream, "flat");
+    std::printf("one flat tensor of %lld floats: %.1f us\n",
+                static_cast<long long>(total), flat);
   } else if (mode == "staged") {
     if (rank == 0) {
       std::printf("staged path, %d processes sharing GPU 0\n", size);
@@ -148,7 +232,7 @@ int main(int argc, char** argv) {
       }
     }
   } else {
-    std::fprintf(stderr, "--mode=nccl or --mode=staged\n");
+    std::fprintf(stderr, "--mode=nccl, resnet (one process) or staged\n");
     return 2;
   }
   std::fflush(stdout);

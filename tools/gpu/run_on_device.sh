@@ -250,7 +250,7 @@ bench_step() {
     return
   fi
   # The script's three runs have their own limits; the step's bounds all.
-  BENCH_TIMEOUT_S=170 PYTHON="$PYTHON" NCCL_DIR="$NCCL_DIR" \
+  BENCH_TIMEOUT_S=170 PYTHON="$PYTHON" NCCL_DIR="$NCCL_DIR" TORCH_CUDART="$TORCH_CUDART" \
     run_step bench 540 "$ROOT" bash tools/bench/gpu_overhead.sh "$B"
   cp "$OUT/logs/bench.log" "$OUT/gpu_overhead.txt" 2>/dev/null
   if [[ $RC -eq 200 ]]; then record bench SKIPPED "out of time (RUN_BUDGET_S=$BUDGET)" 0; return; fi
