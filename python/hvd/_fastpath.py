@@ -5,8 +5,9 @@ three ctypes calls (a 4 KiB allreduce: about 3 microseconds less).
 
 Every function here answers NotImplemented, having submitted nothing, when
 the module is not there (another Python than the one it was built for, a
-build without it) or does not take the tensors (another type, GPU,
-non-contiguous, bool, empty, an integer Average); the caller then takes
+build without it) or does not take the tensors (another type, a GPU tensor
+of a type registered without a stream function, non-contiguous, bool,
+empty, an integer Average); the caller then takes
 _engine's path, which handles every case and names every error.
 """
 
@@ -76,11 +77,14 @@ def register_array_type(array_type, empty_like):
         _module.register_array_type(array_type, empty_like)
 
 
-def register_tensor_type(tensor_type, dtypes, empty_like):
+def register_tensor_type(tensor_type, dtypes, empty_like, stream_of=None):
     """torch's: `dtypes` is {dtype: (DLPack type code, bits)};
-    `empty_like(tensor)` makes out-of-place results."""
+    `empty_like(tensor)` makes out-of-place results; `stream_of(device
+    index)` gives a GPU's current stream as an int (without it, GPU tensors
+    take the Python path)."""
     if _module is not None:
-        _module.register_tensor_type(tensor_type, dtypes, empty_like)
+        _module.register_tensor_type(tensor_type, dtypes, empty_like,
+                                     stream_of)
 
 
 def _keep_interrupted(handle, tensors):

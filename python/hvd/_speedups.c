@@ -9,10 +9,13 @@
  *     (numpy.ndarray), read through that protocol, and
  *   - objects of the registered tensor type (torch.Tensor), read through
  *     their Python attributes (is_cuda, is_sparse, dtype, is_contiguous(),
- *     data_ptr(), shape), the dtype mapped by the registered table;
+ *     data_ptr(), shape), the dtype mapped by the registered table; a GPU
+ *     one (is_cuda) only where a stream function was registered with the
+ *     type: it gives the device's current stream (get_device()), which the
+ *     call's options carry, so the op waits for the work queued there;
  * and calls libhvd.so's C ABI through the function addresses the bindings
  * hand over from the library they loaded (it links against nothing).
- * Anything else (another type, a non-contiguous or GPU tensor, a dtype the
+ * Anything else (another type, a non-contiguous tensor, a dtype the
  * fast path leaves alone, an empty tensor) is answered NotImplemented
  * before anything is submitted, and the caller takes the Python path, which
  * knows every case and its error message. */
@@ -22,9 +25,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/c_api.h"
 #include "dlpack/dlpack.h"
 
-typedef int64_t hvd_handle;
 enum { kOk = 0, kTimeout = 1, kError = -1 };
 enum { kMaxDims = 16 };
 
@@ -41,6 +44,7 @@ static struct {
   PyObject* tensor_type;     /* torch.Tensor, or NULL */
   PyObject* tensor_empty_like;
   PyObject* tensor_dtypes;   /* torch dtype -> (DLPack code, bits) */
+  PyObject* tensor_stream_of; /* device index -> current stream, or NULL */
 } g;
 
 /* One tensor as the C ABI takes it, with what keeps its description. */
@@ -49,6 +53,7 @@ typedef struct {
   int64_t shape[kMaxDims];
   Py_buffer view;
   int has_view;
+  void* stream;  /* a GPU tensor's producer stream (cudaStream_t) */
 } Described;
 
 static void Forget(Described* d) {
@@ -95,6 +100,7 @@ static int DescribeArray(PyObject* obj, int writable, Described* d) {
     return 0;
   }
   d->dl.data = d->view.buf;
+  d->dl.device.device_type = kDLCPU;
   d->dl.ndim = d->view.ndim;
   for (int i = 0; i < d->view.ndim; ++i) d->shape[i] = d->view.shape[i];
   return 1;
@@ -111,13 +117,29 @@ static int LongOf(PyObject* obj, const char* name, int call, long long* out) {
   return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* A GPU tensor's device (get_device()) and that device's current stream
+ * (the registered stream_of). 0, or -1 with an error set. */
+static int CurrentStream(PyObject* obj, Described* d) {
+  long long device;
+  if (LongOf(obj, "get_device", 1, &device) < 0) return -1;
+  PyObject* stream =
+      PyObject_CallFunction(g.tensor_stream_of, "L", device);
+  if (stream == NULL) return -1;
+  d->stream = PyLong_AsVoidPtr(stream);
+  Py_DECREF(stream);
+  if (PyErr_Occurred()) return -1;
+  d->dl.device.device_type = kDLCUDA;
+  d->dl.device.device_id = (int32_t)device;
+  return 0;
+}
+
 static int DescribeTensor(PyObject* obj, Described* d) {
   long long is_cuda, is_sparse, contiguous, data;
   if (LongOf(obj, "is_cuda", 0, &is_cuda) < 0 ||
       LongOf(obj, "is_sparse", 0, &is_sparse) < 0) {
     return -1;
   }
-  if (is_cuda || is_sparse) return 0;
+  if (is_sparse || (is_cuda && g.tensor_stream_of == NULL)) return 0;
   PyObject* dtype = PyObject_GetAttrString(obj, "dtype");
   if (dtype == NULL) return -1;
   PyObject* dl = PyDict_GetItemWithError(g.tensor_dtypes, dtype);
@@ -142,6 +164,8 @@ static int DescribeTensor(PyObject* obj, Described* d) {
   if (ndim < 0 || ndim > kMaxDims || count <= 0) return 0;
   if (LongOf(obj, "data_ptr", 1, &data) < 0) return -1;
   d->dl.data = (void*)(intptr_t)data;
+  d->dl.device.device_type = kDLCPU;
+  if (is_cuda && CurrentStream(obj, d) < 0) return -1;
   d->dl.ndim = (int32_t)ndim;
   d->dl.dtype.code = (uint8_t)code;
   d->dl.dtype.bits = (uint8_t)bits;
@@ -169,7 +193,6 @@ static int Describe(PyObject* obj, int writable, int floating_only,
     Forget(d);
     return 0;
   }
-  d->dl.device.device_type = kDLCPU;
   d->dl.shape = d->shape;
   return 1;
 }
@@ -191,7 +214,9 @@ static PyObject* NewOutput(PyObject* input, const Described* in,
   int64_t bytes = in->dl.dtype.bits / 8;
   for (int i = 0; i < in->dl.ndim; ++i) bytes *= in->shape[i];
   *taken = 0;
-  if (bytes >= g.pooled_bytes) return NULL;
+  if (bytes >= g.pooled_bytes && in->dl.device.device_type == kDLCPU) {
+    return NULL;
+  }
   const int array = (PyObject*)Py_TYPE(input) == g.array_type;
   PyObject* output = PyObject_CallFunctionObjArgs(
       array ? g.array_empty_like : g.tensor_empty_like, input, NULL);
@@ -261,23 +286,40 @@ static PyObject* RegisterArrayType(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-/* register_tensor_type(type, {dtype: (code, bits)}, empty_like) */
+/* register_tensor_type(type, {dtype: (code, bits)}, empty_like
+ *                      [, stream_of]): stream_of(device index) -> the
+ * device's current stream as an int; without it GPU tensors are left to the
+ * Python path. */
 static PyObject* RegisterTensorType(PyObject* self, PyObject* args) {
-  PyObject *type, *dtypes, *empty_like;
-  if (!PyArg_ParseTuple(args, "OO!O", &type, &PyDict_Type, &dtypes,
-                        &empty_like)) {
+  PyObject *type, *dtypes, *empty_like, *stream_of = Py_None;
+  if (!PyArg_ParseTuple(args, "OO!O|O", &type, &PyDict_Type, &dtypes,
+                        &empty_like, &stream_of)) {
     return NULL;
   }
   Replace(&g.tensor_type, type);
   Replace(&g.tensor_dtypes, dtypes);
   Replace(&g.tensor_empty_like, empty_like);
+  Replace(&g.tensor_stream_of, stream_of == Py_None ? NULL : stream_of);
   Py_RETURN_NONE;
 }
 
+/* The options at `options` (the bindings' cached hvd_options), with the
+ * input's stream where it has one: a copy, since the cached struct serves
+ * every stream (the core copies the options at enqueue). */
+static const hvd_options* WithStream(const void* options, const Described* in,
+                                     hvd_options* copy) {
+  if (in->stream == NULL) return (const hvd_options*)options;
+  memcpy(copy, options, sizeof(*copy));
+  copy->stream = in->stream;
+  return copy;
+}
+
 static hvd_handle Submit(Described* in, Described* out, void* options) {
+  hvd_options copy;
+  const hvd_options* o = WithStream(options, in, &copy);
   hvd_handle handle;
   Py_BEGIN_ALLOW_THREADS
-  handle = g.allreduce_async(&in->dl, &out->dl, options);
+  handle = g.allreduce_async(&in->dl, &out->dl, o);
   Py_END_ALLOW_THREADS
   return handle;
 }
@@ -365,10 +407,12 @@ static PyObject* Allreduce(PyObject* self, PyObject* const* args,
   const int taken = Begin(args, n, 5, 1, &options, &in, &out, &output);
   if (taken < 0) return NULL;
   if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
+  hvd_options copy;
+  const hvd_options* o = WithStream(options, &in, &copy);
   hvd_handle handle;
   int rc = kTimeout;
   Py_BEGIN_ALLOW_THREADS
-  handle = g.allreduce_async(&in.dl, &out.dl, options);
+  handle = g.allreduce_async(&in.dl, &out.dl, o);
   if (handle > 0) rc = g.wait(handle, g.wait_slice);
   Py_END_ALLOW_THREADS
   Forget(&in);

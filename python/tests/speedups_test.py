@@ -13,6 +13,7 @@ import torch
 import hvd.numpy as hnp
 import hvd.torch as ht
 from hvd import _engine, _fastpath
+from hvd.torch import _adapter as ht_adapter
 
 hnp.init()
 RANK = hnp.rank()
@@ -156,6 +157,66 @@ def test_torch_cases_the_module_leaves_to_python(case):
     fast, pure, took = both_paths(call)
     assert not took
     assert torch.equal(fast, pure)
+
+
+class _StandInGpuTensor:
+    """Read by the C module as it reads a torch.Tensor (attributes), but on
+    GPU 0: this machine has none, so the core refuses it at enqueue."""
+    is_cuda = True
+    is_sparse = False
+    dtype = torch.float32
+    shape = (4,)
+
+    def __init__(self):
+        self.memory = np.zeros(4, np.float32)
+
+    def is_contiguous(self):
+        return True
+
+    def data_ptr(self):
+        return self.memory.ctypes.data
+
+    def get_device(self):
+        return 0
+
+
+def test_a_gpu_tensor_is_submitted_with_its_devices_current_stream():
+    asked = []
+
+    def stream_of(device):
+        asked.append(device)
+        return 0x1000
+
+    _fastpath.register_tensor_type(_StandInGpuTensor,
+                                   {torch.float32: (2, 32)}, None, stream_of)
+    try:
+        handle = _fastpath.submit_in_place(_StandInGpuTensor(), "stand-in",
+                                           ht.Sum, 1.0, 1.0,
+                                           ht.global_process_set)
+        with pytest.raises(ht.HvdError) as info:
+            ht.synchronize(handle)
+    finally:
+        _fastpath.register_tensor_type(torch.Tensor,
+                                       ht_adapter._FAST_DTYPES,
+                                       torch.empty_like,
+                                       ht_adapter._current_stream)
+    assert asked == [0]  # taken by the module, not left to Python
+    assert "GPU" in str(info.value) or "CUDA" in str(info.value)
+
+
+def test_without_a_stream_function_a_gpu_tensor_is_left_to_python():
+    _fastpath.register_tensor_type(_StandInGpuTensor,
+                                   {torch.float32: (2, 32)}, None)
+    try:
+        taken = _fastpath.submit_in_place(_StandInGpuTensor(), "stand-in",
+                                          ht.Sum, 1.0, 1.0,
+                                          ht.global_process_set)
+    finally:
+        _fastpath.register_tensor_type(torch.Tensor,
+                                       ht_adapter._FAST_DTYPES,
+                                       torch.empty_like,
+                                       ht_adapter._current_stream)
+    assert taken is NotImplemented
 
 
 def test_a_name_still_in_flight_is_refused_at_once():

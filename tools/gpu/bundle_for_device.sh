@@ -25,7 +25,7 @@ BINARIES=(core/gpu/cuda_platform_test core/gpu/nccl_ops_test
           tools/bench/gpu_overhead_bench launcher/hvdrun agent/hvd-agent)
 targets=()
 for b in "${BINARIES[@]}"; do targets+=("//${b%/*}:${b##*/}"); done
-bazel build "${targets[@]}" //core:libhvd.so
+bazel build "${targets[@]}" //core:libhvd.so //python:_speedups.abi3.so
 
 rm -rf "$OUT"
 mkdir -p "$OUT/lib" "$OUT/lib-cxx" "$OUT/core/gpu" "$OUT/tools/bench" \
@@ -39,6 +39,9 @@ for b in "${BINARIES[@]}"; do
 done
 cp -L bazel-bin/core/libhvd.so "$OUT/lib/"
 cp -rL python/hvd python/horovod "$OUT/python/"
+# The bindings' C module (stable ABI: any Python 3.11 or later), where they
+# look first: beside hvd/_fastpath.py.
+cp -L bazel-bin/python/_speedups.abi3.so "$OUT/python/hvd/"
 cp tools/gpu/torch_gpu_check.py "$OUT/tools/gpu/"
 find "$OUT/python" -name __pycache__ -prune -exec rm -rf {} +
 

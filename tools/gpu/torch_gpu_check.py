@@ -1,5 +1,6 @@
 """hvd.torch on CUDA tensors: every collective and a training step with
-hvd.DistributedOptimizer, on the current CUDA stream and on a side stream.
+hvd.DistributedOptimizer, on the current CUDA stream and on a side stream,
+then shutdown() and init() again three times.
 
     python3 tools/gpu/torch_gpu_check.py              # a job of size 1 (NCCL)
     hvdrun -np 4 python3 tools/gpu/torch_gpu_check.py # 4 ranks sharing GPU 0
@@ -24,6 +25,7 @@ if not ON_CPU and not torch.cuda.is_available():
     sys.exit(0)
 
 import hvd.torch as hvd  # noqa: E402
+from hvd import _fastpath  # noqa: E402
 
 hvd.init()
 RANK, SIZE = hvd.rank(), hvd.size()
@@ -136,10 +138,31 @@ def training_step():
         check("DistributedOptimizer " + name, p, q, 1e-4)
 
 
+def init_again(times=3):
+    """shutdown() then init(), as elastic training does after a lost peer:
+    the GPU backend (communicators, streams, buffers) is built anew each
+    time and every op still works."""
+    for i in range(times):
+        hvd.shutdown()
+        hvd.init()
+        check("size after init %d" % (i + 2), torch.tensor([hvd.size()]),
+              [SIZE])
+        x = torch.full((1000,), float(RANK + 1), device=DEV)
+        check("allreduce after init %d" % (i + 2), hvd.allreduce(x, op=hvd.Sum),
+              torch.full((1000,), float(ranks_sum(lambda r: r + 1))))
+        g = hvd.allgather(torch.full((RANK + 1,), float(RANK), device=DEV))
+        check("allgather after init %d" % (i + 2), g,
+              torch.cat([torch.full((r + 1,), float(r)) for r in range(SIZE)]))
+
+
+print("rank %d: hvd's C module %s" % (
+    RANK, "takes allreduce calls" if _fastpath.available() else
+    "not loaded: every call takes the Python path"))
 collectives()
 if not ON_CPU:
     side_stream()
 training_step()
+init_again()
 hvd.shutdown()
 if FAILURES:
     print("rank %d: %d FAILED" % (RANK, len(FAILURES)))

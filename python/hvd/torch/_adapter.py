@@ -74,13 +74,23 @@ def _prepared(src, copied):
     capsule = _to_dlpack(view)
     stream = None
     if src.is_cuda:
-        stream = torch.cuda.current_stream(src.device).cuda_stream
+        stream = _current_stream(src.get_device())
     # The capsule holds the tensor; strides are left as torch wrote them
     # (the core accepts any stride of a size-1 dimension).
     return _engine.Prepared(_capsule_pointer(capsule), capsule, hvd_dtype,
                             src, copied, stream)
 
 
+def _stream_object(device_index):
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
+# The current CUDA stream of a device, as the int hvd_options.stream takes:
+# torch's raw getter where it has one (0.4 us a call on an H200 host,
+# against 5.5 us for building the torch.cuda.Stream object), else the
+# public API.
+_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream",
+                          _stream_object)
 _to_dlpack = _dlpack.to_dlpack
 _capsule_pointer = _engine.capsule_pointer
 _POOLED_OUTPUT_BYTES = _engine.POOLED_OUTPUT_BYTES
@@ -94,7 +104,8 @@ _FAST_DTYPES = {
     torch.int32: (0, 32), torch.int64: (0, 64), torch.float16: (2, 16),
     torch.bfloat16: (4, 16), torch.float32: (2, 32), torch.float64: (2, 64),
 }
-_fastpath.register_tensor_type(torch.Tensor, _FAST_DTYPES, torch.empty_like)
+_fastpath.register_tensor_type(torch.Tensor, _FAST_DTYPES, torch.empty_like,
+                               _current_stream)
 
 poll = _engine.poll
 
