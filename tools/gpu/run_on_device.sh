@@ -17,7 +17,8 @@
 #                   path: the processes share GPU 0); every collective and
 #                   three hvd.DistributedOptimizer training steps on CUDA
 #   bench           tools/bench/gpu_overhead.sh (hvd NCCL vs direct NCCL at
-#                   1 KiB, 1 MiB, 256 MiB; staged throughput at 2 and 4)
+#                   1 KiB, 1 MiB, 256 MiB; ResNet-50's gradients; the same
+#                   through hvd.torch; staged throughput at 2 and 4)
 # Groups: tests (env cuda_platform nccl_ops gpu_job), torch (torch1 torch2
 # torch4), all.
 #
