@@ -1,15 +1,19 @@
-"""Step time of torchvision resnet18 on the CPU: hvd.DistributedOptimizer
-against torch.nn.parallel.DistributedDataParallel (gloo), measured in the
-same job, by the same processes, in interleaved rounds (so that load from
-elsewhere on the machine hits both alike).
+"""Step time of a torchvision model (resnet18 by default) on the CPU, or on
+a GPU with --device cuda: hvd.DistributedOptimizer against
+torch.nn.parallel.DistributedDataParallel (gloo on the CPU, NCCL on a GPU),
+measured in the same job, by the same processes, in interleaved rounds (so
+that load from elsewhere on the machine hits both alike).
 
     hvdrun -np 2 /usr/bin/python3 tools/bench/resnet_step.py
     (or tools/bench/resnet_step.sh, which builds and finds hvdrun)
+    python3 tools/bench/resnet_step.py --device cuda --model resnet50
+    (one GPU per rank: DDP's NCCL takes no shared GPU)
 
 Each round runs --steps timed steps of one variant, then of the other; the
 order alternates between rounds. A step is zero_grad + forward + backward +
 optimizer step on a synthetic batch; it includes the gradient allreduce
-(overlapped with backward in both variants). Rank 0 prints the median step
+(overlapped with backward in both variants) and, on a GPU, the wait for the
+device at its end. Rank 0 prints the median step
 time of each variant over all ranks' steps and their ratio, and with --json
 writes them to a file.
 """
@@ -45,6 +49,7 @@ def parse_args():
     p.add_argument("--steps", type=int, default=4, help="per round, variant")
     p.add_argument("--threads", type=int, default=0,
                    help="torch threads per rank (0: cores / local ranks)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--json", metavar="PATH", help="write the results here")
     return p.parse_args()
 
@@ -55,15 +60,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def init_gloo():
-    """torch.distributed over gloo with hvd's ranks; rank 0 picks the port."""
+def init_torch_distributed(backend):
+    """torch.distributed over `backend` with hvd's ranks; rank 0 picks the
+    port."""
     address = None
     if hvd.rank() == 0:
         address = (socket.gethostbyname(socket.gethostname()), free_port())
     host, port = hvd.broadcast_object(address, root_rank=0,
                                       name="gloo_address")
     dist.init_process_group(
-        "gloo", init_method="tcp://%s:%d" % (host, port),
+        backend, init_method="tcp://%s:%d" % (host, port),
         rank=hvd.rank(), world_size=hvd.size())
 
 
@@ -82,6 +88,8 @@ class Variant:
         loss = F.cross_entropy(self.model(self.data), self.target)
         loss.backward()
         self.optimizer.step()
+        if self.data.is_cuda:
+            torch.cuda.synchronize()
 
     def run(self, steps, record=True):
         for _ in range(steps):
@@ -96,25 +104,27 @@ class Variant:
                              self.model.parameters()))
 
 
-def make_variants(args):
+def make_variants(args, device):
     torch.manual_seed(0)
     batch = (torch.randn(args.batch_size, 3, args.image_size,
-                         args.image_size),
-             torch.randint(0, 1000, (args.batch_size,)))
+                         args.image_size).to(device),
+             torch.randint(0, 1000, (args.batch_size,)).to(device))
 
     torch.manual_seed(1)
-    model_h = getattr(models, args.model)()
+    model_h = getattr(models, args.model)().to(device)
     opt_h = hvd.DistributedOptimizer(
         torch.optim.SGD(model_h.parameters(), lr=0.01, momentum=0.9),
         named_parameters=model_h.named_parameters())
     hvd.broadcast_parameters(model_h.state_dict(), root_rank=0)
 
     torch.manual_seed(1)
+    ids = [device.index] if device.type == "cuda" else None
     model_d = torch.nn.parallel.DistributedDataParallel(
-        getattr(models, args.model)())
+        getattr(models, args.model)().to(device), device_ids=ids)
     opt_d = torch.optim.SGD(model_d.parameters(), lr=0.01, momentum=0.9)
+    backend = "nccl" if device.type == "cuda" else "gloo"
     return [Variant("hvd.DistributedOptimizer", model_h, opt_h, batch),
-            Variant("torch DDP (gloo)", model_d, opt_d, batch)]
+            Variant("torch DDP (%s)" % backend, model_d, opt_d, batch)]
 
 
 def sync():
@@ -127,18 +137,22 @@ def main():
     hvd.init()
     threads = args.threads or max(1, (os.cpu_count() or 1) // hvd.local_size())
     torch.set_num_threads(threads)
-    init_gloo()
-    variants = make_variants(args)
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        torch.cuda.set_device(hvd.local_rank())
+        device = torch.device("cuda", hvd.local_rank())
+    init_torch_distributed("nccl" if args.device == "cuda" else "gloo")
+    variants = make_variants(args, device)
     rank0 = hvd.rank() == 0
 
     def log(s):
         if rank0:
             print(s, flush=True)
 
-    log("%s, batch %d of %dx%d per rank, %d ranks x %d torch thread(s); "
-        "%d rounds x %d steps per variant"
-        % (args.model, args.batch_size, args.image_size, args.image_size,
-           hvd.size(), threads, args.rounds, args.steps))
+    log("%s on %s, batch %d of %dx%d per rank, %d ranks x %d torch "
+        "thread(s); %d rounds x %d steps per variant"
+        % (args.model, device.type, args.batch_size, args.image_size,
+           args.image_size, hvd.size(), threads, args.rounds, args.steps))
     for v in variants:
         sync()
         v.run(args.warmup, record=False)
