@@ -5,6 +5,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/common/annotate.h"
 #include "rdma/engine.h"
@@ -81,7 +82,12 @@ class RdmaContext final : public transport::Context {
   const std::shared_ptr<Engine> engine_;
 };
 
-// Every rank's endpoint name, through the store; this rank's first.
+// Every rank's endpoint name, by rank: each publishes its record under
+// "rdma/<rank>", rank 0 gathers them and publishes them joined under
+// "rdma/all" (GatherThroughRoot), so a rank reads one value instead of
+// every peer's record and the store's load grows linearly in the ranks.
+// Records hold no spaces (the magic, a provider name, hex): they are
+// joined by one.
 absl::StatusOr<std::vector<std::string>> ExchangeNames(
     int rank, int size, Store* store, const Fabric& fabric,
     absl::Time deadline) {
@@ -89,34 +95,36 @@ absl::StatusOr<std::vector<std::string>> ExchangeNames(
   names[rank] = fabric.endpoint_name();
   const std::string provider = fabric.provider_name();
   if (size == 1) return names;
-  if (absl::Status s = store->Set(
-          absl::StrCat("rdma/", rank),
-          absl::StrCat(kRecordMagic, "\n", provider, "\n",
-                       absl::BytesToHexString(names[rank])));
-      !s.ok()) {
-    return Annotate(s, absl::StrCat("rank ", rank,
-                                    ": publishing the RDMA address"));
+  const std::string who = absl::StrCat("rank ", rank);
+  absl::StatusOr<std::string> book = GatherThroughRoot(
+      *store, "rdma/", rank, size,
+      absl::StrCat(kRecordMagic, "\n", provider, "\n",
+                   absl::BytesToHexString(names[rank])),
+      "every rank's RDMA address",
+      [](const std::vector<std::string>& records) {
+        return absl::StrJoin(records, " ");
+      },
+      deadline - absl::Now());
+  if (!book.ok()) return Annotate(book.status(), who);
+  const std::vector<std::string> records = absl::StrSplit(*book, ' ');
+  if (static_cast<int>(records.size()) != size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": the RDMA address book in the store holds ", records.size(),
+        " records for a job of ", size, " ranks"));
   }
-  const std::vector<int> peers = RankRange(0, size, rank);
-  auto values = GetOfRanks(*store, "rdma/", peers, deadline - absl::Now());
-  if (!values.ok()) {
-    return Annotate(values.status(),
-                    absl::StrCat("rank ", rank, ": reading the peers' RDMA "
-                                 "addresses from the store"));
-  }
-  for (size_t i = 0; i < peers.size(); ++i) {
-    const int peer = peers[i];
-    std::vector<std::string> fields = absl::StrSplit((*values)[i], '\n');
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    std::vector<std::string> fields = absl::StrSplit(records[peer], '\n');
     if (fields.size() != 3 || fields[0] != kRecordMagic) {
       return absl::InvalidArgumentError(
-          absl::StrCat("rank ", rank, ": rank ", peer,
+          absl::StrCat(who, ": rank ", peer,
                        "'s RDMA address in the store is not an hvd RDMA "
                        "address record"));
     }
     if (fields[1] != provider) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", rank, ": rank ", peer, " uses libfabric provider '",
-          fields[1], "', this rank '", provider, "'"));
+          who, ": rank ", peer, " uses libfabric provider '", fields[1],
+          "', this rank '", provider, "'"));
     }
     names[peer] = absl::HexStringToBytes(fields[2]);
   }

@@ -11,9 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/transport/context_contract.h"
+#include "rdma/fabric.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -234,14 +236,20 @@ TEST_F(RdmaContextTest, WrongTokenIsRefusedWithUnauthenticated) {
               MatchesRegex("rank 0: peer rank 1 at .+ refused the job token"));
 }
 
-// Rank 0's endpoint existed long enough to publish its address, then went.
+// Rank 0's endpoint existed long enough to be in the address book, then
+// went. The book is written here as rank 0 publishes it: every rank's
+// record ("hvd-rdma-1", the provider, the endpoint name in hex, a line
+// each), joined by spaces, under "rdma/all".
 TEST_F(RdmaContextTest, EndpointThatNeverAnswersTimesOutNamingTheRank) {
-  RdmaOptions options = TestOptions();
-  options.connect_timeout = absl::Milliseconds(200);
   {
-    auto gone = CreateRdmaContext(0, 2, store_.get(), options);
-    ASSERT_EQ(gone.status().code(), absl::StatusCode::kDeadlineExceeded);
+    auto gone = Fabric::Open("tcp", 64);
+    ASSERT_TRUE(gone.ok()) << gone.status();
+    const std::string record =
+        absl::StrCat("hvd-rdma-1\n", (*gone)->provider_name(), "\n",
+                     absl::BytesToHexString((*gone)->endpoint_name()));
+    ASSERT_TRUE(store_->Set("rdma/all", absl::StrCat(record, " ", record)).ok());
   }
+  RdmaOptions options = TestOptions();
   options.connect_timeout = absl::Milliseconds(500);
   auto context = CreateRdmaContext(1, 2, store_.get(), options);
   EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -250,15 +258,23 @@ TEST_F(RdmaContextTest, EndpointThatNeverAnswersTimesOutNamingTheRank) {
                          "0 at "));
 }
 
-TEST_F(RdmaContextTest, MissingPeerAddressTimesOutNamingTheKey) {
+TEST_F(RdmaContextTest, AMissingAddressBookTimesOutNamingTheKey) {
   RdmaOptions options = TestOptions();
   options.connect_timeout = absl::Milliseconds(100);
   auto context = CreateRdmaContext(1, 2, store_.get(), options);
   EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(
-      std::string(context.status().message()),
-      StartsWith("rank 1: reading the peers' RDMA addresses from the store: "
-                 "key 'rdma/0' not set within "));
+  EXPECT_THAT(std::string(context.status().message()),
+              StartsWith("rank 1: reading what member 0 gathers of every "
+                         "rank's RDMA address: key 'rdma/all' not set within "));
+}
+
+TEST_F(RdmaContextTest, AnAddressBookOfAnotherSizeIsRefusedSayingSo) {
+  ASSERT_TRUE(store_->Set("rdma/all", "one-record").ok());
+  auto context = CreateRdmaContext(1, 2, store_.get(), TestOptions());
+  EXPECT_EQ(context.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(context.status().message(),
+            "rank 1: the RDMA address book in the store holds 1 records for "
+            "a job of 2 ranks");
 }
 
 TEST_F(RdmaContextTest, UnknownProviderFailsNamingWhatWasLookedFor) {
