@@ -30,6 +30,18 @@ TEST(GpuOps, RanksSharingAGpuTakeTheStagedPathForEveryReduceOp) {
   EXPECT_EQ(job.ops(0).PathOf(0), "staged");
 }
 
+TEST(GpuOps, OneGpuUnderTwoHostNamesTakesTheStagedPath) {
+  // An elastic job's "localhost" and "127.0.0.2" on one GPU machine, or two
+  // containers given one GPU: the same identity under two host names.
+  Options options;
+  options.ranks = {{"localhost", "GPU-0"}, {"127.0.0.2", "GPU-0"}};
+  Job job(options);
+  const std::vector<int64_t> counts = {5, 33};
+  auto got = RunAllreduce(job, counts, ReduceOp::kSum, 1.0, 1.0, "two.");
+  ExpectReduced(got, counts, 2, ReduceOp::kSum);
+  EXPECT_EQ(job.ops(1).PathOf(0), "staged");
+}
+
 TEST(GpuOps, OwnGpusTakeNcclWithOneBatchedCopyEachWayForAFusedResponse) {
   Job job(Distinct(2));
   const std::vector<int64_t> counts = {4, 7, 1, 9};
@@ -100,7 +112,7 @@ TEST(GpuOps, OutOfPlaceAllreduceLeavesTheInputAlone) {
 
 TEST(GpuOps, HierarchicalAllreduceAcrossTwoHostsOfTwo) {
   Options options;
-  options.ranks = {{"a", "g0"}, {"a", "g1"}, {"b", "g0"}, {"b", "g1"}};
+  options.ranks = {{"a", "g0"}, {"a", "g1"}, {"b", "g2"}, {"b", "g3"}};
   options.gpu.hierarchical = true;
   Job job(options);
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {

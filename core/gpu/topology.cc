@@ -115,15 +115,23 @@ absl::StatusOr<PathChoice> ChoosePath(const std::vector<MemberInfo>& members,
     choice.reason = "this build has no NCCL";
     return choice;
   }
-  std::map<std::pair<std::string, std::string>, int> owner;
+  // A GPU's identity (its CUDA UUID) names one device wherever it is seen:
+  // members under different host names can share it too (two containers
+  // given one GPU, two names for one machine), and NCCL refuses that.
+  std::map<std::string, int> owner;
   for (int i = 0; i < static_cast<int>(members.size()); ++i) {
     if (members[i].gpu.empty()) continue;
-    auto [it, fresh] =
-        owner.emplace(std::make_pair(members[i].host, members[i].gpu), i);
+    auto [it, fresh] = owner.emplace(members[i].gpu, i);
     if (fresh) continue;
+    const std::string& first_host = members[it->second].host;
+    const std::string where =
+        first_host == members[i].host
+            ? absl::StrCat("on host ", first_host)
+            : absl::StrCat("(seen on hosts ", first_host, " and ",
+                           members[i].host, ")");
     const std::string shared = absl::StrCat(
         "members ", it->second, " and ", i, " share GPU ", members[i].gpu,
-        " on host ", members[i].host, " (NCCL needs one GPU per rank)");
+        " ", where, " (NCCL needs one GPU per rank)");
     if (options.policy == PathPolicy::kNccl) {
       return absl::FailedPreconditionError(
           absl::StrCat("HVD_GPU_DATA_PATH=nccl but ", shared));

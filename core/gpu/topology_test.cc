@@ -39,8 +39,20 @@ TEST(ChoosePath, MembersSharingAGpuTakeTheStagedPath) {
               HasSubstr("members 0 and 2 share GPU gpu0 on host a"));
 }
 
-TEST(ChoosePath, SameGpuIdentityOnTwoHostsIsNotShared) {
+TEST(ChoosePath, OneGpuUnderTwoHostNamesIsSharedAndTakesTheStagedPath) {
+  // The identity is the GPU's UUID: one device, whatever the host is called
+  // (two containers given one GPU, an elastic job's localhost and
+  // 127.0.0.2).
   auto choice = ChoosePath(Members({{"a", "gpu0"}, {"b", "gpu0"}}), 0, {});
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_FALSE(choice->nccl);
+  EXPECT_THAT(choice->reason,
+              HasSubstr("members 0 and 1 share GPU gpu0 (seen on hosts a and "
+                        "b)"));
+}
+
+TEST(ChoosePath, GpusOfTheirOwnOnTwoHostsTakeNccl) {
+  auto choice = ChoosePath(Members({{"a", "gpu0"}, {"b", "gpu1"}}), 0, {});
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_TRUE(choice->nccl);
 }
@@ -80,7 +92,7 @@ TEST(ChoosePath, HierarchicalGroupsMembersByHostAndPosition) {
   options.hierarchical = true;
   // Hosts interleaved: a holds members 0 and 2, b holds 1 and 3.
   const auto members =
-      Members({{"a", "g0"}, {"b", "g0"}, {"a", "g1"}, {"b", "g1"}});
+      Members({{"a", "g0"}, {"b", "g2"}, {"a", "g1"}, {"b", "g3"}});
   auto first = ChoosePath(members, 0, options);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(first->hierarchical);
@@ -102,8 +114,8 @@ TEST(ChoosePath, HierarchicalIsOffWhereItCannotApplyAndSaysWhy) {
     std::string why;
   } cases[] = {
       {Members({{"a", "g0"}, {"a", "g1"}}), "all members are on one host"},
-      {Members({{"a", "g0"}, {"b", "g0"}}), "one member per host"},
-      {Members({{"a", "g0"}, {"a", "g1"}, {"b", "g0"}}),
+      {Members({{"a", "g0"}, {"b", "g1"}}), "one member per host"},
+      {Members({{"a", "g0"}, {"a", "g1"}, {"b", "g2"}}),
        "hosts hold different numbers of members (a: 2, b: 1)"},
   };
   for (const Case& c : cases) {

@@ -6,6 +6,8 @@ Environment (set by the test):
   ELASTIC_LOG     a file rank 0 appends one JSON line to per step
   ELASTIC_STEPS   the step to train up to
   ELASTIC_SLEEP   seconds between steps
+  ELASTIC_DEVICE  "cuda": the model and data on the GPU of hvd.local_rank()
+                  (modulo the GPUs there); default the CPU
   ELASTIC_FAIL    failures, comma-separated, each "<worker>:<when>:<how>":
                   worker  a worker id (HVD_ELASTIC_WORKER_ID) or * for all
                   when    a step number (before that step is trained),
@@ -35,8 +37,13 @@ SLEEP = float(os.environ.get("ELASTIC_SLEEP", "0.2"))
 FAIL = os.environ.get("ELASTIC_FAIL", "")
 ME = os.environ.get("HVD_ELASTIC_WORKER_ID", "")
 
+if os.environ.get("ELASTIC_DEVICE") == "cuda":
+    torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
+    DEVICE = torch.device("cuda", torch.cuda.current_device())
+else:
+    DEVICE = torch.device("cpu")
 torch.manual_seed(0)
-model = torch.nn.Linear(4, 1)
+model = torch.nn.Linear(4, 1).to(DEVICE)
 optimizer = hvd.DistributedOptimizer(
     torch.optim.SGD(model.parameters(), lr=0.01),
     named_parameters=model.named_parameters())
@@ -59,11 +66,12 @@ def maybe_fail(when):
 def train(state):
     while state.step < STEPS:
         maybe_fail(state.step + 1)
-        x = torch.randn(8, 4)
+        x = torch.randn(8, 4, device=DEVICE)
         optimizer.zero_grad()
         model(x).sum().backward()
         optimizer.step()
-        size = int(hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum).item())
+        size = int(hvd.allreduce(torch.tensor([1.0], device=DEVICE),
+                                 op=hvd.Sum).item())
         state.step += 1
         state.done += 1
         # Logged before the commit: a commit that saves and then raises (a

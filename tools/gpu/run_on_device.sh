@@ -16,11 +16,13 @@
 #   torch2, torch4  the same under the bundled hvdrun -np 2 / -np 4 (staged
 #                   path: the processes share GPU 0); every collective and
 #                   three hvd.DistributedOptimizer training steps on CUDA
+#   elastic         tools/gpu/elastic_gpu_check.sh: elastic training on
+#                   CUDA tensors, a worker of two killed, then a host added
 #   bench           tools/bench/gpu_overhead.sh (hvd NCCL vs direct NCCL at
 #                   1 KiB, 1 MiB, 256 MiB; ResNet-50's gradients; the same
 #                   through hvd.torch; staged throughput at 2 and 4)
 # Groups: tests (env cuda_platform nccl_ops gpu_job), torch (torch1 torch2
-# torch4), all.
+# torch4 elastic), all.
 #
 # Each step runs under `timeout` (its own limit, cut to what is left of
 # RUN_BUDGET_S, default 540 s, so that the whole run ends inside the device
@@ -55,15 +57,16 @@ FAILED=0
 NOT_PASSED=()
 
 # ---- which steps ----
-ALL=(env cuda_platform nccl_ops gpu_job torch1 torch2 torch4 bench)
+ALL=(env cuda_platform nccl_ops gpu_job torch1 torch2 torch4 elastic bench)
 steps=()
 [[ $# -eq 0 ]] && set -- all
 for a in "$@"; do
   case "$a" in
     all) steps+=("${ALL[@]}") ;;
     tests) steps+=(env cuda_platform nccl_ops gpu_job) ;;
-    torch) steps+=(torch1 torch2 torch4) ;;
-    env | cuda_platform | nccl_ops | gpu_job | torch1 | torch2 | torch4 | bench)
+    torch) steps+=(torch1 torch2 torch4 elastic) ;;
+    env | cuda_platform | nccl_ops | gpu_job | torch1 | torch2 | torch4 | \
+      elastic | bench)
       steps+=("$a") ;;
     *) echo "unknown step '$a' (steps: ${ALL[*]}; groups: tests torch all)" >&2
        exit 2 ;;
@@ -244,6 +247,26 @@ env_step() {
   fi
 }
 
+elastic_step() {
+  need_bundle elastic || return
+  if [[ $HAVE_GPU -eq 0 ]]; then
+    record elastic SKIPPED "no GPU (the check trains on CUDA tensors)" 0
+    return
+  fi
+  LD_LIBRARY_PATH="$PY_LIBS" PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}" \
+    HVD_LIBRARY="$B/lib/libhvd.so" \
+    run_step elastic 200 "$ROOT" bash tools/gpu/elastic_gpu_check.sh \
+    "$B/bin/hvdrun" "$PYTHON"
+  local log="$OUT/logs/elastic.log"
+  if [[ $RC -eq 200 ]]; then record elastic SKIPPED "out of time (RUN_BUDGET_S=$BUDGET)" 0; return; fi
+  if timed_out; then record elastic TIMEOUT "killed after ${LIMIT}s" "$TOOK"; return; fi
+  if [[ $RC -eq 0 ]]; then
+    record elastic PASS "a worker killed, a host added: $(grep -c ': PASS' "$log") of 2 cases" "$TOOK"
+  else
+    record elastic FAIL "exit $RC: $(grep -m2 'FAIL\|Error' "$log" | tr '\n' ' ' | cut -c1-300)" "$TOOK"
+  fi
+}
+
 bench_step() {
   need_bundle bench || return
   if [[ $HAVE_GPU -eq 0 ]]; then
@@ -273,6 +296,7 @@ for s in "${steps[@]}"; do
     torch1) torch_step torch1 1 nccl 150 ;;
     torch2) torch_step torch2 2 staged 180 ;;
     torch4) torch_step torch4 4 staged 210 ;;
+    elastic) elastic_step ;;
     bench) bench_step ;;
   esac
 done
