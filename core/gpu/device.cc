@@ -41,4 +41,16 @@ absl::Status WaitEvent(Event& event, absl::Time deadline,
   }
 }
 
+absl::Status SumOfOne(Device& device, const void* in, void* out, size_t count,
+                      DataType dtype, double premul) {
+  if (out != in) {
+    if (absl::Status s = device.Copy(out, in, count * DataTypeSize(dtype));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return premul == 1.0 ? absl::OkStatus()
+                       : device.Scale(out, count, dtype, premul);
+}
+
 }  // namespace hvd::gpu

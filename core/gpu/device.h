@@ -88,6 +88,12 @@ absl::Status WaitEvent(Event& event, absl::Time deadline,
                        const std::string& what,
                        const std::function<absl::Status()>& stop);
 
+// What a Sum among one member leaves: `in`'s `count` elements in `out` (the
+// same buffer or not), multiplied by `premul`. A communicator of one member
+// answers its Allreduce and ReduceScatter with this.
+absl::Status SumOfOne(Device& device, const void* in, void* out, size_t count,
+                      DataType dtype, double premul);
+
 }  // namespace hvd::gpu
 
 #endif  // HVD_CORE_GPU_DEVICE_H_

@@ -309,21 +309,14 @@ absl::Status NcclComm::MakeReduction(DataType dtype, ReduceOp op, double premul,
   return s;
 }
 
-absl::Status NcclComm::OneRankPremul(const void* in, void* out, size_t count,
-                                     DataType dtype, double premul) {
-  if (absl::Status s = device_->Copy(out, in, count * DataTypeSize(dtype));
-      !s.ok()) {
-    return s;
-  }
-  return device_->Scale(out, count, dtype, premul);
-}
-
 absl::Status NcclComm::Allreduce(const void* in, void* out, size_t count,
                                  DataType dtype, ReduceOp op, double premul) {
   if (count == 0) return absl::OkStatus();
   HVD_NCCL_ENTER();
   if (size_ == 1 && premul != 1.0 && op == ReduceOp::kSum) {
-    return OneRankPremul(in, out, count, dtype, premul);
+    // NCCL 2.28's one-rank PreMulSum leaves the last count % 8 elements of
+    // a large buffer unscaled (seen on an H200 with 3 Mi + 1 floats).
+    return SumOfOne(*device_, in, out, count, dtype, premul);
   }
   Reduction reduction;
   if (absl::Status s = MakeReduction(dtype, op, premul, reduction); !s.ok()) {
@@ -403,7 +396,7 @@ absl::Status NcclComm::ReduceScatter(const void* in, void* out,
                                      double premul) {
   HVD_NCCL_ENTER();
   if (size_ == 1 && premul != 1.0 && op == ReduceOp::kSum) {
-    return OneRankPremul(in, out, counts[0], dtype, premul);
+    return SumOfOne(*device_, in, out, counts[0], dtype, premul);  // as above
   }
   Reduction reduction;
   if (absl::Status s = MakeReduction(dtype, op, premul, reduction); !s.ok()) {

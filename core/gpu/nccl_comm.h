@@ -79,12 +79,6 @@ class NcclComm : public Comm {
            std::string who, absl::Duration timeout);
   absl::Status MakeReduction(DataType dtype, ReduceOp op, double premul,
                              Reduction& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A sum of one rank times `premul`, on hvd's own kernel: NCCL 2.28's
-  // one-rank PreMulSum leaves the last count % 8 elements of a large buffer
-  // unscaled (seen on an H200 with 3 Mi + 1 floats; 1027 were fine).
-  absl::Status OneRankPremul(const void* in, void* out, size_t count,
-                             DataType dtype, double premul)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Settles `result` of `call`: polls ncclInProgress (giving way to Abort)
   // until done or the op deadline; then aborts the communicator.
   absl::Status Settle(ncclResult_t result, absl::string_view call)

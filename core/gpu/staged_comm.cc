@@ -70,11 +70,7 @@ absl::Status StagedComm::Allreduce(const void* in, void* out, size_t count,
   const size_t bytes = count * DataTypeSize(dtype);
   if (absl::Status s = Health(); !s.ok()) return s;
   if (size() == 1) {  // Nothing to exchange: stay on the device.
-    if (out != in) {
-      if (absl::Status s = device_->Copy(out, in, bytes); !s.ok()) return s;
-    }
-    return premul == 1.0 ? absl::OkStatus()
-                         : device_->Scale(out, count, dtype, premul);
+    return SumOfOne(*device_, in, out, count, dtype, premul);
   }
   auto host = Host(bytes);
   if (!host.ok()) return host.status();
@@ -149,15 +145,7 @@ absl::Status StagedComm::ReduceScatter(const void* in, void* out,
   const size_t elem = DataTypeSize(dtype);
   const size_t total = Sum(counts);
   const size_t mine = counts[rank()];
-  if (size() == 1) {
-    if (out != in) {
-      if (absl::Status s = device_->Copy(out, in, mine * elem); !s.ok()) {
-        return s;
-      }
-    }
-    return premul == 1.0 ? absl::OkStatus()
-                         : device_->Scale(out, mine, dtype, premul);
-  }
+  if (size() == 1) return SumOfOne(*device_, in, out, mine, dtype, premul);
   auto host = Host((total + mine) * elem);
   if (!host.ok()) return host.status();
   char* result = *host + total * elem;

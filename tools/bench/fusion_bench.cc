@@ -21,12 +21,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/c_api.h"
+#include "tools/bench/shapes_file.h"
 
 namespace {
 
@@ -116,20 +115,14 @@ bool ParseFlags(int argc, char** argv, BenchFlags* f) {
   return true;
 }
 
-// One gradient per line of `path` (its dimensions; # comments), all ones;
-// false if the file cannot be read.
-bool ReadShapes(const std::string& path, std::vector<Tensor>* grads) {
-  std::ifstream in(path);
-  if (!in) {
-    std::fprintf(stderr, "fusion_bench: cannot read %s\n", path.c_str());
-    return false;
-  }
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream ss(line);
-    std::vector<int64_t> dims;
-    for (int64_t d; ss >> d;) dims.push_back(d);
-    grads->emplace_back(dims, "grad." + std::to_string(grads->size()));
+// One gradient per shape in `path` (shapes_file.h), all ones; false if the
+// file cannot be read.
+bool ReadGradients(const std::string& path, std::vector<Tensor>* grads) {
+  std::vector<std::vector<int64_t>> shapes;
+  if (!hvd::bench::ReadShapes(path, &shapes)) return false;
+  for (std::vector<int64_t>& dims : shapes) {
+    grads->emplace_back(std::move(dims),
+                        "grad." + std::to_string(grads->size()));
   }
   return true;
 }
@@ -169,7 +162,7 @@ int main(int argc, char** argv) {
   BenchFlags flags;
   std::vector<Tensor> grads;
   if (!ParseFlags(argc, argv, &flags) ||
-      !ReadShapes(flags.shapes_path, &grads)) {
+      !ReadGradients(flags.shapes_path, &grads)) {
     return 2;
   }
   const int op = flags.op_name == "sum" ? HVD_OP_SUM : HVD_OP_AVERAGE;

@@ -22,12 +22,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/c_api.h"
+#include "tools/bench/shapes_file.h"
 
 namespace {
 
@@ -111,15 +110,15 @@ double ThroughHvd(void* data, size_t bytes, cudaStream_t stream,
   return Median(times);
 }
 
-// Element counts of the shapes in `path` (one shape a line, '#' comments).
+// Element counts of the shapes in `path` (shapes_file.h); empty when it
+// cannot be read.
 std::vector<int64_t> Counts(const std::string& path) {
-  std::ifstream in(path);
+  std::vector<std::vector<int64_t>> shapes;
   std::vector<int64_t> counts;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream dims(line);
+  if (!hvd::bench::ReadShapes(path, &shapes)) return counts;
+  for (const std::vector<int64_t>& dims : shapes) {
     int64_t n = 1;
-    for (int64_t d; dims >> d;) n *= d;
+    for (int64_t d : dims) n *= d;
     counts.push_back(n);
   }
   return counts;

@@ -23,7 +23,6 @@ python_overhead.sh, which prints the table with the ratios.
 import argparse
 import ctypes
 import json
-import os
 import statistics
 import sys
 import time
@@ -35,20 +34,12 @@ import hvd.numpy as hnp
 import hvd.torch as ht
 from hvd import _lib
 
+import shapes_file  # beside this script
+
 try:
     from hvd import _fastpath
 except ImportError:  # bindings from before the C module (--before)
     _fastpath = None
-
-
-def _shapes(path):
-    shapes = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line and not line.startswith("#"):
-                shapes.append([int(x) for x in line.split()])
-    return shapes
 
 
 class _Ctypes:
@@ -111,8 +102,7 @@ def main():
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--big-iters", type=int, default=15)
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--shapes", default=os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "resnet50_shapes.txt"))
+    ap.add_argument("--shapes", default=shapes_file.RESNET50)
     ap.add_argument("--only", default="small,big,resnet")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -160,7 +150,7 @@ def main():
                 statistics.median(ts) * 1e6, min(ts) * 1e6)
 
     if "resnet" in parts:
-        shapes = _shapes(args.shapes)
+        shapes = shapes_file.read(args.shapes)
         grads = [torch.ones(s) for s in shapes]
         names = ["grad.%d" % i for i in range(len(grads))]
         flat = torch.ones(sum(g.numel() for g in grads))

@@ -13,7 +13,6 @@ figures (gpu_overhead_bench), so both paths are in one table.
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -25,8 +24,7 @@ if not torch.cuda.is_available():
     sys.exit(0)
 
 import hvd.torch as hvd  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+import shapes_file  # noqa: E402  (beside this script)
 
 
 def median_us(fn, runs, warmup=5):
@@ -38,12 +36,6 @@ def median_us(fn, runs, warmup=5):
         fn()
         times.append((time.perf_counter() - start) * 1e6)
     return statistics.median(times)
-
-
-def shapes():
-    with open(os.path.join(HERE, "resnet50_shapes.txt")) as f:
-        return [[int(x) for x in line.split()] for line in f
-                if line.strip() and not line.startswith("#")]
 
 
 def main():
@@ -71,7 +63,7 @@ def main():
         print("%-9s %16.1f %16.1f %18.1f" %
               (label, median_us(floor, runs), in_place, out))
 
-    grads = [torch.ones(s, device=dev) for s in shapes()]
+    grads = [torch.ones(s, device=dev) for s in shapes_file.read()]
     flat = torch.ones(sum(g.numel() for g in grads), device=dev)
 
     submit, wait = [], []
