@@ -26,10 +26,8 @@ namespace {
 
 using runtime::Config;
 
-transport::TcpOptions TcpOptionsOf(
-    const Config& config, std::shared_ptr<const Cancellation> cancel) {
+transport::TcpOptions TcpOptionsOf(const Config& config) {
   transport::TcpOptions options;
-  options.cancel = std::move(cancel);
   options.iface = config.iface;
   options.hostname = config.hostname;
   options.token = DataPlaneToken(config.token);
@@ -193,7 +191,7 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
                                                config.hostname, ": ",
                                                s.message()));
   }
-  auto stores = ReachRendezvous(config, cancel);
+  auto stores = ReachRendezvous(config, std::move(cancel));
   if (!stores.ok()) return stores.status();
   parts.store = std::move(stores->scoped);
   parts.job_store = std::move(stores->job);
@@ -201,8 +199,7 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
   if (!layout.ok()) return layout.status();
   const std::string& rdma_provider = layout->rdma_provider;
   const bool use_rdma = !rdma_provider.empty();
-  const transport::TcpOptions tcp_options =
-      TcpOptionsOf(config, std::move(cancel));
+  const transport::TcpOptions tcp_options = TcpOptionsOf(config);
   rdma::RdmaOptions rdma_options = RdmaOptionsOf(config);
   rdma_options.provider = rdma_provider;
   std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
+#include "core/transport/tcp/socket_options.h"
 
 namespace hvd::transport::tcp_internal {
 Core::Core(int rank, int size, std::unique_ptr<boost::asio::io_context> io,
@@ -19,7 +20,12 @@ void Core::AddPair(std::unique_ptr<Pair> pair) {
   pairs_[peer] = std::move(pair);
 }
 
+void Core::SetConnector(std::unique_ptr<PeerConnector> connector) {
+  connector_ = std::move(connector);
+}
+
 void Core::Start() {
+  if (connector_ != nullptr) connector_->Start();
   io_->restart();
   work_.emplace(io_->get_executor());
   io_thread_ = std::thread([this] { io_->run(); });
@@ -30,6 +36,7 @@ void Core::Shutdown() {
   work_.reset();
   io_->stop();
   if (io_thread_.joinable()) io_thread_.join();
+  if (connector_ != nullptr) connector_->Close();
   {
     absl::MutexLock lock(&mu_);
     if (status_.ok()) {
@@ -76,6 +83,21 @@ void Core::OnPairFailure(absl::Status status) {
 }
 
 void Core::OnUnwatchedRecv() { any_unwatched_.store(true); }
+
+void Core::OnFirstPost(int peer) {
+  if (connector_ != nullptr) connector_->Dial(peer);
+}
+
+void Core::OnConnected(int peer, boost::asio::ip::tcp::socket socket) {
+  Pair* p = pair(peer);
+  if (p == nullptr) return;
+  SetNoDelay(socket);
+  p->Attach(std::move(socket));
+}
+
+void Core::OnConnectFailed(int /*peer*/, absl::Status status) {
+  OnPairFailure(std::move(status));
+}
 
 void Core::WatchAll() {
   if (!any_unwatched_.load(std::memory_order_relaxed)) return;

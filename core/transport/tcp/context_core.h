@@ -18,23 +18,28 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/transport/tcp/pair.h"
+#include "core/transport/tcp/peer_connector.h"
 #include "core/transport/tcp/tcp_options.h"
 
 namespace hvd::transport::tcp_internal {
 
 // Thread-safe after Start().
-class Core final : public PairObserver {
+class Core final : public PairObserver, public PeerConnector::Sink {
  public:
-  // `io` holds the pairs' sockets (added next); nobody runs it yet.
+  // `io` will hold the pairs' sockets; nobody runs it yet.
   Core(int rank, int size, std::unique_ptr<boost::asio::io_context> io,
        TcpTuning tuning);
   ~Core() override;  // Shutdown()
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
-  // Before Start(), one per peer.
+  boost::asio::io_context& io() { return *io_; }
+  // Before Start(): one pair per peer, not connected yet, and the connector
+  // (built on io(), with this Core as its sink) that connects them as ops
+  // are posted to them.
   void AddPair(std::unique_ptr<Pair> pair);
-  // Starts the io thread.
+  void SetConnector(std::unique_ptr<PeerConnector> connector);
+  // Starts accepting, and the io thread.
   void Start();
   // Stops the io thread, fails pending ops with Cancelled, closes the
   // sockets. Idempotent; no call into a Pair may run concurrently.
@@ -54,6 +59,9 @@ class Core final : public PairObserver {
 
   void OnPairFailure(absl::Status status) override;
   void OnUnwatchedRecv() override;
+  void OnFirstPost(int peer) override;
+  void OnConnected(int peer, boost::asio::ip::tcp::socket socket) override;
+  void OnConnectFailed(int peer, absl::Status status) override;
 
  private:
   const int rank_;
@@ -64,6 +72,7 @@ class Core final : public PairObserver {
   std::optional<
       boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
       work_;
+  std::unique_ptr<PeerConnector> connector_;  // set before Start
   std::vector<std::unique_ptr<Pair>> pairs_;  // by peer rank; fixed after Start
   std::thread io_thread_;
   std::atomic<bool> any_unwatched_{false};

@@ -5,6 +5,10 @@
 // acceptor drop connections whose dialer gave up (timed out) before the
 // reply arrived.
 //
+// A data connection is dialed by the higher rank of the pair. A Hello from a
+// lower rank asks to be called back: the acceptor answers kCallBack, hangs
+// up, and dials that rank (peer_connector.h).
+//
 //   Hello: magic u32 | version u32 | rank u32 | size u32 | token_len u32 |
 //   token
 #ifndef HVD_CORE_TRANSPORT_TCP_HANDSHAKE_H_
@@ -20,7 +24,7 @@
 namespace hvd::transport::tcp_internal {
 
 inline constexpr uint32_t kHelloMagic = 0x54445648;  // "HVDT"
-inline constexpr uint32_t kHelloVersion = 1;
+inline constexpr uint32_t kHelloVersion = 2;
 inline constexpr size_t kHelloFixedBytes = 20;
 inline constexpr size_t kMaxTokenBytes = 4096;
 
@@ -31,6 +35,7 @@ enum class HelloReply : uint8_t {
   kBadToken = 1,
   kBadRank = 2,      // out of range, or not one this acceptor expects
   kBadProtocol = 3,  // magic, version or job size differ
+  kCallBack = 4,     // to a lower rank: this rank dials it now
 };
 
 struct HelloHeader {

@@ -29,18 +29,48 @@ bool PeerGone(const error_code& ec) {
 
 }  // namespace
 
-Pair::Pair(int rank, int peer, std::string address,
-           asio::ip::tcp::socket socket, PairObserver* observer)
+Pair::Pair(int rank, int peer, std::string address, asio::io_context& io,
+           PairObserver* observer)
     : rank_(rank),
       peer_(peer),
       address_(std::move(address)),
       observer_(observer),
-      socket_(std::move(socket)) {
-  error_code ignored;
-  socket_.non_blocking(true, ignored);
-}
+      socket_(io) {}
 
 Pair::~Pair() { Close(absl::CancelledError("pair destroyed")); }
+
+void Pair::Attach(asio::ip::tcp::socket socket) {
+  absl::Status failure;
+  {
+    absl::MutexLock send_lock(&send_.mu);
+    absl::MutexLock recv_lock(&recv_.mu);
+    error_code ignored;
+    if (connected_.load() || send_.closed) {
+      socket.close(ignored);
+      return;
+    }
+    socket_ = std::move(socket);
+    socket_.non_blocking(true, ignored);
+    connected_.store(true);
+    if (!send_.error.ok()) {
+      // Failed before the peer connected: tell it why.
+      SendStopNotice(send_.error.message());
+      socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+      return;
+    }
+    // Waiters may be asleep on what was posted: the io thread takes over.
+    failure = DoSend();
+    if (failure.ok()) WatchSend();
+    if (failure.ok()) failure = DoRecv();
+    if (failure.ok()) WatchRecv();
+  }
+  if (!failure.ok()) observer_->OnPairFailure(failure);
+}
+
+void Pair::NoteFirstPost() {
+  if (connected_.load() || first_post_seen_.exchange(true)) return;
+  observer_->OnFirstPost(peer_);
+}
 
 absl::Status Pair::IoError(absl::string_view what, const error_code& ec) const {
   if (PeerGone(ec)) {
@@ -76,9 +106,11 @@ void Pair::PostSend(std::shared_ptr<Op> op) {
     if (failure.ok()) WatchSend();
   }
   if (!failure.ok()) observer_->OnPairFailure(failure);
+  NoteFirstPost();
 }
 
 absl::Status Pair::DoSend() {
+  if (!connected_.load()) return absl::OkStatus();
   while (!send_.queue.empty() && !send_.closed) {
     std::array<asio::const_buffer, kMaxIov> bufs;
     size_t n = 0;
@@ -123,7 +155,10 @@ absl::Status Pair::DoSend() {
 }
 
 void Pair::WatchSend() {
-  if (send_.watched || send_.closed || send_.queue.empty()) return;
+  if (send_.watched || send_.closed || send_.queue.empty() ||
+      !connected_.load()) {
+    return;
+  }
   send_.watched = true;
   socket_.async_wait(asio::socket_base::wait_write,
                      [this](const error_code& ec) { OnWritable(ec); });
@@ -164,6 +199,7 @@ void Pair::PostRecv(std::shared_ptr<Op> op, bool watch) {
     }
   }
   if (!failure.ok()) observer_->OnPairFailure(failure);
+  NoteFirstPost();
 }
 
 absl::Status Pair::CheckHeader(Op& op, size_t payload_got) {
@@ -228,11 +264,12 @@ absl::Status Pair::ReadStopNotice(const Op& op, size_t len,
     reason.append(buf, n);
   }
   return absl::UnavailableError(absl::StrCat("rank ", rank_, ": rank ", peer_,
-                                             " (", address_, ") stopped: ",
-                                             Printable(reason)));
+                                             " (", address_,
+                                             ") stopped: ", Printable(reason)));
 }
 
 absl::Status Pair::DoRecv() {
+  if (!connected_.load()) return absl::OkStatus();
   while (!recv_.queue.empty() && !recv_.closed) {
     Op& op = *recv_.queue.front();
     std::array<asio::mutable_buffer, 2> bufs;
@@ -279,7 +316,10 @@ absl::Status Pair::DoRecv() {
 }
 
 void Pair::WatchRecv() {
-  if (recv_.watched || recv_.closed || recv_.queue.empty()) return;
+  if (recv_.watched || recv_.closed || recv_.queue.empty() ||
+      !connected_.load()) {
+    return;
+  }
   recv_.watched = true;
   socket_.async_wait(asio::socket_base::wait_read,
                      [this](const error_code& ec) { OnReadable(ec); });
@@ -332,7 +372,7 @@ void Pair::Fail(const absl::Status& status) {
       (send_.queue.empty() || send_.queue.front()->header_done == 0);
   FailLocked(send_, status);
   FailLocked(recv_, status);
-  if (!send_.closed) {
+  if (!send_.closed && connected_.load()) {
     if (between_messages) SendStopNotice(status.message());
     error_code ignored;
     socket_.shutdown(asio::socket_base::shutdown_both, ignored);

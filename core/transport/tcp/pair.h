@@ -3,6 +3,11 @@
 // gathers header and payload in one sendmsg; a receive reads straight into
 // the caller's buffer).
 //
+// A pair starts without its connection: ops posted before it arrives wait in
+// the FIFOs, the first of them asks the context to connect
+// (PairObserver::OnFirstPost), and Attach hands the socket over and starts
+// moving them, in order.
+//
 // Who moves the bytes: whichever thread gets there first. Posting a send
 // writes inline until the socket would block; posting a watched receive
 // reads whatever has already arrived. After that, ops make progress when
@@ -16,10 +21,10 @@
 // involve no io-thread wakeup at all.
 //
 // Threading: thread-safe. `send_.mu` guards the send direction, `recv_.mu`
-// the receive direction; both are held (send first) only to fail or close.
-// The socket is used for reading only under recv_.mu, for writing only under
-// send_.mu, and closed only under both. I/O failures are reported to the
-// PairObserver after the locks are released.
+// the receive direction; both are held (send first) only to attach, fail or
+// close. The socket is used for reading only under recv_.mu, for writing only
+// under send_.mu, and set or closed only under both. I/O failures are reported
+// to the PairObserver after the locks are released.
 #ifndef HVD_CORE_TRANSPORT_TCP_PAIR_H_
 #define HVD_CORE_TRANSPORT_TCP_PAIR_H_
 
@@ -46,20 +51,31 @@ class PairObserver {
   // A receive was queued unwatched (TakeNeedsWatch() is now true). Called
   // with the receive lock held: must not call back into the Pair.
   virtual void OnUnwatchedRecv() = 0;
+  // The first op was posted to this pair while it has no connection yet.
+  // Called once per pair, with no Pair lock held.
+  virtual void OnFirstPost(int peer) = 0;
 };
 
 class Pair {
  public:
-  // `socket` is connected and authenticated; its io_context and `observer`
-  // must outlive the Pair.
-  Pair(int rank, int peer, std::string address,
-       boost::asio::ip::tcp::socket socket, PairObserver* observer);
+  // Not connected yet (Attach). `address` names the peer's endpoint in
+  // messages. `io` (which will hold the socket) and `observer` must outlive
+  // the Pair.
+  Pair(int rank, int peer, std::string address, boost::asio::io_context& io,
+       PairObserver* observer);
   ~Pair();
   Pair(const Pair&) = delete;
   Pair& operator=(const Pair&) = delete;
 
   int peer() const { return peer_; }
   const std::string& address() const { return address_; }
+  bool connected() const { return connected_.load(); }
+
+  // Hands over the pair's connected, authenticated socket (of the
+  // io_context given at construction) and moves the ops posted so far. A
+  // pair that already has one, or is closed, closes `socket`; one that
+  // failed tells the peer why first (Fail).
+  void Attach(boost::asio::ip::tcp::socket socket);
 
   void PostSend(std::shared_ptr<Op> op);
   // `watch`: have the io thread complete it even if nobody polls.
@@ -102,6 +118,8 @@ class Pair {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_.mu);
   void WatchSend() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_.mu);
   void WatchRecv() ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_.mu);
+  // OnFirstPost for the pair's first op while it has no connection.
+  void NoteFirstPost();
   void OnWritable(const boost::system::error_code& ec);
   void OnReadable(const boost::system::error_code& ec);
   static void FailLocked(Direction& d, const absl::Status& status)
@@ -113,10 +131,15 @@ class Pair {
   const int peer_;
   const std::string address_;
   PairObserver* const observer_;
+  // Replaced once, by Attach, under both locks.
   boost::asio::ip::tcp::socket socket_;
   Direction send_;
   Direction recv_;
   std::atomic<bool> needs_watch_{false};
+  // Set once, by Attach, under both locks: the socket is open. Atomic so
+  // that either lock alone (and a message) may read it.
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> first_post_seen_{false};
 };
 
 }  // namespace hvd::transport::tcp_internal

@@ -11,7 +11,7 @@
 #include "core/transport/tcp/address.h"
 #include "core/transport/tcp/address_book.h"
 #include "core/transport/tcp/context_core.h"
-#include "core/transport/tcp/mesh_connector.h"
+#include "core/transport/tcp/peer_connector.h"
 #include "core/transport/tcp/socket_options.h"
 #include "core/transport/tcp/tcp_context_impl.h"
 
@@ -20,7 +20,6 @@ namespace {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
-using tcp_internal::Connection;
 using tcp_internal::Endpoint;
 
 absl::Status Listen(int rank, const std::optional<tcp_internal::Ipv4>& bind,
@@ -58,32 +57,15 @@ tcp_internal::PeerRecord OwnRecord(
   return record;
 }
 
-// Publishes `own` and returns the dial candidates of each lower rank, from
-// the address book rank 0 gathers (address_book.h).
-absl::StatusOr<std::vector<std::vector<Endpoint>>> ExchangeAddresses(
-    int rank, int size, const tcp_internal::PeerRecord& own, Store* store,
-    const TcpOptions& options, absl::Time deadline) {
-  absl::StatusOr<std::vector<tcp_internal::PeerRecord>> records =
-      tcp_internal::ExchangeAddressBook(rank, size, own, *store,
-                                        deadline - absl::Now());
-  if (!records.ok()) return records.status();
-  std::vector<std::vector<Endpoint>> candidates(rank);
-  for (int peer = 0; peer < rank; ++peer) {
-    candidates[peer] =
-        tcp_internal::DialCandidates((*records)[peer], options.hostname);
-  }
-  return candidates;
-}
-
-absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
-    int rank, int size, Store* store, const TcpOptions& options,
-    asio::io_context& io) {
-  const absl::Time deadline = absl::Now() + options.connect_timeout;
+// Listens, publishes this rank's record and reads every rank's from the
+// address book; adds one unconnected pair per peer to `core`, and the
+// connector that connects them.
+absl::Status Prepare(int rank, int size, Store* store,
+                     const TcpOptions& options, tcp_internal::Core& core) {
   absl::StatusOr<std::optional<tcp_internal::Ipv4>> bind =
       tcp_internal::ResolveInterface(options.iface);
-  if (!bind.ok())
-    return Annotate(bind.status(), absl::StrCat("rank ", rank));
-  tcp::acceptor acceptor(io);
+  if (!bind.ok()) return Annotate(bind.status(), absl::StrCat("rank ", rank));
+  tcp::acceptor acceptor(core.io());
   if (absl::Status s =
           Listen(rank, *bind, options.tuning.socket_buffer_bytes, acceptor);
       !s.ok()) {
@@ -91,19 +73,33 @@ absl::StatusOr<std::vector<std::optional<Connection>>> ConnectMesh(
   }
   const tcp_internal::PeerRecord own =
       OwnRecord(*bind, acceptor.local_endpoint().port(), options);
-  absl::StatusOr<std::vector<std::vector<Endpoint>>> candidates =
-      ExchangeAddresses(rank, size, own, store, options, deadline);
-  if (!candidates.ok()) return candidates.status();
-  tcp_internal::MeshConnector::Config config;
+  absl::StatusOr<std::vector<tcp_internal::PeerRecord>> records =
+      tcp_internal::ExchangeAddressBook(rank, size, own, *store,
+                                        options.connect_timeout);
+  if (!records.ok()) return records.status();
+  std::vector<std::vector<Endpoint>> candidates(size);
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    candidates[peer] =
+        tcp_internal::DialCandidates((*records)[peer], options.hostname);
+    // Messages name the endpoint this rank would dial first.
+    std::string address =
+        candidates[peer].empty()
+            ? (*records)[peer].hostname
+            : tcp_internal::EndpointString(candidates[peer].front());
+    core.AddPair(std::make_unique<tcp_internal::Pair>(
+        rank, peer, std::move(address), core.io(), &core));
+  }
+  tcp_internal::PeerConnector::Config config;
   config.rank = rank;
   config.size = size;
   config.token = options.token;
-  config.deadline = deadline;
-  config.timeout = options.connect_timeout;
+  config.connect_timeout = options.connect_timeout;
   config.socket_buffer_bytes = options.tuning.socket_buffer_bytes;
-  config.cancel = options.cancel;
-  tcp_internal::MeshConnector connector(io, acceptor, std::move(config));
-  return connector.Run(*std::move(candidates));
+  core.SetConnector(std::make_unique<tcp_internal::PeerConnector>(
+      core.io(), std::move(acceptor), std::move(config), std::move(candidates),
+      &core));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -117,22 +113,12 @@ absl::StatusOr<std::unique_ptr<Context>> CreateTcpContext(
   if (store == nullptr && size > 1) {
     return absl::InvalidArgumentError("CreateTcpContext: no store");
   }
-  auto io = std::make_unique<asio::io_context>();
-  std::vector<std::optional<Connection>> connections(size);
-  if (size > 1) {
-    absl::StatusOr<std::vector<std::optional<Connection>>> mesh =
-        ConnectMesh(rank, size, store, options, *io);
-    if (!mesh.ok()) return mesh.status();
-    connections = *std::move(mesh);
-  }
   auto core = std::make_shared<tcp_internal::Core>(
-      rank, size, std::move(io), options.tuning);
-  for (int peer = 0; peer < size; ++peer) {
-    if (!connections[peer]) continue;
-    tcp_internal::SetNoDelay(connections[peer]->socket);
-    core->AddPair(std::make_unique<tcp_internal::Pair>(
-        rank, peer, std::move(connections[peer]->address),
-        std::move(connections[peer]->socket), core.get()));
+      rank, size, std::make_unique<asio::io_context>(), options.tuning);
+  if (size > 1) {
+    if (absl::Status s = Prepare(rank, size, store, options, *core); !s.ok()) {
+      return s;
+    }
   }
   core->Start();
   return std::make_unique<tcp_internal::TcpContext>(std::move(core));

@@ -2,14 +2,18 @@
 // ranks are connected pairwise by TCP.
 //
 // Design
-// - Bootstrap (mesh_connector.h): every rank listens (TcpOptions::iface or
-//   0.0.0.0, ephemeral port), publishes its host name and candidate
-//   endpoints under "tcp/<rank>" (address.h), reads every rank's from the
-//   book rank 0 gathers under "tcp/all" (address_book.h), dials each lower
-//   rank and accepts each higher one concurrently on one io_context. The
-//   dialer's Hello carries its rank and the job token; the acceptor
-//   compares the token in constant time and answers with one byte
-//   (handshake.h).
+// - Bootstrap: every rank listens (TcpOptions::iface or 0.0.0.0, ephemeral
+//   port), publishes its host name and candidate endpoints under
+//   "tcp/<rank>" (address.h), and reads every rank's from the book rank 0
+//   gathers under "tcp/all" (address_book.h). Nothing is connected yet.
+// - Connections (peer_connector.h): a pair of ranks connects when the first
+//   message between them is posted, so a rank holds sockets only to the
+//   peers its algorithms use (ring neighbours, the coordinator), not N - 1.
+//   The higher rank dials; a lower rank that needs the connection first asks
+//   the higher one to call it back. The dialer's Hello carries its rank and
+//   the job token; the acceptor compares the token in constant time and
+//   answers with one byte (handshake.h). Messages posted meanwhile wait in
+//   the pair's queues.
 // - Data (pair.h): per peer one socket (TCP_NODELAY, large buffers) with a
 //   send FIFO and a receive FIFO; each message is an 8-byte little-endian
 //   length then the payload. Sends gather header and payload into one
@@ -42,16 +46,15 @@
 namespace hvd::transport {
 
 // Listens, publishes this rank's addresses under key "tcp/<rank>" in `store`
-// (callers pass a PrefixStore to scope it), reads every peer's from the book
-// rank 0 publishes under "tcp/all", and connects the full mesh. Returns once
-// all size-1 connections are established and authenticated, or an error
-// naming the peer rank and address that failed (DeadlineExceeded /
-// Unavailable / Unauthenticated); InvalidArgument on every rank when a
-// rank's published address is unusable.
-//
-// Also InvalidArgument for bad arguments or an unknown `iface`, and
-// FailedPrecondition when a peer refuses this rank or job size. `store` is
-// used only during the call.
+// (callers pass a PrefixStore to scope it), and reads every peer's from the
+// book rank 0 publishes under "tcp/all". Returns without connecting: each
+// pair connects at its first message, and a failure to connect (a peer
+// refusing the token or this rank, nothing listening where a peer
+// published, no answer within `connect_timeout`) fails the context with a
+// status naming the peer rank and address. Errors here: InvalidArgument for
+// bad arguments, an unknown `iface`, or (on every rank) a rank's unusable
+// published address; the store's DeadlineExceeded when the book does not
+// come. `store` is used only during the call.
 absl::StatusOr<std::unique_ptr<Context>> CreateTcpContext(
     int rank, int size, Store* store, const TcpOptions& options);
 

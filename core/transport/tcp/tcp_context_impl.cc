@@ -48,10 +48,18 @@ absl::Status TcpRequest::DeadlineError() const {
           ? absl::StrCat(op_->bytes_done(), " payload bytes received")
           : absl::StrCat(op_->bytes_done(), " of ", op_->len(),
                          " bytes transferred");
-  return absl::DeadlineExceededError(absl::StrCat(
-      "rank ", core_->rank(), ": ", OpKindName(op_->kind()),
-      op_->is_send() ? " to rank " : " from rank ", op_->peer(), " (",
-      pair_->address(), ") not complete by the deadline: ", progress));
+  const std::string connection =
+      pair_->connected()
+          ? std::string()
+          : absl::StrCat(" (not connected yet: rank ", op_->peer(),
+                         op_->peer() > core_->rank()
+                             ? " has not dialed this rank back)"
+                             : " could not be reached yet)");
+  return absl::DeadlineExceededError(
+      absl::StrCat("rank ", core_->rank(), ": ", OpKindName(op_->kind()),
+                   op_->is_send() ? " to rank " : " from rank ", op_->peer(),
+                   " (", pair_->address(),
+                   ") not complete by the deadline: ", progress, connection));
 }
 
 TcpContext::TcpContext(std::shared_ptr<Core> core) : core_(std::move(core)) {}
@@ -62,8 +70,9 @@ std::unique_ptr<Request> TcpContext::Post(std::shared_ptr<Op> op, bool watch) {
   Pair* pair = core_->pair(op->peer());
   if (pair == nullptr) {
     op->Complete(absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank(), ": ", OpKindName(op->kind()), " with peer ", op->peer(),
-        ", which is not another rank of this size-", size(), " context")));
+        "rank ", rank(), ": ", OpKindName(op->kind()), " with peer ",
+        op->peer(), ", which is not another rank of this size-", size(),
+        " context")));
   } else if (op->is_send()) {
     pair->PostSend(op);
   } else {

@@ -5,11 +5,9 @@
 #define HVD_CORE_TRANSPORT_TCP_TCP_OPTIONS_H_
 
 #include <cstddef>
-#include <memory>
 #include <string>
 
 #include "absl/time/time.h"
-#include "core/common/cancellation.h"
 
 namespace hvd::transport {
 
@@ -38,9 +36,9 @@ struct TcpOptions {
   std::string hostname;
   // Job token: checked in the connection handshake (never logged).
   std::string token;
+  // How long the address exchange at creation, and each connection to a
+  // peer (made when the first message to or from it is posted), may take.
   absl::Duration connect_timeout = absl::Seconds(30);
-  // When set and cancelled, connecting the mesh gives up with its status.
-  std::shared_ptr<const Cancellation> cancel;
   TcpTuning tuning;
 };
 

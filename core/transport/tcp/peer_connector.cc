@@ -1,13 +1,14 @@
-#include "core/transport/tcp/mesh_connector.h"
+#include "core/transport/tcp/peer_connector.h"
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/common/logging.h"
 #include "core/transport/tcp/handshake.h"
 #include "core/transport/tcp/socket_options.h"
@@ -38,17 +39,22 @@ std::string RemoteAddress(const tcp::socket& socket) {
 
 }  // namespace
 
-struct MeshConnector::Dialer {
-  Dialer(asio::io_context& io, int peer, std::vector<Endpoint> candidates,
-         std::string hello)
+struct PeerConnector::Dialer {
+  Dialer(asio::io_context& io, int peer,
+         const std::vector<Endpoint>& candidates, std::string hello,
+         absl::Time deadline)
       : peer(peer),
-        candidates(std::move(candidates)),
+        candidates(candidates),
+        deadline(deadline),
         timer(io),
         hello(std::move(hello)) {}
 
   const int peer;
-  const std::vector<Endpoint> candidates;
+  const std::vector<Endpoint>& candidates;
+  const absl::Time deadline;
   size_t next = 0;  // index of the candidate being tried
+  // Every candidate of this round so far refused the connection.
+  bool all_refused = true;
   int attempt = 0;  // bumped to make handlers of earlier attempts stale
   bool timed_out = false;
   bool done = false;
@@ -60,7 +66,7 @@ struct MeshConnector::Dialer {
   absl::Duration backoff = kInitialBackoff;
 };
 
-struct MeshConnector::Incoming {
+struct PeerConnector::Incoming {
   Incoming(asio::io_context& io, tcp::socket s)
       : socket(std::move(s)), address(RemoteAddress(socket)), timer(io) {}
 
@@ -74,78 +80,74 @@ struct MeshConnector::Incoming {
   unsigned char reply = 0;
 };
 
-MeshConnector::MeshConnector(asio::io_context& io, tcp::acceptor& acceptor,
-                             Config config)
+PeerConnector::PeerConnector(asio::io_context& io, tcp::acceptor acceptor,
+                             Config config,
+                             std::vector<std::vector<Endpoint>> dial_candidates,
+                             Sink* sink)
     : io_(io),
-      acceptor_(acceptor),
+      acceptor_(std::move(acceptor)),
       config_(std::move(config)),
-      listen_address_([&] {
+      listen_address_([this] {
         error_code ec;
-        const tcp::endpoint local = acceptor.local_endpoint(ec);
+        const tcp::endpoint local = acceptor_.local_endpoint(ec);
         return ec ? std::string("unknown address") : EndpointString(local);
       }()),
-      deadline_timer_(io),
-      cancel_timer_(io) {}
-
-MeshConnector::~MeshConnector() = default;
-
-absl::StatusOr<std::vector<std::optional<Connection>>> MeshConnector::Run(
-    std::vector<std::vector<Endpoint>> dial_candidates) {
-  connections_.resize(config_.size);
-  if (config_.size <= 1) return std::move(connections_);
-  deadline_timer_.expires_after(ToChrono(config_.deadline - absl::Now()));
-  deadline_timer_.async_wait([this](const error_code& ec) {
-    if (!ec && !finished_) Finish(TimeoutError());
-  });
-  if (config_.cancel) PollCancel();
-  if (config_.rank < config_.size - 1) StartAccept();
-  const std::string hello =
-      EncodeHello(config_.rank, config_.size, config_.token);
-  for (int peer = 0; peer < config_.rank; ++peer) {
-    dialers_.push_back(std::make_unique<Dialer>(
-        io_, peer, std::move(dial_candidates[peer]), hello));
-    Attempt(*dialers_.back());
-  }
-  while (!finished_) {
-    if (io_.run_one() == 0) Finish(absl::InternalError("io_context stopped"));
-  }
-  CancelAll();
-  io_.restart();
-  io_.run();  // lets every cancelled handler run before `this` goes away
-  if (!result_.ok()) return result_;
-  return std::move(connections_);
+      candidates_(std::move(dial_candidates)),
+      sink_(sink) {
+  dialers_.resize(config_.size);
 }
 
-void MeshConnector::PollCancel() {
-  if (config_.cancel->cancelled()) {
-    Finish(config_.cancel->status());
+PeerConnector::~PeerConnector() { Close(); }
+
+void PeerConnector::Start() {
+  if (config_.size > 1) StartAccept();
+}
+
+void PeerConnector::Dial(int peer) {
+  asio::post(io_, [this, peer] { StartDial(peer); });
+}
+
+void PeerConnector::StartDial(int peer) {
+  if (closed_ || peer < 0 || peer >= config_.size || peer == config_.rank ||
+      dialers_[peer] != nullptr) {
     return;
   }
-  cancel_timer_.expires_after(ToChrono(config_.cancel_poll));
-  cancel_timer_.async_wait([this](const error_code& ec) {
-    if (!ec && !finished_) PollCancel();
-  });
-}
-
-void MeshConnector::Finish(absl::Status status) {
-  if (finished_) return;
-  finished_ = true;
-  result_ = std::move(status);
-}
-
-void MeshConnector::CancelAll() {
-  error_code ignored;
-  deadline_timer_.cancel();
-  cancel_timer_.cancel();
-  acceptor_.cancel(ignored);
-  for (auto& d : dialers_) {
-    d->timer.cancel();
-    if (d->socket && !d->done) d->socket->close(ignored);
+  const std::vector<Endpoint> none;
+  dialers_[peer] = std::make_unique<Dialer>(
+      io_, peer,
+      static_cast<size_t>(peer) < candidates_.size() ? candidates_[peer] : none,
+      EncodeHello(config_.rank, config_.size, config_.token),
+      absl::Now() + config_.connect_timeout);
+  Dialer& d = *dialers_[peer];
+  if (d.candidates.empty()) {
+    Fail(d, absl::InvalidArgumentError(
+                absl::StrCat("rank ", config_.rank, ": rank ", peer,
+                             " published no address to connect to")));
+    return;
   }
+  Attempt(d);
+}
+
+void PeerConnector::StopDialing(int peer) {
+  Dialer* d = dialers_[peer].get();
+  if (d == nullptr || d->done) return;
+  d->done = true;
+  ++d->attempt;  // handlers still queued are stale
+  d->timer.cancel();
+  error_code ignored;
+  if (d->socket) d->socket->close(ignored);
+}
+
+void PeerConnector::Close() {
+  if (closed_) return;
+  closed_ = true;
+  error_code ignored;
+  acceptor_.close(ignored);
+  for (int peer = 0; peer < config_.size; ++peer) StopDialing(peer);
   for (auto& in : std::vector<std::shared_ptr<Incoming>>(incoming_)) Drop(in);
 }
 
-void MeshConnector::Drop(const std::shared_ptr<Incoming>& in) {
+void PeerConnector::Drop(const std::shared_ptr<Incoming>& in) {
   if (in->dropped) return;
   in->dropped = true;
   error_code ignored;
@@ -155,15 +157,15 @@ void MeshConnector::Drop(const std::shared_ptr<Incoming>& in) {
                   incoming_.end());
 }
 
-bool MeshConnector::ShouldLog(int64_t count) {
+bool PeerConnector::ShouldLog(int64_t count) {
   return count <= kLoggedInFull || count % kLogEvery == 0;
 }
 
 // ---- accepting ------------------------------------------------------------
 
-void MeshConnector::StartAccept() {
+void PeerConnector::StartAccept() {
   acceptor_.async_accept([this](const error_code& ec, tcp::socket socket) {
-    if (finished_ || ec == asio::error::operation_aborted) return;
+    if (closed_ || ec == asio::error::operation_aborted) return;
     if (ec) {
       // Typically EMFILE: back off briefly instead of spinning.
       if (ShouldLog(++accept_errors_)) {
@@ -174,7 +176,7 @@ void MeshConnector::StartAccept() {
       auto timer = std::make_shared<asio::steady_timer>(
           io_, std::chrono::milliseconds(10));
       timer->async_wait([this, timer](const error_code& e) {
-        if (!e && !finished_) StartAccept();
+        if (!e && !closed_) StartAccept();
       });
       return;
     }
@@ -183,7 +185,7 @@ void MeshConnector::StartAccept() {
   });
 }
 
-void MeshConnector::Welcome(tcp::socket socket) {
+void PeerConnector::Welcome(tcp::socket socket) {
   // Connections that have not shown the token are bounded: the oldest makes
   // room (a peer's hello follows its connect within milliseconds).
   if (incoming_.size() >= config_.max_pending_handshakes) {
@@ -193,19 +195,21 @@ void MeshConnector::Welcome(tcp::socket socket) {
   incoming_.push_back(in);
   in->timer.expires_after(ToChrono(config_.handshake_timeout));
   in->timer.async_wait([this, in](const error_code& e) {
-    if (e || finished_ || in->dropped) return;
+    if (e || closed_ || in->dropped) return;
+    // Not a peer's (a peer's hello follows its connect at once): a scanner,
+    // or a client of something else, noted only when asked for.
     if (ShouldLog(++refused_)) {
-      HVD_LOG(WARNING) << "rank " << config_.rank << ": closed a TCP "
-                       << "connection from " << in->address
-                       << " that did not complete its hello within "
-                       << absl::FormatDuration(config_.handshake_timeout)
-                       << " (" << refused_ << " refused so far)";
+      HVD_LOG(INFO) << "rank " << config_.rank << ": closed a TCP "
+                    << "connection from " << in->address
+                    << " that did not complete its hello within "
+                    << absl::FormatDuration(config_.handshake_timeout) << " ("
+                    << refused_ << " refused so far)";
     }
     Drop(in);
   });
   asio::async_read(in->socket, asio::buffer(in->fixed),
                    [this, in](const error_code& e, size_t) {
-                     if (finished_) return;
+                     if (closed_) return;
                      if (e) {
                        Drop(in);
                      } else {
@@ -214,18 +218,25 @@ void MeshConnector::Welcome(tcp::socket socket) {
                    });
 }
 
-void MeshConnector::ReadHelloToken(std::shared_ptr<Incoming> in) {
+void PeerConnector::ReadHelloToken(std::shared_ptr<Incoming> in) {
   absl::StatusOr<HelloHeader> header = DecodeHelloHeader(in->fixed);
   if (!header.ok()) {
-    Refuse(in, static_cast<uint8_t>(HelloReply::kBadProtocol),
-           header.status().message());
+    // Not an hvd hello: a scanner or another program, noted only when asked
+    // for; hellos of hvd ranks of other jobs are warned about (Refuse).
+    if (ShouldLog(++refused_)) {
+      HVD_LOG(INFO) << "rank " << config_.rank
+                    << ": refused a TCP connection from " << in->address << ": "
+                    << header.status().message() << " (" << refused_
+                    << " refused so far)";
+    }
+    Reply(std::move(in), static_cast<uint8_t>(HelloReply::kBadProtocol));
     return;
   }
   in->header = *header;
   in->token.resize(header->token_bytes);
   asio::async_read(in->socket, asio::buffer(in->token),
                    [this, in](const error_code& e, size_t) {
-                     if (finished_) return;
+                     if (closed_) return;
                      if (e) {
                        Drop(in);
                      } else {
@@ -234,7 +245,7 @@ void MeshConnector::ReadHelloToken(std::shared_ptr<Incoming> in) {
                    });
 }
 
-void MeshConnector::CheckHello(std::shared_ptr<Incoming> in) {
+void PeerConnector::CheckHello(std::shared_ptr<Incoming> in) {
   const HelloHeader& h = in->header;
   if (!TokensEqual(config_.token, in->token)) {
     Refuse(in, static_cast<uint8_t>(HelloReply::kBadToken), "wrong job token");
@@ -245,17 +256,22 @@ void MeshConnector::CheckHello(std::shared_ptr<Incoming> in) {
            absl::StrCat("its job size is ", h.size, ", ours ", config_.size));
     return;
   }
-  if (h.rank <= static_cast<uint32_t>(config_.rank) ||
+  if (h.rank == static_cast<uint32_t>(config_.rank) ||
       h.rank >= static_cast<uint32_t>(config_.size)) {
     Refuse(in, static_cast<uint8_t>(HelloReply::kBadRank),
-           absl::StrCat("this rank accepts only ranks ", config_.rank + 1, "..",
-                        config_.size - 1));
+           absl::StrCat("this is rank ", config_.rank, " of ", config_.size));
+    return;
+  }
+  if (h.rank < static_cast<uint32_t>(config_.rank)) {
+    // A lower rank asking to be called back: this rank dials it.
+    Reply(in, static_cast<uint8_t>(HelloReply::kCallBack));
+    StartDial(static_cast<int>(h.rank));
     return;
   }
   in->reply = static_cast<uint8_t>(HelloReply::kAccepted);
   asio::async_write(in->socket, asio::buffer(&in->reply, 1),
                     [this, in](const error_code& e, size_t) {
-                      if (finished_) return;
+                      if (closed_) return;
                       if (e) {
                         Drop(in);
                       } else {
@@ -264,27 +280,34 @@ void MeshConnector::CheckHello(std::shared_ptr<Incoming> in) {
                     });
 }
 
-void MeshConnector::AwaitConfirm(std::shared_ptr<Incoming> in) {
+void PeerConnector::Reply(std::shared_ptr<Incoming> in, uint8_t reply) {
+  in->reply = reply;
+  asio::async_write(in->socket, asio::buffer(&in->reply, 1),
+                    [this, in](const error_code&, size_t) { Drop(in); });
+}
+
+void PeerConnector::AwaitConfirm(std::shared_ptr<Incoming> in) {
   // A dialer whose attempt timed out before our reply has closed this
   // connection and will retry: only a confirmed connection counts.
   asio::async_read(in->socket, asio::buffer(&in->reply, 1),
                    [this, in](const error_code& e, size_t) {
-                     if (finished_ || in->dropped) return;
+                     if (closed_ || in->dropped) return;
                      if (e || in->reply != kHelloConfirm) {
                        Drop(in);
                        return;
                      }
                      in->dropped = true;  // handed over, not closed
                      in->timer.cancel();
-                     incoming_.erase(std::remove(incoming_.begin(),
-                                                 incoming_.end(), in),
-                                     incoming_.end());
-                     Connected(static_cast<int>(in->header.rank),
-                               std::move(in->socket), in->address);
+                     incoming_.erase(
+                         std::remove(incoming_.begin(), incoming_.end(), in),
+                         incoming_.end());
+                     const int peer = static_cast<int>(in->header.rank);
+                     StopDialing(peer);  // a call-back request under way
+                     sink_->OnConnected(peer, std::move(in->socket));
                    });
 }
 
-void MeshConnector::Refuse(std::shared_ptr<Incoming> in, uint8_t reply,
+void PeerConnector::Refuse(std::shared_ptr<Incoming> in, uint8_t reply,
                            absl::string_view why) {
   if (ShouldLog(++refused_)) {
     HVD_LOG(WARNING) << "rank " << config_.rank
@@ -292,14 +315,12 @@ void MeshConnector::Refuse(std::shared_ptr<Incoming> in, uint8_t reply,
                      << " (claiming rank " << in->header.rank << "): " << why
                      << " (" << refused_ << " refused so far)";
   }
-  in->reply = reply;
-  asio::async_write(in->socket, asio::buffer(&in->reply, 1),
-                    [this, in](const error_code&, size_t) { Drop(in); });
+  Reply(std::move(in), reply);
 }
 
 // ---- dialing --------------------------------------------------------------
 
-void MeshConnector::Attempt(Dialer& d) {
+void PeerConnector::Attempt(Dialer& d) {
   const int attempt = ++d.attempt;
   d.timed_out = false;
   d.socket.emplace(io_);
@@ -310,31 +331,33 @@ void MeshConnector::Attempt(Dialer& d) {
     return;
   }
   SetBufferSizes(*d.socket, config_.socket_buffer_bytes);
-  d.timer.expires_after(ToChrono(
-      std::min(config_.attempt_timeout, config_.deadline - absl::Now())));
+  d.timer.expires_after(
+      ToChrono(std::min(config_.attempt_timeout, d.deadline - absl::Now())));
   d.timer.async_wait([this, &d, attempt](const error_code& e) {
-    if (e || finished_ || attempt != d.attempt) return;
+    if (e || closed_ || attempt != d.attempt) return;
     d.timed_out = true;
     error_code ignored;
     d.socket->close(ignored);
   });
   d.socket->async_connect(
       d.candidates[d.next], [this, &d, attempt](const error_code& e) {
-        if (finished_ || attempt != d.attempt) return;
+        if (closed_ || attempt != d.attempt) return;
         if (e) {
+          if (e != asio::error::connection_refused) d.all_refused = false;
           RetryLater(d, d.timed_out ? "connect timed out" : e.message());
           return;
         }
+        d.all_refused = false;
         SendHello(d, attempt);
       });
 }
 
-void MeshConnector::SendHello(Dialer& d, int attempt) {
+void PeerConnector::SendHello(Dialer& d, int attempt) {
   SetNoDelay(*d.socket);
   asio::async_write(
       *d.socket, asio::buffer(d.hello),
       [this, &d, attempt](const error_code& e, size_t) {
-        if (finished_ || attempt != d.attempt) return;
+        if (closed_ || attempt != d.attempt) return;
         if (e) {
           RetryLater(d, d.timed_out
                             ? "handshake timed out"
@@ -345,11 +368,11 @@ void MeshConnector::SendHello(Dialer& d, int attempt) {
       });
 }
 
-void MeshConnector::ReadReply(Dialer& d, int attempt) {
+void PeerConnector::ReadReply(Dialer& d, int attempt) {
   asio::async_read(
       *d.socket, asio::buffer(&d.reply, 1),
       [this, &d, attempt](const error_code& e, size_t) {
-        if (finished_ || attempt != d.attempt) return;
+        if (closed_ || attempt != d.attempt) return;
         if (!e) {
           OnReply(d);
         } else if (d.timed_out) {
@@ -362,96 +385,100 @@ void MeshConnector::ReadReply(Dialer& d, int attempt) {
       });
 }
 
-void MeshConnector::OnReply(Dialer& d) {
+void PeerConnector::OnReply(Dialer& d) {
   ++d.attempt;  // a timeout already queued must not close this socket
   d.timer.cancel();
   const std::string who =
       absl::StrCat("rank ", config_.rank, ": peer rank ", d.peer, " at ",
                    EndpointString(d.candidates[d.next]));
+  const bool calls_back = d.peer > config_.rank;
+  error_code ignored;
   switch (static_cast<HelloReply>(d.reply)) {
     case HelloReply::kAccepted:
+      if (calls_back) break;
       asio::async_write(
           *d.socket, asio::buffer(&kHelloConfirm, 1),
           [this, &d, confirming = d.attempt](const error_code& e, size_t) {
-            if (finished_ || confirming != d.attempt) return;
+            if (closed_ || confirming != d.attempt) return;
             if (e) {
               RetryLater(d, absl::StrCat("confirming: ", e.message()));
               return;
             }
             d.done = true;
-            Connected(d.peer, std::move(*d.socket),
-                      EndpointString(d.candidates[d.next]));
+            sink_->OnConnected(d.peer, std::move(*d.socket));
           });
       return;
+    case HelloReply::kCallBack:
+      if (!calls_back) break;
+      // Asked; the peer's own connection arrives at the acceptor.
+      d.done = true;
+      d.socket->close(ignored);
+      return;
     case HelloReply::kBadToken:
-      Finish(absl::UnauthenticatedError(
-          absl::StrCat(who, " refused the job token")));
+      Fail(d, absl::UnauthenticatedError(
+                  absl::StrCat(who, " refused the job token")));
       return;
     case HelloReply::kBadRank:
-      Finish(absl::FailedPreconditionError(absl::StrCat(
-          who, " refused this rank (is it a process of another job?)")));
+      Fail(d,
+           absl::FailedPreconditionError(absl::StrCat(
+               who, " refused this rank (is it a process of another job?)")));
       return;
     case HelloReply::kBadProtocol:
-      Finish(absl::FailedPreconditionError(
-          absl::StrCat(who, " refused the hello: different job size ",
-                       config_.size, " or hvd version")));
+      Fail(d, absl::FailedPreconditionError(
+                  absl::StrCat(who, " refused the hello: different job size ",
+                               config_.size, " or hvd version")));
       return;
   }
-  Finish(absl::FailedPreconditionError(
-      absl::StrCat(who, " sent unknown hello reply ", int{d.reply})));
+  Fail(d, absl::FailedPreconditionError(
+              absl::StrCat(who, " sent hello reply ", int{d.reply},
+                           ", which a dialer of its rank does not expect")));
 }
 
-void MeshConnector::RetryLater(Dialer& d, absl::string_view why) {
+void PeerConnector::RetryLater(Dialer& d, absl::string_view why) {
   d.timer.cancel();
   d.last_error = absl::StrCat(EndpointString(d.candidates[d.next]), ": ", why);
   error_code ignored;
   if (d.socket) d.socket->close(ignored);
+  if (absl::Now() >= d.deadline) {
+    Fail(d, absl::DeadlineExceededError(absl::StrCat(
+                "rank ", config_.rank, ": could not connect to rank ", d.peer,
+                " at ", EndpointListString(d.candidates), " within ",
+                absl::FormatDuration(config_.connect_timeout),
+                " (last error: ", d.last_error, ")")));
+    return;
+  }
   if (++d.next < d.candidates.size()) {
     Attempt(d);
     return;
   }
+  if (d.all_refused) {
+    // The peer listened before it published these: nothing listens there
+    // now, so it is gone, and waiting would only delay the news.
+    Fail(d, absl::UnavailableError(absl::StrCat(
+                "rank ", config_.rank, ": rank ", d.peer, " at ",
+                EndpointListString(d.candidates),
+                " refused the connection: nothing listens there (has its "
+                "process exited?)")));
+    return;
+  }
   d.next = 0;
+  d.all_refused = true;
   const int round = ++d.attempt;
-  d.timer.expires_after(ToChrono(d.backoff));
+  d.timer.expires_after(
+      ToChrono(std::min(d.backoff, d.deadline - absl::Now())));
   d.backoff = std::min(d.backoff * 2, kMaxBackoff);
   d.timer.async_wait([this, &d, round](const error_code& e) {
-    if (!e && !finished_ && round == d.attempt) Attempt(d);
+    if (!e && !closed_ && round == d.attempt) Attempt(d);
   });
 }
 
-void MeshConnector::Connected(int peer, tcp::socket socket,
-                              std::string address) {
-  std::optional<Connection>& slot = connections_[peer];
-  // Only confirmed connections get here, so a second one for a peer means
-  // the first was abandoned after its confirmation: keep the newest.
-  if (!slot) ++connected_;
-  slot.emplace(Connection{std::move(socket), std::move(address)});
-  if (connected_ == config_.size - 1) Finish(absl::OkStatus());
-}
-
-absl::Status MeshConnector::TimeoutError() const {
-  std::vector<std::string> parts;
-  for (const auto& d : dialers_) {
-    if (d->done) continue;
-    parts.push_back(
-        absl::StrCat("could not connect to rank ", d->peer, " at ",
-                     EndpointListString(d->candidates),
-                     d->last_error.empty()
-                         ? ""
-                         : absl::StrCat(" (last error: ", d->last_error, ")")));
-  }
-  std::vector<int> silent;
-  for (int peer = config_.rank + 1; peer < config_.size; ++peer) {
-    if (!connections_[peer]) silent.push_back(peer);
-  }
-  if (!silent.empty()) {
-    parts.push_back(absl::StrCat(
-        silent.size() == 1 ? "rank " : "ranks ", absl::StrJoin(silent, ", "),
-        " did not connect to this rank's listener at ", listen_address_));
-  }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "rank ", config_.rank, ": TCP mesh not connected within ",
-      absl::FormatDuration(config_.timeout), ": ", absl::StrJoin(parts, "; ")));
+void PeerConnector::Fail(Dialer& d, absl::Status status) {
+  d.done = true;
+  ++d.attempt;
+  d.timer.cancel();
+  error_code ignored;
+  if (d.socket) d.socket->close(ignored);
+  sink_->OnConnectFailed(d.peer, std::move(status));
 }
 
 }  // namespace hvd::transport::tcp_internal
