@@ -92,28 +92,55 @@ void OpQueue::Fail(const absl::Status& status) {
 
 // ---- sending --------------------------------------------------------------
 
-SendChannel::SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes)
+SendChannel::SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes,
+                         Reserve reserve)
     : ring_(ring),
       peer_(peer),
       piece_bytes_(piece_bytes),
+      reserve_(std::move(reserve)),
       head_(ring.header->head.load(std::memory_order_relaxed)) {}
 
-int SendChannel::Post(std::shared_ptr<Op> op) {
+int SendChannel::Post(std::shared_ptr<Op> op, absl::Status* failure) {
   absl::MutexLock lock(&mu_);
   if (!queue_.Push(std::move(op))) return kCompleted;
   // Ops behind an unfinished one are written when it is.
-  return queue_.size() == 1 ? ProgressLocked() : kNothing;
+  return queue_.size() == 1 ? ProgressLocked(failure) : kNothing;
 }
 
-int SendChannel::Progress() {
+int SendChannel::Progress(absl::Status* failure) {
   if (!pending()) return kNothing;
   if (!mu_.TryLock()) return kBusy;
-  const int result = ProgressLocked();
+  const int result = ProgressLocked(failure);
   mu_.Unlock();
   return result;
 }
 
-int SendChannel::ProgressLocked() {
+bool SendChannel::ReserveFor(const Op& op, size_t* free,
+                             absl::Status* failure) {
+  const size_t cap = ring_.bytes;
+  if (reserved_ == cap) return true;
+  // Until all of the ring is reserved the writer has not wrapped: what it
+  // writes next starts at `at`, and what it may write now ends by `end`.
+  const size_t at = head_ % cap;
+  const size_t need = (op.header_done_ ? 0 : kSlot) +
+                      RoundUp(op.len_ - op.payload_done(), kSlot);
+  const size_t end = std::min(cap, at + std::min(*free, need));
+  if (end > reserved_) {
+    // Writing an unreserved page of a full /dev/shm would raise SIGBUS.
+    const size_t to = std::min(cap, std::max(RoundUp(end, kPage),
+                                             2 * reserved_));
+    if (absl::Status s = reserve_(reserved_, to - reserved_); !s.ok()) {
+      *failure = s;
+      queue_.Fail(s);
+      return false;
+    }
+    reserved_ = to;
+  }
+  if (reserved_ < cap) *free = std::min(*free, reserved_ - at);
+  return true;
+}
+
+int SendChannel::ProgressLocked(absl::Status* failure) {
   int result = kNothing;
   const size_t cap = ring_.bytes;
   while (true) {
@@ -121,6 +148,7 @@ int SendChannel::ProgressLocked() {
     while (!queue_.empty()) {
       Op& op = queue_.front();
       size_t free = cap - (head_ - tail);
+      if (!ReserveFor(op, &free, failure)) return result | kCompleted;
       if (!op.header_done_) {
         if (free < kSlot) break;
         StoreLE64(ring_.data + head_ % cap, op.len_);

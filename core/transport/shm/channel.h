@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -138,14 +139,26 @@ void Nudge(SegmentHeader* owner);
 // This process writes `ring` (which lives in the peer's segment).
 class SendChannel {
  public:
-  SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes);
+  // Reserves bytes [offset, offset + bytes) of the ring's data in /dev/shm
+  // (see Segment::Reserve); its error says who and what, and what to do.
+  using Reserve = std::function<absl::Status(size_t offset, size_t bytes)>;
+
+  // The channel reserves the ring from its start as its writes first reach
+  // each part of it, in steps that double (a page first): a ring that only
+  // ever carries small messages holds a page or a few, one that carries
+  // bulk data all of it after its first pass. `reserve` runs under the
+  // channel lock.
+  SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes,
+              Reserve reserve);
   SendChannel(const SendChannel&) = delete;
   SendChannel& operator=(const SendChannel&) = delete;
 
-  // Queues `op` and writes what fits at once.
-  int Post(std::shared_ptr<Op> op);
-  // Writes what fits, unless another thread is at it.
-  int Progress();
+  // Queues `op` and writes what fits at once. When the ring cannot be
+  // reserved as far as it must be written, fails the channel with
+  // `reserve`'s error and sets *failure (the caller fails the context).
+  int Post(std::shared_ptr<Op> op, absl::Status* failure);
+  // Writes what fits, unless another thread is at it; *failure as for Post.
+  int Progress(absl::Status* failure);
   bool pending() const { return queue_.pending(); }
   // Whether a pending op could move bytes now (the ring has room).
   bool can_progress() const;
@@ -153,14 +166,23 @@ class SendChannel {
   void Fail(const absl::Status& status);
 
  private:
-  int ProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int ProgressLocked(absl::Status* failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reserves what `op` can write now of the *free bytes from head_, if not
+  // yet reserved, and clips *free to the reserved part. False (the channel
+  // failed, *failure set) if /dev/shm refused.
+  bool ReserveFor(const Op& op, size_t* free, absl::Status* failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Ring ring_;
   SegmentHeader* const peer_;
   const size_t piece_bytes_;
+  const Reserve reserve_;
   absl::Mutex mu_;
   OpQueue queue_;  // under mu_, except queue_.pending()
   uint64_t head_ ABSL_GUARDED_BY(mu_);  // our copy of ring_.header->head
+  // Ring data [0, reserved_) is reserved; until it all is, head_ has not
+  // wrapped (head_ % ring_.bytes <= reserved_).
+  size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // This process reads `ring` (which lives in its own segment).
@@ -187,6 +209,11 @@ class RecvChannel {
 
  private:
   int ProgressLocked(absl::Status* failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reserves what `op` can write now of the *free bytes from head_, if not
+  // yet reserved, and clips *free to the reserved part. False (the channel
+  // failed, *failure set) if /dev/shm refused.
+  bool ReserveFor(const Op& op, size_t* free, absl::Status* failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishTail() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Ring ring_;

@@ -64,20 +64,42 @@ void Core::AddPeer(int peer, std::unique_ptr<Segment> segment,
     return ring;
   };
   // Of the peer's segment this rank maps the header and the ring headers
-  // now. The pages of its own ring there fault in as it first writes them
-  // (the owner reserved them at creation): a rank writes bulk data to few
-  // of its local peers, its ring neighbours, and mapping a ring in every
-  // peer's segment set up (local ranks - 1) rings of page tables per rank.
-  segment->Prefault(0, RingDataOffset(num_rings, ring_bytes, 0));
+  // now (the owner reserved them at creation). Its own ring there is
+  // reserved, and its pages fault in, as it first writes them: a rank
+  // writes bulk data to few of its local peers, its ring neighbours, and
+  // reserving or mapping a whole ring in every peer's segment at start-up
+  // cost (local ranks - 1) rings of memory and page tables per rank.
+  segment->Prefault(0, HeadersBytes(num_rings));
   p->send = std::make_unique<SendChannel>(
       ring_in(segment->data(), ring_bytes, index_there), p->header,
-      tuning_.piece_bytes);
+      tuning_.piece_bytes,
+      RingReservation(segment.get(),
+                      RingDataOffset(num_rings, ring_bytes, index_there),
+                      ring_bytes, peer));
   p->recv = std::make_unique<RecvChannel>(
       ring_in(own_->data(), tuning_.ring_bytes, index_here), p->header,
       tuning_.piece_bytes, rank_, peer);
   p->segment = std::move(segment);
   peers_.push_back(p.get());
   by_rank_[peer] = std::move(p);
+}
+
+SendChannel::Reserve Core::RingReservation(const Segment* segment,
+                                           size_t offset, size_t bytes,
+                                           int peer) const {
+  return [segment, offset, bytes, peer, rank = rank_](
+             size_t from, size_t n) -> absl::Status {
+    absl::Status s = segment->Reserve(offset + from, n);
+    if (s.ok()) return s;
+    return absl::Status(
+        s.code(),
+        absl::StrCat("rank ", rank, ": cannot reserve ", n, " more bytes of ",
+                     "its ", bytes, "-byte shared-memory ring to rank ", peer,
+                     " in /dev/shm (", s.message(),
+                     "); enlarge /dev/shm (e.g. docker run --shm-size), "
+                     "make HVD_SHM_RING_BYTES smaller, or set HVD_SHM=0 to "
+                     "connect the ranks of a host over the network"));
+  };
 }
 
 void Core::Start() {
@@ -103,24 +125,21 @@ void Core::Post(const std::shared_ptr<Op>& op) {
     return;
   }
   Peer& peer = *by_rank_[op->peer()];
-  int result;
-  if (op->is_send()) {
-    result = peer.send->Post(op);
-  } else {
-    absl::Status failure;
-    result = peer.recv->Post(op, &failure);
-    if (!failure.ok()) Detected(failure);
-  }
+  absl::Status failure;
+  const int result = op->is_send() ? peer.send->Post(op, &failure)
+                                   : peer.recv->Post(op, &failure);
+  if (!failure.ok()) Detected(failure);
   if (result & kCompleted) RingBell(&header_->bell);
 }
 
 int Core::ProgressAll() {
   int result = kNothing;
   for (Peer* p : peers_) {
-    result |= p->send->Progress();
-    absl::Status failure;
-    result |= p->recv->Progress(&failure);
-    if (!failure.ok()) Detected(failure);
+    absl::Status send_failure, recv_failure;
+    result |= p->send->Progress(&send_failure);
+    if (!send_failure.ok()) Detected(send_failure);
+    result |= p->recv->Progress(&recv_failure);
+    if (!recv_failure.ok()) Detected(recv_failure);
   }
   // Another thread of ours may sleep on an op we completed.
   if (result & kCompleted) RingBell(&header_->bell);

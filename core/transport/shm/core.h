@@ -60,7 +60,9 @@ class Core {
   int peer_pid(int peer) const;
 
   // Posts `op` on its peer's channel (moving what it can at once), or fails
-  // it when the peer is not connected.
+  // it when the peer is not connected. Sends reserve this rank's ring in the
+  // peer's segment as they first reach its pages: when /dev/shm refuses
+  // (ResourceExhausted when it is full), the send and the context fail.
   void Post(const std::shared_ptr<Op>& op);
   // Blocks until `op` completes or `deadline` passes (false then).
   bool Wait(const Op& op, absl::Time deadline);
@@ -84,6 +86,11 @@ class Core {
     std::unique_ptr<RecvChannel> recv;
   };
 
+  // What reserves parts of the `bytes`-byte ring at `offset` of `segment`,
+  // this rank's ring in `peer`'s segment: its error names both ranks and
+  // /dev/shm and says what to do.
+  SendChannel::Reserve RingReservation(const Segment* segment, size_t offset,
+                                       size_t bytes, int peer) const;
   // Moves bytes on every channel with pending ops; Progressed flags.
   int ProgressAll();
   // Whether some op could move bytes that a peer waits for, or that wait

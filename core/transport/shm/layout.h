@@ -75,15 +75,21 @@ struct RingHeader {
 
 constexpr size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// Offsets: header, then the ring headers, then each ring's data.
+// Offsets: header, then the ring headers, then each ring's data, each part
+// on its own pages. The owner reserves the headers (HeadersBytes) when it
+// creates the segment; a ring's data is reserved by the peer that writes
+// it, as its writes first reach each part (a rank sends bulk data to few
+// of its local peers).
 inline constexpr size_t kRingHeadersOffset =
     RoundUp(sizeof(SegmentHeader), kPage);
 
+inline size_t HeadersBytes(uint32_t num_rings) {
+  return kRingHeadersOffset + RoundUp(num_rings * sizeof(RingHeader), kPage);
+}
+
 inline size_t RingDataOffset(uint32_t num_rings, size_t ring_bytes,
                              uint32_t index) {
-  const size_t first =
-      kRingHeadersOffset + RoundUp(num_rings * sizeof(RingHeader), kPage);
-  return first + index * RoundUp(ring_bytes, kPage);
+  return HeadersBytes(num_rings) + index * RoundUp(ring_bytes, kPage);
 }
 
 inline size_t SegmentBytes(uint32_t num_rings, size_t ring_bytes) {

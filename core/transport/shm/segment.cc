@@ -32,37 +32,47 @@ constexpr int kPopulateWrite = 23;
 
 }  // namespace
 
-Segment::Segment(std::string name, char* data, size_t size, bool owner)
-    : name_(std::move(name)), data_(data), size_(size), linked_(owner) {}
+Segment::Segment(std::string name, int fd, char* data, size_t size,
+                 bool owner)
+    : name_(std::move(name)),
+      fd_(fd),
+      data_(data),
+      size_(size),
+      linked_(owner) {}
 
 absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(
-    const std::string& name, size_t bytes) {
+    const std::string& name, size_t bytes, size_t reserved) {
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return Errno("cannot create", name, errno);
+  reserved = std::min(reserved, bytes);
   absl::Status failure;
-  // posix_fallocate reserves the pages now, so a full /dev/shm fails here
-  // with ENOSPC instead of a SIGBUS on first touch.
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     failure = Errno(absl::StrCat("cannot size (", bytes, " bytes)"), name,
                     errno);
-  } else if (int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-             err != 0) {
-    failure = Errno(absl::StrCat("cannot allocate ", bytes, " bytes of"), name,
-                    err);
+  } else if (reserved > 0) {
+    // Reserved now, a full /dev/shm fails here with ENOSPC instead of a
+    // SIGBUS on first touch.
+    if (int err = posix_fallocate(fd, 0, static_cast<off_t>(reserved));
+        err != 0) {
+      failure = Errno(absl::StrCat("cannot allocate ", reserved, " bytes of"),
+                      name, err);
+    }
   }
   void* data = MAP_FAILED;
   if (failure.ok()) {
-    data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                MAP_SHARED | MAP_POPULATE, fd, 0);
+    // No MAP_POPULATE: it would allocate the unreserved rest, unchecked.
+    data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (data == MAP_FAILED) failure = Errno("cannot map", name, errno);
   }
-  close(fd);
   if (!failure.ok()) {
+    close(fd);
     shm_unlink(name.c_str());
     return failure;
   }
-  return std::unique_ptr<Segment>(
-      new Segment(name, static_cast<char*>(data), bytes, /*owner=*/true));
+  auto segment = std::unique_ptr<Segment>(
+      new Segment(name, fd, static_cast<char*>(data), bytes, /*owner=*/true));
+  segment->Prefault(0, reserved);
+  return segment;
 }
 
 absl::StatusOr<std::unique_ptr<Segment>> Segment::Open(
@@ -77,16 +87,33 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Open(
   }
   const size_t bytes = static_cast<size_t>(st.st_size);
   void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  close(fd);
-  if (data == MAP_FAILED) return Errno("cannot map", name, err);
+  if (data == MAP_FAILED) {
+    const int err = errno;
+    close(fd);
+    return Errno("cannot map", name, err);
+  }
   return std::unique_ptr<Segment>(
-      new Segment(name, static_cast<char*>(data), bytes, /*owner=*/false));
+      new Segment(name, fd, static_cast<char*>(data), bytes, /*owner=*/false));
 }
 
 Segment::~Segment() {
   Unlink();
   munmap(data_, size_);
+  close(fd_);
+}
+
+absl::Status Segment::Reserve(size_t offset, size_t bytes) const {
+  if (offset >= size_) return absl::OkStatus();
+  bytes = std::min(bytes, size_ - offset);
+  if (bytes == 0) return absl::OkStatus();
+  const int err = posix_fallocate(fd_, static_cast<off_t>(offset),
+                                  static_cast<off_t>(bytes));
+  if (err == 0) return absl::OkStatus();
+  const std::string message =
+      absl::StrCat("cannot allocate bytes [", offset, ", ", offset + bytes,
+                   ") of shared memory ", name_, ": ", std::strerror(err));
+  return err == ENOSPC ? absl::ResourceExhaustedError(message)
+                       : absl::UnavailableError(message);
 }
 
 void Segment::Prefault(size_t offset, size_t bytes) const {

@@ -64,7 +64,7 @@ std::unique_ptr<shm::Segment> PeerSegment(hvd::fuzz::InputReader& in, uint64_t c
   const size_t full = shm::SegmentBytes(kRings, kRingBytes);
   auto segment = shm::Segment::Create(
       absl::StrCat("/hvd-fuzz-", getpid(), "-", run, "-", serial++),
-      flags & 32 ? std::clamp<size_t>(segment_bytes, 1, full) : full);
+      flags & 32 ? std::clamp<size_t>(segment_bytes, 1, full) : full, full);
   if (!segment.ok()) return nullptr;
   if ((*segment)->size() < sizeof(shm::SegmentHeader)) {
     return *std::move(segment);

@@ -170,8 +170,11 @@ absl::StatusOr<std::unique_ptr<Segment>> CreateOwnSegment(
   own->pid_ns = PidNamespace();
   own->name = absl::StrCat("/hvd-", own->pid, "-", rank, "-",
                            absl::Hex(RandomU64(), absl::kZeroPad16));
+  // Only the headers are reserved now; each ring is, by its writer, as its
+  // sends first reach its pages (SendChannel).
   auto segment = Segment::Create(
-      own->name, shm_internal::SegmentBytes(num_rings, tuning.ring_bytes));
+      own->name, shm_internal::SegmentBytes(num_rings, tuning.ring_bytes),
+      shm_internal::HeadersBytes(num_rings));
   if (!segment.ok()) return segment.status();
   auto* header = reinterpret_cast<SegmentHeader*>((*segment)->data());
   header->cookie = own->cookie;

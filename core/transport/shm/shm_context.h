@@ -7,6 +7,14 @@
 //   nothing outlives the job in /dev/shm) holding a doorbell, its failure
 //   state, and one inbound byte ring per local peer. A rank writes into the
 //   rings it owns in its peers' segments and reads the rings in its own.
+// - Memory: a segment's headers are reserved in /dev/shm when it is
+//   created; a ring's pages are reserved (posix_fallocate) by the rank that
+//   writes it, as its sends first reach them (in doubling steps), since a
+//   rank sends bulk data to few of its local peers: a ring that carries
+//   only small messages holds a page or a few. A /dev/shm too full for the
+//   next step fails that send, and the context, with ResourceExhausted
+//   naming both ranks and what to change, where writing unreserved pages
+//   would have raised SIGBUS.
 // - Messages (channel.h): a 64-byte header and the payload, copied into the
 //   ring by the sender and out of it by the receiver in pieces of
 //   ShmTuning::piece_bytes, each published at once, so a large message
@@ -63,7 +71,8 @@ struct ShmMesh {
 // peer's, and agrees with each on whether the pair works.
 //
 // A rank whose own segment cannot be created (/dev/shm full or missing)
-// still completes the agreement, with no peers. Errors: InvalidArgument for
+// still completes the agreement, with no peers. The rings are reserved
+// later, at first use (see Memory above). Errors: InvalidArgument for
 // bad arguments; the store's error naming the peer when a peer does not
 // publish in time.
 absl::StatusOr<ShmMesh> CreateShmContext(int rank, int size,

@@ -20,7 +20,8 @@ struct ShmTuning {
   // rounded up to the ring's slot size).
   size_t piece_bytes = size_t{64} << 10;
   // Data capacity of each ring (HVD_SHM_RING_BYTES, rounded up to the slot
-  // size; at least two slots).
+  // size; at least two slots). A segment holds one ring per local peer; each
+  // takes memory in /dev/shm as its writer's sends first reach its pages.
   size_t ring_bytes = size_t{1} << 20;
   // Whether a polling waiter yields the CPU between polls (HVD_SHM_YIELD).
   bool yield = true;
