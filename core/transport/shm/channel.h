@@ -209,11 +209,6 @@ class RecvChannel {
 
  private:
   int ProgressLocked(absl::Status* failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reserves what `op` can write now of the *free bytes from head_, if not
-  // yet reserved, and clips *free to the reserved part. False (the channel
-  // failed, *failure set) if /dev/shm refused.
-  bool ReserveFor(const Op& op, size_t* free, absl::Status* failure)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishTail() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Ring ring_;
