@@ -1,6 +1,7 @@
 // Allgather of variable-sized blocks: a pipelined ring that forwards each
-// chunk as soon as it arrives, one direct round for small totals, or (asked
-// for) the hierarchical form: rings across hosts, then within them.
+// chunk as soon as it arrives, one direct round for small totals (recursive
+// doubling in large groups), or (asked for) the hierarchical form: rings
+// across hosts, then within them.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -84,6 +85,86 @@ absl::Status AllgatherDirect(transport::Context& context, const Group& group,
   return internal::WaitAll(requests, internal::LimitsOf(options));
 }
 
+// Recursive doubling: each round a member swaps all the blocks it holds
+// with one partner, whose blocks are the neighbouring range of members, so
+// every transfer is one contiguous range of `output`. N not a power of two:
+// as AllreduceDoubling, the first 2r members fold in pairs (the even one
+// hands its block to the odd one, and gets the whole output back).
+class AllgatherDoubling {
+ public:
+  AllgatherDoubling(transport::Context& context, const Group& group,
+                    char* output, const std::vector<Span>& blocks,
+                    const CollectiveOptions& options)
+      : context_(context),
+        group_(group),
+        output_(output),
+        blocks_(blocks),
+        limits_(internal::LimitsOf(options)) {
+    const int n = group.size();
+    while (p_ * 2 <= n) p_ *= 2;
+    r_ = n - p_;
+  }
+
+  absl::Status Run() {
+    const int me = group_.index;
+    const Span all = Bytes(0, group_.size());
+    if (me < 2 * r_ && me % 2 == 0) {
+      absl::Status s = Swap(me + 1, Bytes(me, me + 1), Span{});
+      return s.ok() ? Swap(me + 1, Span{}, all) : s;
+    }
+    if (me < 2 * r_) {
+      if (absl::Status s = Swap(me - 1, Span{}, Bytes(me - 1, me)); !s.ok()) {
+        return s;
+      }
+    }
+    const int v = me < 2 * r_ ? me / 2 : me - r_;
+    for (int mask = 1; mask < p_; mask <<= 1) {
+      const int w = v ^ mask;
+      absl::Status s = Swap(First(w), Held(v, mask), Held(w, mask));
+      if (!s.ok()) return s;
+    }
+    return me < 2 * r_ ? Swap(me - 1, all, Span{}) : absl::OkStatus();
+  }
+
+ private:
+  // The first member standing for doubling position `v`.
+  int First(int v) const { return v < r_ ? 2 * v + 1 : v + r_; }
+  // The members of positions [v & ~(mask - 1), + mask), as bytes of output.
+  Span Held(int v, int mask) const {
+    const int lo = v & ~(mask - 1);
+    const int hi = lo + mask;  // exclusive, in positions
+    auto first_member = [&](int u) { return u < r_ ? 2 * u : u + r_; };
+    return Bytes(first_member(lo), hi == p_ ? group_.size() : first_member(hi));
+  }
+  // Members [a, b) as bytes of output.
+  Span Bytes(int a, int b) const {
+    if (a >= b) return Span{};
+    const size_t start = blocks_[a].offset;
+    return Span{start, blocks_[b - 1].offset + blocks_[b - 1].bytes - start};
+  }
+  // Sends `out` of output to `member` and receives `in` from it; empty
+  // ranges move nothing (both sides know every block's size).
+  absl::Status Swap(int member, Span out, Span in) {
+    std::vector<RequestPtr> requests;
+    const int rank = group_.ranks[member];
+    if (in.bytes > 0) {
+      requests.push_back(context_.Recv(rank, output_ + in.offset, in.bytes));
+    }
+    if (out.bytes > 0) {
+      requests.push_back(context_.Send(rank, output_ + out.offset, out.bytes));
+    }
+    return internal::WaitAll(requests, limits_);
+  }
+
+  transport::Context& context_;
+  const Group& group_;
+  char* const output_;
+  const std::vector<Span>& blocks_;
+  const transport::WaitLimits limits_;
+  int p_ = 1;
+  int r_ = 0;
+};
+
 }  // namespace
 
 absl::Status Allgather(transport::Context& context, const Group& group,
@@ -107,6 +188,11 @@ absl::Status Allgather(transport::Context& context, const Group& group,
                                        bytes_per_member.end(), size_t{0});
   if (group.size() == 1 || total == 0) return absl::OkStatus();
   if (internal::UseDirect(options, group, total)) {
+    if (internal::UseDoubling(options, group)) {
+      status = AllgatherDoubling(context, group, out, blocks, options).Run();
+      return internal::Annotate(status, "Allgather (recursive doubling)",
+                                context, group);
+    }
     status = AllgatherDirect(context, group, out, blocks, options);
     return internal::Annotate(status, "Allgather (direct)", context, group);
   }
@@ -114,8 +200,8 @@ absl::Status Allgather(transport::Context& context, const Group& group,
     const internal::HostLayout layout =
         internal::LayoutOnHosts(group, options.hosts);
     if (layout.balanced && layout.num_hosts > 1 && layout.local.size() > 1) {
-      status = AllgatherHierarchical(context, group, layout, out, blocks,
-                                     options);
+      status =
+          AllgatherHierarchical(context, group, layout, out, blocks, options);
       return internal::Annotate(status, "Allgather (hierarchical)", context,
                                 group);
     }

@@ -54,8 +54,7 @@ absl::Status Run(transport::Context& context, const Group& group,
       return internal::Annotate(status, "Allreduce (ring)", context, group);
     }
   }
-  if (options.algorithm == AllreduceAlgorithm::kRecursiveDoubling ||
-      internal::UseDirect(options, group, bytes)) {
+  if (internal::UseDirect(options, group, bytes)) {
     in_place();
     status = internal::AllreduceSmall(context, group, data, count, dtype, op,
                                       options);

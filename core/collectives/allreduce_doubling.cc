@@ -21,30 +21,28 @@ namespace {
 // The member at position `v` of the p that double (r pairs folded first).
 int MemberAt(int v, int r) { return v < r ? 2 * v + 1 : v + r; }
 
+// Works on a copy of the caller's buffer in its own scratch, with room for
+// the partner's: a failure leaves requests posted on the scratch only
+// (kept for good then), never on the caller's memory.
 class Doubling {
  public:
-  Doubling(transport::Context& context, const Group& group, char* data,
-           size_t count, DataType dtype, ReduceOp op,
-           const CollectiveOptions& options)
+  Doubling(transport::Context& context, const Group& group, size_t count,
+           DataType dtype, ReduceOp op, const CollectiveOptions& options)
       : context_(context),
         group_(group),
-        data_(data),
         count_(count),
         bytes_(count * DataTypeSize(dtype)),
         dtype_(dtype),
         op_(op),
         limits_(LimitsOf(options)),
-        scratch_(bytes_) {}
+        scratch_(2 * bytes_) {}
 
-  // Waits for every request; on failure keeps the scratch they may write.
-  absl::Status Finish(std::vector<RequestPtr> requests) {
-    absl::Status status = WaitAll(requests, limits_);
-    if (!status.ok()) scratch_.AbandonIfPending(requests);
-    return status;
-  }
+  char* work() { return scratch_.data(); }
+  char* theirs() { return scratch_.data() + bytes_; }
+
   absl::Status SendTo(int member) {
     std::vector<RequestPtr> requests;
-    requests.push_back(context_.Send(group_.ranks[member], data_, bytes_));
+    requests.push_back(context_.Send(group_.ranks[member], work(), bytes_));
     return Finish(std::move(requests));
   }
   absl::Status RecvFrom(int member, char* into) {
@@ -55,28 +53,32 @@ class Doubling {
   // Swaps buffers with `member` and combines, the lower member's first.
   absl::Status ExchangeWith(int member) {
     std::vector<RequestPtr> requests;
-    requests.push_back(
-        context_.Recv(group_.ranks[member], scratch_.data(), bytes_));
-    requests.push_back(context_.Send(group_.ranks[member], data_, bytes_));
+    requests.push_back(context_.Recv(group_.ranks[member], theirs(), bytes_));
+    requests.push_back(context_.Send(group_.ranks[member], work(), bytes_));
     if (absl::Status s = Finish(std::move(requests)); !s.ok()) return s;
     Combine(/*theirs_first=*/member < group_.index);
     return absl::OkStatus();
   }
-  // data = theirs op data, or data op theirs.
+  // work = theirs op work, or work op theirs.
   void Combine(bool theirs_first) {
     if (theirs_first) {
-      Reduce(scratch_.data(), data_, count_, dtype_, op_);
-      std::memcpy(data_, scratch_.data(), bytes_);
+      Reduce(theirs(), work(), count_, dtype_, op_);
+      std::memcpy(work(), theirs(), bytes_);
     } else {
-      Reduce(data_, scratch_.data(), count_, dtype_, op_);
+      Reduce(work(), theirs(), count_, dtype_, op_);
     }
   }
-  char* scratch() { return scratch_.data(); }
 
  private:
+  // Waits for every request; on failure keeps the scratch they may use.
+  absl::Status Finish(std::vector<RequestPtr> requests) {
+    absl::Status status = WaitAll(requests, limits_);
+    if (!status.ok()) scratch_.AbandonIfPending(requests);
+    return status;
+  }
+
   transport::Context& context_;
   const Group& group_;
-  char* const data_;
   const size_t count_;
   const size_t bytes_;
   const DataType dtype_;
@@ -95,30 +97,31 @@ absl::Status AllreduceDoubling(transport::Context& context, const Group& group,
   int p = 1;
   while (p * 2 <= n) p *= 2;
   const int r = n - p;
-  Doubling doubling(context, group, static_cast<char*>(data), count, dtype, op,
-                    options);
+  const size_t bytes = count * DataTypeSize(dtype);
+  Doubling doubling(context, group, count, dtype, op, options);
+  std::memcpy(doubling.work(), data, bytes);
+  absl::Status status;
   if (me < 2 * r && me % 2 == 0) {
     // Folded out: the odd neighbour stands in, and sends the result back.
-    if (absl::Status s = doubling.SendTo(me + 1); !s.ok()) return s;
-    return doubling.RecvFrom(me + 1, static_cast<char*>(data));
-  }
-  if (me < 2 * r) {
-    if (absl::Status s = doubling.RecvFrom(me - 1, doubling.scratch());
-        !s.ok()) {
-      return s;
+    status = doubling.SendTo(me + 1);
+    if (status.ok()) status = doubling.RecvFrom(me + 1, doubling.work());
+  } else {
+    if (me < 2 * r) {
+      status = doubling.RecvFrom(me - 1, doubling.theirs());
+      if (status.ok()) doubling.Combine(/*theirs_first=*/true);
     }
-    doubling.Combine(/*theirs_first=*/true);
-  }
-  const int v = me < 2 * r ? me / 2 : me - r;
-  for (int mask = 1; mask < p; mask <<= 1) {
-    if (absl::Status s = doubling.ExchangeWith(MemberAt(v ^ mask, r));
-        !s.ok()) {
-      return s;
+    const int v = me < 2 * r ? me / 2 : me - r;
+    for (int mask = 1; status.ok() && mask < p; mask <<= 1) {
+      status = doubling.ExchangeWith(MemberAt(v ^ mask, r));
+    }
+    if (status.ok()) {
+      Postscale(doubling.work(), count, dtype, options.postscale,
+                options.divisor);
+      if (me < 2 * r) status = doubling.SendTo(me - 1);
     }
   }
-  Postscale(data, count, dtype, options.postscale, options.divisor);
-  if (me < 2 * r) return doubling.SendTo(me - 1);
-  return absl::OkStatus();
+  if (status.ok()) std::memcpy(data, doubling.work(), bytes);
+  return status;
 }
 
 }  // namespace hvd::collectives::internal

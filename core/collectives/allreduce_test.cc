@@ -1,6 +1,6 @@
 // Allreduce over the real TCP transport, one thread per rank: every dtype and
 // op against an exact reference, for world sizes 1-8, empty, single, odd and
-// larger-than-fusion-threshold buffers, with ring and direct algorithms.
+// larger-than-fusion-threshold buffers, with every algorithm.
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -33,22 +33,6 @@ constexpr size_t kLargeChunkBytes = (size_t{16} << 10) / kScale;
 
 using AllreduceCase =
     std::tuple<int, size_t, AllreduceAlgorithm, MeshTransport>;
-
-std::string AlgorithmName(AllreduceAlgorithm algorithm) {
-  switch (algorithm) {
-    case AllreduceAlgorithm::kAuto:
-      return "Auto";
-    case AllreduceAlgorithm::kRing:
-      return "Ring";
-    case AllreduceAlgorithm::kDirect:
-      return "Direct";
-    case AllreduceAlgorithm::kHierarchical:
-      return "Hierarchical";
-    case AllreduceAlgorithm::kRecursiveDoubling:
-      return "RecursiveDoubling";
-  }
-  return "?";
-}
 
 std::string CaseName(const ::testing::TestParamInfo<AllreduceCase>& info) {
   const auto [world, count, algorithm, transport] = info.param;

@@ -1,6 +1,6 @@
 // Allgather, Broadcast, Alltoall and ReduceScatter over the real TCP
-// transport, one thread per rank, for world sizes 1-8 with ring and direct
-// algorithms, on the whole world and on process-set groups.
+// transport, one thread per rank, for world sizes 1-8 with every algorithm,
+// on the whole world and on process-set groups.
 #include "core/collectives/collectives.h"
 
 #include <algorithm>
@@ -181,10 +181,8 @@ using WorldCase = std::tuple<int, AllreduceAlgorithm, MeshTransport>;
 
 std::string CaseName(const ::testing::TestParamInfo<WorldCase>& info) {
   const auto [world, algorithm, transport] = info.param;
-  return absl::StrCat(
-      "World", world,
-      algorithm == AllreduceAlgorithm::kRing ? "Ring" : "Direct",
-      MeshTransportName(transport));
+  return absl::StrCat("World", world, AlgorithmName(algorithm),
+                      MeshTransportName(transport));
 }
 
 class CollectivesTest : public ::testing::TestWithParam<WorldCase> {
@@ -259,6 +257,16 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(MeshTransport::kTcp)),
     CaseName);
 
+// The log N algorithms, at every size (kRecursiveDoubling forces them):
+// powers of two and the worlds whose first members fold in pairs.
+INSTANTIATE_TEST_SUITE_P(
+    RecursiveDoubling, CollectivesTest,
+    ::testing::Combine(
+        ::testing::Values(2, 3, 5, 6, 7, 8),
+        ::testing::Values(AllreduceAlgorithm::kRecursiveDoubling),
+        ::testing::Values(MeshTransport::kTcp, MeshTransport::kShm)),
+    CaseName);
+
 INSTANTIATE_TEST_SUITE_P(
     OverRdma, CollectivesTest,
     ::testing::Combine(::testing::Values(2, 3, 8),
@@ -275,13 +283,48 @@ INSTANTIATE_TEST_SUITE_P(
                                          MeshTransport::kMixed)),
     CaseName);
 
+// Past 64 members the small collectives take their log N algorithms under
+// kAuto (the whole world of 70: 64 doubling after 6 pairs folded).
+TEST(CollectivesAuto, GroupsOfMoreThanSixtyFourMembersTakeTheLogNAlgorithms) {
+  constexpr int kMembers = 70;
+  auto mesh = TestMesh::Create(kMembers);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  std::vector<int> all(kMembers);
+  std::iota(all.begin(), all.end(), 0);
+  const CollectiveOptions options = Options(AllreduceAlgorithm::kAuto, false);
+  // Small totals (under small_message_bytes), some members' blocks empty.
+  std::vector<size_t> bytes(kMembers), counts(kMembers);
+  for (int i = 0; i < kMembers; ++i) {
+    bytes[i] = i % 3 == 1 ? 0 : 10 + i;
+    counts[i] = i % 3 == 2 ? 0 : 1 + i % 5;
+  }
+  ExpectAllgather(**mesh, all, bytes, options, false);
+  ExpectBroadcast(**mesh, all, 37, 1001, options);
+  ExpectReduceScatter(**mesh, all, counts, DataType::kFloat32, ReduceOp::kSum,
+                      options);
+  // Which algorithm ran shows in the error of a member left alone.
+  CollectiveOptions alone = options;
+  alone.timeout = absl::Milliseconds(200);
+  transport::Context& context = (*mesh)->context(1);
+  for (int members : {64, 65}) {
+    const Group group{std::vector<int>(all.begin(), all.begin() + members), 1};
+    char byte = 0;
+    absl::Status status = Broadcast(context, group, &byte, 1, 0, alone);
+    EXPECT_THAT(std::string(status.message()),
+                ::testing::StartsWith(absl::StrCat(
+                    members == 64 ? "Broadcast (direct)" : "Broadcast (tree)",
+                    " on rank 1 (member 1 of ", members, "): ")));
+  }
+}
+
 // ----- Process sets ---------------------------------------------------------
 
 TEST(CollectivesGroup, OnlyMembersTakePart) {
   TestMesh* mesh = TestMesh::Shared(4);
   ASSERT_NE(mesh, nullptr);
   for (AllreduceAlgorithm algorithm :
-       {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kDirect}) {
+       {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kDirect,
+        AllreduceAlgorithm::kRecursiveDoubling}) {
     for (const std::vector<int>& ranks :
          {std::vector<int>{1, 3}, std::vector<int>{0, 2, 3},
           std::vector<int>{3, 0, 1}}) {
@@ -336,8 +379,9 @@ std::string AlgorithmOfAllgather(TestMesh& mesh, CollectiveOptions options) {
   options.timeout = absl::Milliseconds(200);
   transport::Context& context = mesh.context(0);
   std::vector<char> in(1000, 1), out(4000);
-  absl::Status status = Allgather(context, Group::All(context), in.data(),
-                                  out.data(), {1000, 1000, 1000, 1000}, options);
+  absl::Status status =
+      Allgather(context, Group::All(context), in.data(), out.data(),
+                {1000, 1000, 1000, 1000}, options);
   const std::string message(status.message());
   return message.substr(0, message.find(" on rank 0"));
 }
@@ -351,9 +395,9 @@ TEST(AllgatherHierarchical, TakenOnlyForSeveralHostsOfSeveralMembers) {
   CollectiveOptions flat = Hierarchical(hosts);
   flat.hierarchical_allgather = false;
   EXPECT_EQ(AlgorithmOfAllgather(**mesh, flat), "Allgather (ring)");
-  for (const std::vector<int>& other : {std::vector<int>{0, 1, 2, 3},
-                                        std::vector<int>{0, 0, 0, 1},
-                                        std::vector<int>{0, 0, 0, 0}}) {
+  for (const std::vector<int>& other :
+       {std::vector<int>{0, 1, 2, 3}, std::vector<int>{0, 0, 0, 1},
+        std::vector<int>{0, 0, 0, 0}}) {
     EXPECT_EQ(AlgorithmOfAllgather(**mesh, Hierarchical(other)),
               "Allgather (ring)");
   }
@@ -381,7 +425,8 @@ TEST(CollectivesStall, AWaitPastTheStallTimeNamesThePeerAndGoesOn) {
   EXPECT_GE(took, absl::Milliseconds(400));
   EXPECT_THAT(log, ::testing::HasSubstr(absl::StrCat(
                        "WARNING] Stall detected: a transfer has waited 100ms: "
-                       "rank 0: Recv from rank 1 (", context.PeerAddress(1),
+                       "rank 0: Recv from rank 1 (",
+                       context.PeerAddress(1),
                        ") not complete by the deadline: 0 of 64 bytes "
                        "transferred; it fails after 400ms\n")));
   EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;

@@ -173,12 +173,12 @@ bool UseDirect(const CollectiveOptions& options, const Group& group,
                size_t bytes) {
   switch (options.algorithm) {
     case AllreduceAlgorithm::kDirect:
+    case AllreduceAlgorithm::kRecursiveDoubling:
       return true;
     case AllreduceAlgorithm::kRing:
       return false;
     case AllreduceAlgorithm::kAuto:
     case AllreduceAlgorithm::kHierarchical:
-    case AllreduceAlgorithm::kRecursiveDoubling:
       return bytes <= SmallMessageBytes(options, group);
   }
   return false;

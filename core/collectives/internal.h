@@ -91,8 +91,8 @@ absl::Status CheckReduceOp(ReduceOp op, absl::string_view collective);
 size_t SmallMessageBytes(const CollectiveOptions& options, const Group& group);
 
 // Whether a collective of `bytes` over `group` takes a small-message
-// algorithm: the one-round direct one, or for an allreduce the one
-// UseDoubling picks (kRecursiveDoubling itself takes it at every size).
+// algorithm: the one-round direct one, or the log N one (UseDoubling).
+// kDirect and kRecursiveDoubling take them at every size.
 bool UseDirect(const CollectiveOptions& options, const Group& group,
                size_t bytes);
 
@@ -170,12 +170,13 @@ absl::Status AllreduceDoubling(transport::Context& context, const Group& group,
                                void* data, size_t count, DataType dtype,
                                ReduceOp op, const CollectiveOptions& options);
 
-// Groups of more members than this take recursive doubling for small
-// allreduces under kAuto: a direct round's N - 1 peers and (N - 1)-fold
-// traffic per member grow with the job, doubling's log2 N rounds slowly.
+// Groups of more members than this take the log N small-message
+// algorithms under kAuto: a direct round's N - 1 peers and (N - 1)-fold
+// traffic per member grow with the job, log2 N rounds slowly.
 inline constexpr int kDirectMaxMembers = 64;
-// Whether a small allreduce over `group` takes recursive doubling rather
-// than the direct round (options.algorithm, else the group's size).
+// Whether a small collective over `group` takes its log N algorithm
+// (recursive doubling; for Broadcast a binomial tree) rather than the direct
+// round: options.algorithm, else the group's size.
 bool UseDoubling(const CollectiveOptions& options, const Group& group);
 // A small allreduce, direct or by recursive doubling (UseDoubling), over a
 // view: pieces are gathered into one buffer first (small totals, so the

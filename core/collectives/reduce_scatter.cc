@@ -1,7 +1,8 @@
 // ReduceScatter with uneven per-member counts: a pipelined ring
 // reduce-scatter that reads the input where it is, or for small inputs one
 // direct round in which member j receives everyone's block j and reduces the
-// contributions in group order.
+// contributions in group order, or in large groups a recursive-doubling
+// allreduce of the whole (small) input of which each member keeps its block.
 #include <cstring>
 #include <numeric>
 
@@ -37,10 +38,10 @@ absl::Status ReduceScatterRing(transport::Context& context, const Group& group,
   const size_t total = last.offset + last.bytes;
   const Span own = job.blocks[group.index];
   Scratch work(total);
-  const internal::DataView data({{work.data(), own.offset},
-                                 {job.output, own.bytes},
-                                 {work.data() + own.offset + own.bytes,
-                                  total - own.offset - own.bytes}});
+  const internal::DataView data(
+      {{work.data(), own.offset},
+       {job.output, own.bytes},
+       {work.data() + own.offset + own.bytes, total - own.offset - own.bytes}});
   // Only read (RunRingPlan's source); DataView holds writable pointers.
   const internal::DataView input(const_cast<char*>(job.input));
   const internal::RingPlan plan = internal::BuildRingPlan(
@@ -94,6 +95,26 @@ absl::Status ReduceScatterDirect(transport::Context& context,
   return absl::OkStatus();
 }
 
+// Small totals only: the allreduce moves every block log2 N times.
+absl::Status ReduceScatterDoubling(transport::Context& context,
+                                   const Group& group, const Job& job,
+                                   const CollectiveOptions& options) {
+  const Span last = job.blocks.back();
+  const size_t total = last.offset + last.bytes;
+  Scratch work(total);
+  std::memcpy(work.data(), job.input, total);
+  CollectiveOptions unscaled = options;  // ReduceScatter does not scale
+  unscaled.postscale = 1.0;
+  unscaled.divisor = 1;
+  absl::Status status = internal::AllreduceDoubling(
+      context, group, work.data(), total / DataTypeSize(job.dtype), job.dtype,
+      job.op, unscaled);
+  if (!status.ok()) return status;  // nothing is left posted on `work`
+  const Span own = job.blocks[group.index];
+  std::memcpy(job.output, work.data() + own.offset, own.bytes);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ReduceScatter(transport::Context& context, const Group& group,
@@ -121,6 +142,11 @@ absl::Status ReduceScatter(transport::Context& context, const Group& group,
   }
   if (total == 0) return absl::OkStatus();
   if (internal::UseDirect(options, group, total)) {
+    if (internal::UseDoubling(options, group)) {
+      status = ReduceScatterDoubling(context, group, job, options);
+      return internal::Annotate(status, "ReduceScatter (recursive doubling)",
+                                context, group);
+    }
     status = ReduceScatterDirect(context, group, job, options);
     return internal::Annotate(status, "ReduceScatter (direct)", context, group);
   }

@@ -19,8 +19,7 @@ namespace {
 
 absl::Mutex shared_mu(absl::kConstInit);
 std::map<std::pair<int, MeshTransport>, std::unique_ptr<TestMesh>>*
-    shared_meshes
-    ABSL_GUARDED_BY(shared_mu) = nullptr;
+    shared_meshes ABSL_GUARDED_BY(shared_mu) = nullptr;
 
 // Closes the shared meshes after the last test, while the process is still
 // whole (not during static destruction, with transport threads running).
@@ -52,6 +51,22 @@ std::string MeshTransportName(MeshTransport transport) {
   return "?";
 }
 
+std::string AlgorithmName(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::kAuto:
+      return "Auto";
+    case AllreduceAlgorithm::kRing:
+      return "Ring";
+    case AllreduceAlgorithm::kDirect:
+      return "Direct";
+    case AllreduceAlgorithm::kHierarchical:
+      return "Hierarchical";
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return "RecursiveDoubling";
+  }
+  return "?";
+}
+
 namespace {
 
 // Rank `rank`'s context: TCP to other hosts (skipped when there are none),
@@ -77,7 +92,8 @@ absl::StatusOr<std::unique_ptr<transport::Context>> Connect(
   auto mesh = transport::CreateShmContext(rank, size, local, store, {});
   if (!mesh.ok()) return mesh.status();
   if (mesh->peers.size() + 1 != local.size()) {
-    return absl::InternalError("shared memory did not connect every local rank");
+    return absl::InternalError(
+        "shared memory did not connect every local rank");
   }
   if (tcp == nullptr) return std::move(mesh->context);
   std::vector<int> route(size, 0);
@@ -88,8 +104,9 @@ absl::StatusOr<std::unique_ptr<transport::Context>> Connect(
   return transport::NewCompositeContext(std::move(children), std::move(route));
 }
 
-absl::StatusOr<std::unique_ptr<transport::Context>> ConnectRdma(
-    int rank, int size, Store* store) {
+absl::StatusOr<std::unique_ptr<transport::Context>> ConnectRdma(int rank,
+                                                                int size,
+                                                                Store* store) {
   rdma::RdmaOptions options;
   options.provider = "tcp";
   options.hostname = "localhost";
@@ -100,11 +117,11 @@ absl::StatusOr<std::unique_ptr<transport::Context>> ConnectRdma(
 std::vector<int> HostsOf(int size, MeshTransport transport) {
   std::vector<int> hosts(size);
   for (int r = 0; r < size; ++r) {
-    hosts[r] = transport == MeshTransport::kTcp ||
-                       transport == MeshTransport::kRdma
-                   ? r
-               : transport == MeshTransport::kShm ? 0
-                                                  : r / 2;
+    hosts[r] =
+        transport == MeshTransport::kTcp || transport == MeshTransport::kRdma
+            ? r
+        : transport == MeshTransport::kShm ? 0
+                                           : r / 2;
   }
   return hosts;
 }
@@ -159,8 +176,8 @@ absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Build(
 TestMesh* TestMesh::Shared(int size, MeshTransport transport) {
   absl::MutexLock lock(&shared_mu);
   if (shared_meshes == nullptr) {
-    shared_meshes = new std::map<std::pair<int, MeshTransport>,
-                                 std::unique_ptr<TestMesh>>;
+    shared_meshes =
+        new std::map<std::pair<int, MeshTransport>, std::unique_ptr<TestMesh>>;
   }
   auto& mesh = (*shared_meshes)[{size, transport}];
   if (mesh == nullptr) {

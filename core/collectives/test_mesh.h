@@ -25,6 +25,8 @@ enum class MeshTransport {
   kRdma,   // every rank its own host, over libfabric RMA (tcp provider)
 };
 std::string MeshTransportName(MeshTransport transport);
+// "Ring", "Direct", ...: for test names.
+std::string AlgorithmName(AllreduceAlgorithm algorithm);
 
 class TestMesh {
  public:
