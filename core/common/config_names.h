@@ -67,6 +67,7 @@ inline constexpr char kAutotuneHoldSet[] = "AUTOTUNE_HOLD_SET";
 
 // Tunables read by workers only.
 inline constexpr char kIdleCycleTime[] = "IDLE_CYCLE_TIME";
+inline constexpr char kNegotiationFanout[] = "NEGOTIATION_FANOUT";
 inline constexpr char kStartTimeout[] = "START_TIMEOUT";
 inline constexpr char kBackgroundSpinUs[] = "BACKGROUND_SPIN_US";
 inline constexpr char kWaitSpinUs[] = "WAIT_SPIN_US";

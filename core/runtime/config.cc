@@ -264,6 +264,7 @@ void ReadNegotiation(Reader& r, Config& c) {
   const absl::Duration ms = absl::Milliseconds(1), s = absl::Seconds(1);
   r.Duration(names::kCycleTime, ms, "milliseconds", &c.cycle_time);
   r.Duration(names::kIdleCycleTime, ms, "milliseconds", &c.idle_cycle_time);
+  r.Integer(names::kNegotiationFanout, 1, &c.negotiation_fanout);
   r.Integer(names::kFusionThreshold, 0, &c.fusion_threshold);
   r.Integer(names::kFusionInPlaceBytes, 0, &c.fusion_in_place_bytes);
   r.Integer(names::kCacheCapacity, 0, &c.cache_capacity);

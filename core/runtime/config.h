@@ -81,6 +81,10 @@ struct Config {
   // While the whole job is idle the wait between cycles doubles each cycle
   // up to this (HVD_IDLE_CYCLE_TIME, ms); at or below cycle_time: no back-off.
   absl::Duration idle_cycle_time = absl::Milliseconds(20);
+  // Children per rank in the tree negotiation travels
+  // (HVD_NEGOTIATION_FANOUT; negotiation_tree.h): jobs of up to this many
+  // ranks + 1 negotiate flat with rank 0.
+  int negotiation_fanout = 64;
   int64_t fusion_threshold = int64_t{64} << 20;  // bytes; 0 disables fusion
   // Fused allreduces of at most this many bytes are copied into the fusion
   // buffer; larger ones are reduced where they lie (HVD_FUSION_IN_PLACE_BYTES).

@@ -167,11 +167,24 @@ class Runtime {
     return cycle_start_ + CycleTimeAfter(config_, idle_cycles_);
   }
   RequestList BuildRequests() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
-  // Size 1, or a rank other than 0: one round trip with rank 0.
+  // Size 1, or a rank other than 0: its subtree's lists up to its parent in
+  // the negotiation tree (negotiation_tree.h), and the answer back down.
   absl::StatusOr<ResponseList> Negotiate(const RequestList& mine)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Rank 0 of a larger job; *busy: whether any rank announced work.
   absl::StatusOr<ResponseList> CoordinatorCycle(bool* busy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // Every other rank's list, gathered from rank 0's children's bundles.
+  absl::StatusOr<std::vector<std::string>> GatherLists()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // Receives one bundle from each of `children` (waits named from `start`).
+  absl::Status ReceiveBundles(const std::vector<int>& children,
+                              absl::Time start,
+                              std::vector<std::string>* bundles)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // Sends rank 0's answer to each of `children` and waits for the sends.
+  absl::Status SendToChildren(const std::vector<int>& children,
+                              const std::string& reply)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   absl::Status Execute(const ResponseList& responses)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);

@@ -1,8 +1,7 @@
 // The negotiation half of Runtime's cycle: which of this rank's tensors go
 // to rank 0 (in full, or as response-cache bits), rank 0 gathering every
-// rank's lists and answering, and a peer's exchange with rank 0.
-#include "core/runtime/runtime.h"
-
+// rank's lists and answering, and the other ranks passing their subtree's
+// lists up the negotiation tree and the answer down (negotiation_tree.h).
 #include <memory>
 #include <string>
 #include <utility>
@@ -10,7 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/annotate.h"
+#include "core/runtime/negotiation_tree.h"
 #include "core/runtime/response_cache.h"
+#include "core/runtime/runtime.h"
 
 namespace hvd::runtime {
 namespace {
@@ -35,17 +36,10 @@ absl::StatusOr<ResponseList> Parse(const std::string& bytes, int from) {
 absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
   const int size = config_.size;
   std::vector<RequestList> lists(size);
-  std::vector<std::string> raw(size);
-  std::vector<std::unique_ptr<transport::Request>> recvs(size);
-  for (int r = 1; r < size; ++r) recvs[r] = parts_.context->RecvAny(r, &raw[r]);
-  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<std::string>> raw = GatherLists();
+  if (!raw.ok()) return raw.status();
   for (int r = 1; r < size; ++r) {
-    if (absl::Status s = transport::WaitNamingStalls(
-            *recvs[r], start, wait_limits_, "negotiation");
-        !s.ok()) {
-      return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
-    }
-    if (!lists[r].ParseFromString(raw[r])) {
+    if (!lists[r].ParseFromString((*raw)[r])) {
       return absl::DataLossError(
           absl::StrCat("malformed negotiation message from rank ", r));
     }
@@ -83,19 +77,76 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
     }
   }
   const std::string reply = result.SerializeAsString();
-  std::vector<std::unique_ptr<transport::Request>> sends;
-  for (int r = 1; r < size; ++r) {
-    sends.push_back(parts_.context->Send(r, reply.data(), reply.size()));
-  }
-  const absl::Time sent = absl::Now();
-  for (int r = 1; r < size; ++r) {
-    if (absl::Status s = transport::WaitNamingStalls(
-            *sends[r - 1], sent, wait_limits_, "negotiation");
-        !s.ok()) {
-      return Annotate(s, absl::StrCat("negotiation with rank ", r, " failed"));
-    }
+  if (absl::Status s = SendToChildren(
+          NegotiationChildren(0, size, config_.negotiation_fanout), reply);
+      !s.ok()) {
+    return s;
   }
   return result;
+}
+
+absl::StatusOr<std::vector<std::string>> Runtime::GatherLists() {
+  const int size = config_.size;
+  const std::vector<int> children =
+      NegotiationChildren(0, size, config_.negotiation_fanout);
+  std::vector<std::string> bundles;
+  if (absl::Status s = ReceiveBundles(children, absl::Now(), &bundles);
+      !s.ok()) {
+    return s;
+  }
+  std::vector<std::string> raw(size);
+  std::vector<bool> filled(size, false);
+  filled[0] = true;
+  for (size_t i = 0; i < children.size(); ++i) {
+    if (absl::Status s = SplitBundle(bundles[i], children[i], &raw, &filled);
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (int r = 1; r < size; ++r) {
+    if (!filled[r]) {
+      return absl::DataLossError(
+          absl::StrCat("negotiation: no list from rank ", r, " this cycle"));
+    }
+  }
+  return raw;
+}
+
+absl::Status Runtime::ReceiveBundles(const std::vector<int>& children,
+                                     absl::Time start,
+                                     std::vector<std::string>* bundles) {
+  bundles->assign(children.size(), std::string());
+  std::vector<std::unique_ptr<transport::Request>> recvs;
+  for (size_t i = 0; i < children.size(); ++i) {
+    recvs.push_back(parts_.context->RecvAny(children[i], &(*bundles)[i]));
+  }
+  for (size_t i = 0; i < children.size(); ++i) {
+    if (absl::Status s = transport::WaitNamingStalls(
+            *recvs[i], start, wait_limits_, "negotiation");
+        !s.ok()) {
+      return Annotate(
+          s, absl::StrCat("negotiation with rank ", children[i], " failed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::SendToChildren(const std::vector<int>& children,
+                                     const std::string& reply) {
+  std::vector<std::unique_ptr<transport::Request>> sends;
+  for (int child : children) {
+    sends.push_back(parts_.context->Send(child, reply.data(), reply.size()));
+  }
+  const absl::Time sent = absl::Now();
+  for (size_t i = 0; i < children.size(); ++i) {
+    if (absl::Status s = transport::WaitNamingStalls(
+            *sends[i], sent, wait_limits_, "negotiation");
+        !s.ok()) {
+      return Annotate(
+          s, absl::StrCat("negotiation with rank ", children[i], " failed"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 RequestList Runtime::BuildRequests() {
@@ -111,8 +162,8 @@ RequestList Runtime::BuildRequests() {
     std::pair<int, std::string> key{request.process_set(), request.name()};
     if (request.type() == JOIN) key = {0, kJoinName};
     const bool duplicate = pending_.count(key) > 0;
-    const bool cacheable = request.type() == ALLREDUCE &&
-                           request.group_size() <= 1 && !duplicate;
+    const bool cacheable =
+        request.type() == ALLREDUCE && request.group_size() <= 1 && !duplicate;
     entry->cache_slot = cacheable ? cache_.Lookup(request) : -1;
     if (entry->cache_slot < 0) *list.add_requests() = request;
     pending_[key].push_back(std::move(entry));
@@ -136,19 +187,31 @@ RequestList Runtime::BuildRequests() {
 absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
   if (config_.size == 1) return coordinator_->Compute({mine}, absl::Now());
   const absl::Time start = absl::Now();
-  const std::string out = mine.SerializeAsString();
-  std::string in;
-  auto send = parts_.context->Send(0, out.data(), out.size());
-  auto recv = parts_.context->RecvAny(0, &in);
-  absl::Status s = transport::WaitNamingStalls(*send, start,
-                                               wait_limits_,
-                                               "negotiation");
-  if (s.ok()) {
-    s = transport::WaitNamingStalls(*recv, start, wait_limits_,
-                                    "negotiation");
+  const int fanout = config_.negotiation_fanout;
+  const int parent = NegotiationParent(config_.rank, fanout);
+  const std::vector<int> children =
+      NegotiationChildren(config_.rank, config_.size, fanout);
+  std::string up;
+  AppendToBundle(config_.rank, mine.SerializeAsString(), &up);
+  std::vector<std::string> bundles;
+  if (absl::Status s = ReceiveBundles(children, start, &bundles); !s.ok()) {
+    return s;
   }
-  if (!s.ok()) return Annotate(s, "negotiation with rank 0 failed");
-  return Parse(in, 0);
+  for (const std::string& bundle : bundles) up += bundle;
+  std::string in;
+  auto send = parts_.context->Send(parent, up.data(), up.size());
+  auto recv = parts_.context->RecvAny(parent, &in);
+  absl::Status s =
+      transport::WaitNamingStalls(*send, start, wait_limits_, "negotiation");
+  if (s.ok()) {
+    s = transport::WaitNamingStalls(*recv, start, wait_limits_, "negotiation");
+  }
+  if (!s.ok()) {
+    return Annotate(s,
+                    absl::StrCat("negotiation with rank ", parent, " failed"));
+  }
+  if (s = SendToChildren(children, in); !s.ok()) return s;
+  return Parse(in, parent);
 }
 
 }  // namespace hvd::runtime

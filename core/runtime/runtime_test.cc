@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,21 +32,27 @@ using ::testing::HasSubstr;
 // Rank r contributes r + 1 to every element, so the sum is n(n+1)/2.
 float SumOfRanks(int size) { return size * (size + 1) / 2.0f; }
 
+// Size, transport, and the negotiation tree's fanout (64: flat).
 class RuntimeTest
-    : public ::testing::TestWithParam<std::tuple<int, MeshTransport>> {
+    : public ::testing::TestWithParam<std::tuple<int, MeshTransport, int>> {
  protected:
   int size() const { return std::get<0>(GetParam()); }
   MeshTransport transport() const { return std::get<1>(GetParam()); }
+  // `config` with this case's negotiation fanout.
+  Config With(Config config = {}) const {
+    config.negotiation_fanout = std::get<2>(GetParam());
+    return config;
+  }
 };
 
 TEST_P(RuntimeTest, AllreduceSumsOnEveryRank) {
-  Job job(size(), transport());
+  Job job(size(), transport(), With());
   ASSERT_EQ(job.size(), size());
   job.RunOnEveryRank([&](int rank) {
     for (size_t count : {size_t{1}, size_t{1001}, size_t{300000}}) {
       std::vector<float> data(count, rank + 1.0f);
-      ASSERT_TRUE(job.Run(rank, One(Allreduce(absl::StrCat("t", count), data)))
-                      .ok());
+      ASSERT_TRUE(
+          job.Run(rank, One(Allreduce(absl::StrCat("t", count), data))).ok());
       EXPECT_EQ(data.front(), SumOfRanks(size()));
       EXPECT_EQ(data.back(), SumOfRanks(size()));
     }
@@ -53,7 +60,7 @@ TEST_P(RuntimeTest, AllreduceSumsOnEveryRank) {
 }
 
 TEST_P(RuntimeTest, TensorsReadyTogetherAreFusedIntoOneResponse) {
-  Job job(size(), transport());
+  Job job(size(), transport(), With());
   ASSERT_EQ(job.size(), size());
   job.RunOnEveryRank([&](int rank) {
     std::vector<std::vector<float>> data(8, std::vector<float>(5, rank + 1.0f));
@@ -88,7 +95,7 @@ Coordinator::Stats RepeatedSteps(int size, MeshTransport transport,
 TEST_P(RuntimeTest, RepeatedTensorIsNegotiatedByCacheBit) {
   constexpr int kSteps = 20;
   const Coordinator::Stats stats =
-      RepeatedSteps(size(), transport(), Config{}, kSteps);
+      RepeatedSteps(size(), transport(), With(), kSteps);
   // The first step goes in full; later ones by cache bit. Bits that arrive
   // in one cycle are agreed on alone (cached_ready); bits that arrive in
   // different cycles, as they always may when one rank's cycles lag the
@@ -101,14 +108,15 @@ TEST_P(RuntimeTest, RepeatedTensorIsNegotiatedByCacheBit) {
 TEST_P(RuntimeTest, CacheCapacityZeroNegotiatesEveryStepInFull) {
   Config config;
   config.cache_capacity = 0;
-  const Coordinator::Stats stats = RepeatedSteps(size(), transport(), config, 5);
+  const Coordinator::Stats stats =
+      RepeatedSteps(size(), transport(), With(config), 5);
   EXPECT_EQ(stats.cached_ready, 0);
   EXPECT_EQ(stats.full_requests, 5 * size());
 }
 
 TEST_P(RuntimeTest, MismatchedShapesFailOnEveryRankNamingEachShape) {
   if (size() == 1) GTEST_SKIP() << "needs two ranks to disagree";
-  Job job(size(), transport());
+  Job job(size(), transport(), With());
   ASSERT_EQ(job.size(), size());
   job.RunOnEveryRank([&](int rank) {
     std::vector<float> data(rank == 1 ? 5 : 4, 1.0f);
@@ -126,7 +134,7 @@ TEST_P(RuntimeTest, MismatchedShapesFailOnEveryRankNamingEachShape) {
 
 TEST_P(RuntimeTest, JoinedRanksContributeZerosAndJoinReturnsTheLastRank) {
   if (size() == 1) GTEST_SKIP() << "needs a rank that keeps working";
-  Job job(size(), transport());
+  Job job(size(), transport(), With());
   ASSERT_EQ(job.size(), size());
   job.RunOnEveryRank([&](int rank) {
     if (rank == 0) {
@@ -148,7 +156,7 @@ TEST_P(RuntimeTest, JoinedRanksContributeZerosAndJoinReturnsTheLastRank) {
 // itself; the first goes on and completes normally on every rank, and the
 // name is free again once it has.
 TEST_P(RuntimeTest, NameStillInFlightIsRefusedAtSubmitAndTheFirstCompletes) {
-  Job job(size(), transport());
+  Job job(size(), transport(), With());
   ASSERT_EQ(job.size(), size());
   // The op completes once the last rank submits it, so the last rank
   // submits only after every other rank has been refused (it cannot be
@@ -163,8 +171,7 @@ TEST_P(RuntimeTest, NameStillInFlightIsRefusedAtSubmitAndTheFirstCompletes) {
     if (!last) {
       auto second = job.runtime(rank).Submit(One(Allreduce("dup", again)));
       EXPECT_EQ(second.status().code(), absl::StatusCode::kInvalidArgument);
-      EXPECT_THAT(std::string(second.status().message()),
-                  HasSubstr("'dup'"));
+      EXPECT_THAT(std::string(second.status().message()), HasSubstr("'dup'"));
       ++refused;
     }
     ASSERT_EQ(job.handles(rank).Wait(*first, absl::Seconds(30)),
@@ -186,7 +193,7 @@ TEST_P(RuntimeTest, NameStillInFlightIsRefusedAtSubmitAndTheFirstCompletes) {
 }
 
 TEST_P(RuntimeTest, SubmitAfterShutdownFailsAtOnce) {
-  Job job(size(), transport());
+  Job job(size(), transport(), With());
   ASSERT_EQ(job.size(), size());
   job.RunOnEveryRank([&](int rank) { job.runtime(rank).Shutdown(); });
   std::vector<float> data(4, 1.0f);
@@ -271,7 +278,8 @@ void ExpectAbortFailsEverything(Job& job, const std::vector<int64_t>& handles,
   for (int rank = 0; rank < job.size(); ++rank) {
     if (handles[rank] < 0) continue;
     ASSERT_EQ(job.handles(rank).Wait(handles[rank], absl::Seconds(5)),
-              HandleTable::kDone) << "rank " << rank;
+              HandleTable::kDone)
+        << "rank " << rank;
     const absl::Status status = job.handles(rank).GetStatus(handles[rank]);
     EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
     EXPECT_THAT(std::string(status.message()),
@@ -291,7 +299,7 @@ void ExpectAbortFailsEverything(Job& job, const std::vector<int64_t>& handles,
 TEST_P(RuntimeTest, AbortMidCollectiveFailsEveryRanksHandleAtOnce) {
   if (size() == 1) GTEST_SKIP() << "needs a peer to wait for";
   std::vector<HoldingContext*> holding(size());
-  Job job(size(), transport(), Elastic(),
+  Job job(size(), transport(), With(Elastic()),
           [&](int rank, std::unique_ptr<transport::Context> inner) {
             auto context = std::make_unique<HoldingContext>(std::move(inner));
             holding[rank] = context.get();
@@ -320,7 +328,7 @@ TEST_P(RuntimeTest, AbortMidCollectiveFailsEveryRanksHandleAtOnce) {
 // Ranks other than 0 wait in negotiation for rank 0, which never submits;
 // rank 0 waits for work.
 TEST_P(RuntimeTest, AbortWhileNegotiatingFailsPendingAndLaterOps) {
-  Job job(size(), transport(), Elastic());
+  Job job(size(), transport(), With(Elastic()));
   ASSERT_EQ(job.size(), size());
   std::vector<std::vector<float>> data(size(), std::vector<float>(4, 1.0f));
   std::vector<int64_t> handles(size(), -1);
@@ -340,7 +348,7 @@ TEST_P(RuntimeTest, AbortWhileNegotiatingFailsPendingAndLaterOps) {
 // naming what was lost.
 TEST_P(RuntimeTest, InAnElasticJobAPeersAbortFailsTheOthersAsAborted) {
   if (size() == 1) GTEST_SKIP() << "needs a peer to hear of the abort";
-  Job job(size(), transport(), Elastic());
+  Job job(size(), transport(), With(Elastic()));
   ASSERT_EQ(job.size(), size());
   std::vector<std::vector<float>> data(size(), std::vector<float>(4, 1.0f));
   std::vector<int64_t> handles(size(), -1);
@@ -358,16 +366,75 @@ TEST_P(RuntimeTest, InAnElasticJobAPeersAbortFailsTheOthersAsAborted) {
   }
 }
 
+std::string CaseName(
+    const ::testing::TestParamInfo<std::tuple<int, MeshTransport, int>>& info) {
+  const auto [size, transport, fanout] = info.param;
+  return absl::StrCat(collectives::MeshTransportName(transport), size,
+                      fanout < size - 1 ? absl::StrCat("Fanout", fanout) : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     SizesAndTransports, RuntimeTest,
     ::testing::Combine(::testing::Values(1, 2, 3),
                        ::testing::Values(MeshTransport::kTcp,
-                                         MeshTransport::kShm)),
-    [](const auto& info) {
-      return absl::StrCat(collectives::MeshTransportName(
-                              std::get<1>(info.param)),
-                          std::get<0>(info.param));
-    });
+                                         MeshTransport::kShm),
+                       ::testing::Values(64)),
+    CaseName);
+
+// Negotiation through a tree: fanout 2, so 4 ranks are two levels and 7
+// three (interior ranks pass their children's lists up and the answer down).
+INSTANTIATE_TEST_SUITE_P(
+    NegotiationTree, RuntimeTest,
+    ::testing::Combine(::testing::Values(4, 7),
+                       ::testing::Values(MeshTransport::kTcp,
+                                         MeshTransport::kShm),
+                       ::testing::Values(2)),
+    CaseName);
+
+// Records which peers a rank takes messages of any length from: the
+// negotiation's (the collectives receive known lengths).
+class RecvAnyPeers : public ForwardingContext {
+ public:
+  RecvAnyPeers(std::unique_ptr<transport::Context> inner, std::set<int>* peers,
+               absl::Mutex* mu)
+      : ForwardingContext(std::move(inner)), peers_(peers), mu_(mu) {}
+  std::unique_ptr<transport::Request> RecvAny(int peer,
+                                              std::string* out) override {
+    {
+      absl::MutexLock lock(mu_);
+      peers_->insert(peer);
+    }
+    return ForwardingContext::RecvAny(peer, out);
+  }
+
+ private:
+  std::set<int>* const peers_;
+  absl::Mutex* const mu_;
+};
+
+TEST(RuntimeNegotiationTreeTest, RankZeroHearsOnlyFromItsChildren) {
+  absl::Mutex mu;
+  std::vector<std::set<int>> heard(7);
+  Config config;
+  config.negotiation_fanout = 2;
+  Job job(7, MeshTransport::kTcp, config,
+          [&](int rank, std::unique_ptr<transport::Context> inner) {
+            return std::make_unique<RecvAnyPeers>(std::move(inner),
+                                                  &heard[rank], &mu);
+          });
+  ASSERT_EQ(job.size(), 7);
+  job.RunOnEveryRank([&](int rank) {
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> data(8, rank + 1.0f);
+      ASSERT_TRUE(job.Run(rank, One(Allreduce("w", data))).ok());
+      EXPECT_EQ(data[7], SumOfRanks(7));
+    }
+  });
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(heard[0], (std::set<int>{1, 2}));
+  EXPECT_EQ(heard[1], (std::set<int>{0, 3, 4}));  // its children and parent
+  EXPECT_EQ(heard[6], (std::set<int>{2}));
+}
 
 TEST(RuntimeStartTest, RefusesADataPlaneOfTheWrongSize) {
   Config config;
