@@ -95,6 +95,7 @@ PeerConnector::PeerConnector(asio::io_context& io, tcp::acceptor acceptor,
       candidates_(std::move(dial_candidates)),
       sink_(sink) {
   dialers_.resize(config_.size);
+  connected_.resize(config_.size, false);
 }
 
 PeerConnector::~PeerConnector() { Close(); }
@@ -104,12 +105,22 @@ void PeerConnector::Start() {
 }
 
 void PeerConnector::Dial(int peer) {
-  asio::post(io_, [this, peer] { StartDial(peer); });
+  if (peer < config_.rank) {
+    asio::post(io_, [this, peer] { StartDial(peer); });
+    return;
+  }
+  asio::post(io_, [this, peer] {
+    auto timer = std::make_shared<asio::steady_timer>(
+        io_, ToChrono(config_.callback_delay));
+    timer->async_wait([this, peer, timer](const error_code& e) {
+      if (!e) StartDial(peer);
+    });
+  });
 }
 
 void PeerConnector::StartDial(int peer) {
   if (closed_ || peer < 0 || peer >= config_.size || peer == config_.rank ||
-      dialers_[peer] != nullptr) {
+      dialers_[peer] != nullptr || connected_[peer]) {
     return;
   }
   const std::vector<Endpoint> none;
@@ -301,9 +312,8 @@ void PeerConnector::AwaitConfirm(std::shared_ptr<Incoming> in) {
                      incoming_.erase(
                          std::remove(incoming_.begin(), incoming_.end(), in),
                          incoming_.end());
-                     const int peer = static_cast<int>(in->header.rank);
-                     StopDialing(peer);  // a call-back request under way
-                     sink_->OnConnected(peer, std::move(in->socket));
+                     Connected(static_cast<int>(in->header.rank),
+                               std::move(in->socket));
                    });
 }
 
@@ -405,7 +415,7 @@ void PeerConnector::OnReply(Dialer& d) {
               return;
             }
             d.done = true;
-            sink_->OnConnected(d.peer, std::move(*d.socket));
+            Connected(d.peer, std::move(*d.socket));
           });
       return;
     case HelloReply::kCallBack:
@@ -470,6 +480,12 @@ void PeerConnector::RetryLater(Dialer& d, absl::string_view why) {
   d.timer.async_wait([this, &d, round](const error_code& e) {
     if (!e && !closed_ && round == d.attempt) Attempt(d);
   });
+}
+
+void PeerConnector::Connected(int peer, tcp::socket socket) {
+  StopDialing(peer);  // a call-back request still under way
+  connected_[peer] = true;
+  sink_->OnConnected(peer, std::move(socket));
 }
 
 void PeerConnector::Fail(Dialer& d, absl::Status status) {

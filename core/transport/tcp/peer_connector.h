@@ -3,12 +3,14 @@
 // the peers it exchanges messages with, so a job of N ranks does not open
 // N - 1 sockets per rank at start-up.
 //
-// Who dials: the higher rank of a pair opens its data connection. A lower
-// rank that needs one first dials the higher rank's listener with a hello
-// that asks to be called back (handshake.h, HelloReply::kCallBack); the
-// higher rank answers, hangs up, and dials. Either way one connection per
-// pair carries the data, and its direction is fixed by the ranks, so two
-// ranks reaching for each other at once never end up on different sockets.
+// Who dials: the higher rank of a pair opens its data connection, at its
+// own first message to the lower one. A lower rank whose message comes
+// first waits `callback_delay` for that (usually the higher rank posts its
+// side within it), then dials the higher rank's listener with a hello that
+// asks to be called back (handshake.h, HelloReply::kCallBack); the higher
+// rank answers, hangs up, and dials. Either way one connection per pair
+// carries the data, and its direction is fixed by the ranks, so two ranks
+// reaching for each other at once never end up on different sockets.
 //
 // Dialing: the candidates of a peer are tried in order, each attempt
 // (connect + handshake) bounded by `attempt_timeout`; when all fail the round
@@ -59,6 +61,9 @@ class PeerConnector {
     absl::Duration handshake_timeout = absl::Seconds(4);
     // Accepted connections still in their handshake, at most.
     size_t max_pending_handshakes = 64;
+    // How long a lower rank waits for the higher one to dial before it asks
+    // to be called back.
+    absl::Duration callback_delay = absl::Milliseconds(50);
   };
 
   // What the connector tells its context; called on the io thread.
@@ -87,8 +92,9 @@ class PeerConnector {
 
   // Starts accepting. Call once, before `io` runs.
   void Start();
-  // Thread-safe. Has the connection to `peer` made (a lower peer) or asked
-  // for (a higher one), unless that is already under way or done.
+  // Thread-safe. Has the connection to `peer` made (a lower peer) or, after
+  // callback_delay, asked for (a higher one), unless it is under way or
+  // done by then.
   void Dial(int peer);
   // Closes the listener and every connection still in its handshake. `io`
   // must no longer run; handlers still queued in it are not run.
@@ -119,7 +125,8 @@ class PeerConnector {
   // after a backoff; past the deadline, fails.
   void RetryLater(Dialer& d, absl::string_view why);
   void Fail(Dialer& d, absl::Status status);
-  // Ends `peer`'s dialing, if any: its connection arrived.
+  // Ends `peer`'s dialing, if any, and hands its connection to the sink.
+  void Connected(int peer, boost::asio::ip::tcp::socket socket);
   void StopDialing(int peer);
 
   boost::asio::io_context& io_;
@@ -130,6 +137,7 @@ class PeerConnector {
   Sink* const sink_;
   // By peer rank; created on the io thread at the peer's first Dial.
   std::vector<std::unique_ptr<Dialer>> dialers_;
+  std::vector<bool> connected_;  // by peer rank: handed to the sink
   std::vector<std::shared_ptr<Incoming>> incoming_;
   int64_t refused_ = 0;  // connections refused or timed out
   int64_t accept_errors_ = 0;

@@ -146,6 +146,18 @@ TEST(PeerConnectorTest, ALowerRankIsCalledBackByTheHigherOne) {
   ExpectCarries(*s1, *s0);
 }
 
+TEST(PeerConnectorTest, ALowerRankAsksToBeCalledBackOnlyAfterTheDelay) {
+  Rank r0, r1;
+  PeerConnector::Config config = r0.Config(0, 2);
+  config.callback_delay = absl::Milliseconds(300);
+  r0.Start(config, {r0.endpoint(), r1.endpoint()});
+  r1.Start(r1.Config(1, 2), {r0.endpoint(), r1.endpoint()});
+  const absl::Time start = absl::Now();
+  r0.Dial(1);
+  ASSERT_NE(r0.AwaitConnection(1), nullptr);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
+}
+
 TEST(PeerConnectorTest, BothRanksReachingForEachOtherAtOnceShareOneSocket) {
   for (int round = 0; round < 20; ++round) {
     Rank r0, r1;
