@@ -1,10 +1,9 @@
-// Allreduce: argument checks and the choice between ring and direct.
-#include "core/collectives/collectives.h"
-
+// Allreduce: argument checks and the choice of algorithm.
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "core/collectives/collectives.h"
 #include "core/collectives/internal.h"
 #include "core/collectives/reduce.h"
 
@@ -55,19 +54,24 @@ absl::Status Run(transport::Context& context, const Group& group,
       return internal::Annotate(status, "Allreduce (ring)", context, group);
     }
   }
-  if (internal::UseDirect(options, group, bytes)) {
+  if (options.algorithm == AllreduceAlgorithm::kRecursiveDoubling ||
+      internal::UseDirect(options, group, bytes)) {
     in_place();
-    status = internal::AllreduceDirect(context, group, data, count, dtype, op,
-                                       options);
-    return internal::Annotate(status, "Allreduce (direct)", context, group);
+    status = internal::AllreduceSmall(context, group, data, count, dtype, op,
+                                      options);
+    return internal::Annotate(status,
+                              internal::UseDoubling(options, group)
+                                  ? "Allreduce (recursive doubling)"
+                                  : "Allreduce (direct)",
+                              context, group);
   }
   status = internal::AllreduceRing(context, group, data, count, dtype, op,
                                    options, source);
   return internal::Annotate(status, "Allreduce (ring)", context, group);
 }
 
-absl::Status Check(transport::Context& context, const Group& group,
-                   ReduceOp op, absl::string_view what) {
+absl::Status Check(transport::Context& context, const Group& group, ReduceOp op,
+                   absl::string_view what) {
   absl::Status status = internal::CheckGroup(context, group, what);
   if (status.ok()) status = internal::CheckReduceOp(op, what);
   return status;

@@ -1,6 +1,7 @@
 // Latency-optimal allreduce for small buffers: one round in which every
 // member sends its buffer to every other, then each reduces the N
-// contributions in group order, so all get bit-identical results.
+// contributions in group order, so all get bit-identical results. Also the
+// choice between it and recursive doubling for a small allreduce.
 #include <cstring>
 
 #include "core/collectives/internal.h"
@@ -45,13 +46,28 @@ absl::Status AllreduceDirect(transport::Context& context, const Group& group,
   return absl::OkStatus();
 }
 
-absl::Status AllreduceDirect(transport::Context& context, const Group& group,
-                             const DataView& data, size_t count,
-                             DataType dtype, ReduceOp op,
-                             const CollectiveOptions& options) {
+bool UseDoubling(const CollectiveOptions& options, const Group& group) {
+  switch (options.algorithm) {
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return true;
+    case AllreduceAlgorithm::kAuto:
+    case AllreduceAlgorithm::kHierarchical:
+      return group.size() > kDirectMaxMembers;
+    case AllreduceAlgorithm::kDirect:
+    case AllreduceAlgorithm::kRing:
+      break;
+  }
+  return false;
+}
+
+absl::Status AllreduceSmall(transport::Context& context, const Group& group,
+                            const DataView& data, size_t count, DataType dtype,
+                            ReduceOp op, const CollectiveOptions& options) {
+  const auto run =
+      UseDoubling(options, group) ? AllreduceDoubling : AllreduceDirect;
   const size_t bytes = count * DataTypeSize(dtype);
   if (char* p = data.Contiguous(0, bytes)) {
-    return AllreduceDirect(context, group, p, count, dtype, op, options);
+    return run(context, group, p, count, dtype, op, options);
   }
   Scratch gathered(bytes);
   char* at = gathered.data();
@@ -59,9 +75,10 @@ absl::Status AllreduceDirect(transport::Context& context, const Group& group,
     std::memcpy(at, p, n);
     at += n;
   }
-  absl::Status status = AllreduceDirect(context, group, gathered.data(), count,
-                                        dtype, op, options);
-  if (!status.ok()) return status;  // Direct leaves nothing posted on it.
+  absl::Status status =
+      run(context, group, gathered.data(), count, dtype, op, options);
+  // Neither leaves anything posted on `gathered` when it returns.
+  if (!status.ok()) return status;
   at = gathered.data();
   for (const auto& [p, n] : data.Ranges(0, bytes)) {
     std::memcpy(p, at, n);

@@ -76,8 +76,8 @@ absl::Status AllreduceHierarchical(transport::Context& context,
     const DataView block = data.Slice(own.offset);
     absl::Status status =
         UseDirect(options, layout.cross, own.bytes)
-            ? AllreduceDirect(context, layout.cross, block, own_count, dtype,
-                              op, options)
+            ? AllreduceSmall(context, layout.cross, block, own_count, dtype,
+                             op, options)
             : AllreduceRing(context, layout.cross, block, own_count, dtype, op,
                             options);
     if (!status.ok()) return status;

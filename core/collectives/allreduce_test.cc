@@ -44,14 +44,16 @@ std::string AlgorithmName(AllreduceAlgorithm algorithm) {
       return "Direct";
     case AllreduceAlgorithm::kHierarchical:
       return "Hierarchical";
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return "RecursiveDoubling";
   }
   return "?";
 }
 
 std::string CaseName(const ::testing::TestParamInfo<AllreduceCase>& info) {
   const auto [world, count, algorithm, transport] = info.param;
-  return absl::StrCat("World", world, "Count", count,
-                      AlgorithmName(algorithm), MeshTransportName(transport));
+  return absl::StrCat("World", world, "Count", count, AlgorithmName(algorithm),
+                      MeshTransportName(transport));
 }
 
 struct Job {
@@ -182,25 +184,28 @@ TEST_P(AllreduceTest, PostscaleIsAppliedOnceToEveryElement) {
   const std::vector<int> all_ranks = AllRanks();
   for (auto [factor, divisor] : {std::pair<double, int>{1.0 / world, 1},
                                  std::pair<double, int>{1.0, world}})
-  for (DataType dtype :
-       {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16}) {
-    CollectiveOptions options = Options(*mesh);
-    options.postscale = factor;
-    options.divisor = divisor;
-    std::vector<char> want = Expected(dtype, ReduceOp::kSum, all_ranks, count);
-    Postscale(want.data(), count, dtype, factor, divisor);
-    std::vector<std::string> bad(world);
-    auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
-      std::vector<char> data = MakeInput(dtype, ReduceOp::kSum, rank, count);
-      absl::Status status = Allreduce(context, Group::All(context), data.data(),
-                                      count, dtype, ReduceOp::kSum, options);
-      bad[rank] = Mismatch(absl::StrCat("rank ", rank, " ", DataTypeName(dtype)),
-                           dtype, data.data(), want.data(), count);
-      return status;
-    });
-    EXPECT_EQ(FailedRanks(all_ranks, statuses), "");
-    for (const std::string& m : bad) EXPECT_EQ(m, "");
-  }
+    for (DataType dtype :
+         {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16}) {
+      CollectiveOptions options = Options(*mesh);
+      options.postscale = factor;
+      options.divisor = divisor;
+      std::vector<char> want =
+          Expected(dtype, ReduceOp::kSum, all_ranks, count);
+      Postscale(want.data(), count, dtype, factor, divisor);
+      std::vector<std::string> bad(world);
+      auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
+        std::vector<char> data = MakeInput(dtype, ReduceOp::kSum, rank, count);
+        absl::Status status =
+            Allreduce(context, Group::All(context), data.data(), count, dtype,
+                      ReduceOp::kSum, options);
+        bad[rank] =
+            Mismatch(absl::StrCat("rank ", rank, " ", DataTypeName(dtype)),
+                     dtype, data.data(), want.data(), count);
+        return status;
+      });
+      EXPECT_EQ(FailedRanks(all_ranks, statuses), "");
+      for (const std::string& m : bad) EXPECT_EQ(m, "");
+    }
 }
 
 TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
@@ -220,15 +225,16 @@ TEST_P(AllreduceTest, ManyPiecesReduceAsOneBuffer) {
     std::vector<AllreducePiece> pieces;
     size_t at = 0;
     for (size_t n : split) {
-      buffers.emplace_back(input.begin() + at * 4, input.begin() + (at + n) * 4);
+      buffers.emplace_back(input.begin() + at * 4,
+                           input.begin() + (at + n) * 4);
       at += n;
     }
     for (size_t i = 0; i < split.size(); ++i) {
       pieces.push_back({buffers[i].data(), buffers[i].data(), split[i]});
     }
     absl::Status status =
-        AllreduceMany(context, Group::All(context), pieces,
-                      DataType::kFloat32, ReduceOp::kSum, options);
+        AllreduceMany(context, Group::All(context), pieces, DataType::kFloat32,
+                      ReduceOp::kSum, options);
     for (const auto& b : buffers) got->insert(got->end(), b.begin(), b.end());
     return status;
   });
@@ -258,17 +264,17 @@ TEST_P(AllreduceTest, PiecesOutOfPlaceLeaveTheirInputsAsTheyWere) {
       pieces.push_back({inputs[i].data(), output, split[i]});
     }
     absl::Status status =
-        AllreduceMany(context, Group::All(context), pieces,
-                      DataType::kFloat32, ReduceOp::kSum, options);
+        AllreduceMany(context, Group::All(context), pieces, DataType::kFloat32,
+                      ReduceOp::kSum, options);
     bool inputs_kept = true;
     at = 0;
     for (size_t i = 0; i < split.size(); ++i) {
       const std::vector<char>& out = i % 2 == 0 ? outputs[i] : inputs[i];
       got->insert(got->end(), out.begin(), out.end());
       if (i % 2 == 0) {
-        inputs_kept = inputs_kept && std::equal(inputs[i].begin(),
-                                                inputs[i].end(),
-                                                input.begin() + at * 4);
+        inputs_kept =
+            inputs_kept && std::equal(inputs[i].begin(), inputs[i].end(),
+                                      input.begin() + at * 4);
       }
       at += split[i];
     }
@@ -285,6 +291,17 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(AllreduceAlgorithm::kRing,
                                          AllreduceAlgorithm::kDirect),
                        ::testing::Values(MeshTransport::kTcp)),
+    CaseName);
+
+// Recursive doubling at every world size up to 8: powers of two, and the
+// others, whose first members fold in pairs before the rounds.
+INSTANTIATE_TEST_SUITE_P(
+    RecursiveDoubling, AllreduceTest,
+    ::testing::Combine(
+        ::testing::Values(2, 3, 5, 6, 7, 8),
+        ::testing::Values(size_t{1}, size_t{1001}, kLargeCount),
+        ::testing::Values(AllreduceAlgorithm::kRecursiveDoubling),
+        ::testing::Values(MeshTransport::kTcp, MeshTransport::kShm)),
     CaseName);
 
 // Over the RDMA transport (libfabric's tcp provider): odd and even worlds.
@@ -338,7 +355,8 @@ TEST(AllreduceHierarchical, InterleavedHostsAndScrambledGroups) {
       auto statuses =
           (*mesh)->Run(ranks, [&](int rank, transport::Context& context) {
             const Group group = GroupOf(ranks, rank);
-            auto data = MakeInput(DataType::kInt32, ReduceOp::kSum, rank, count);
+            auto data =
+                MakeInput(DataType::kInt32, ReduceOp::kSum, rank, count);
             absl::Status status =
                 Allreduce(context, group, data.data(), count, DataType::kInt32,
                           ReduceOp::kSum, options);
@@ -368,8 +386,9 @@ TEST(AllreduceHierarchical, AutoPicksItForSeveralHostsOfSeveralRanks) {
       Allreduce(context, Group::All(context), data.data(), data.size(),
                 DataType::kFloat32, ReduceOp::kSum, options);
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
-  EXPECT_THAT(std::string(status.message()),
-              StartsWith("Allreduce (hierarchical) on rank 0 (member 0 of 4): "));
+  EXPECT_THAT(
+      std::string(status.message()),
+      StartsWith("Allreduce (hierarchical) on rank 0 (member 0 of 4): "));
   // One rank per host, or uneven hosts: the ring.
   options.hosts = {0, 1, 2, 3};
   status = Allreduce(context, Group::All(context), data.data(), data.size(),
@@ -448,6 +467,48 @@ TEST(AllreduceAuto, SwitchesToRingAboveSmallMessageBytes) {
         StartsWith(count == 1000
                        ? "Allreduce (direct) on rank 0 (member 0 of 2): "
                        : "Allreduce (ring) on rank 0 (member 0 of 2): "));
+  }
+}
+
+// Past 64 members a small allreduce takes recursive doubling, whose peers
+// grow as log2 N, instead of the direct round's N - 1; and it is right
+// there, 70 members being 64 doubling after 6 pairs folded.
+TEST(AllreduceAuto, GroupsOfMoreThanSixtyFourMembersTakeRecursiveDoubling) {
+  constexpr int kMembers = 70;
+  auto mesh = TestMesh::Create(kMembers);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  constexpr size_t kCount = 1001;
+  std::vector<int> all(kMembers);
+  for (int r = 0; r < kMembers; ++r) all[r] = r;
+  const std::vector<char> want =
+      Expected(DataType::kFloat32, ReduceOp::kSum, all, kCount);
+  std::vector<std::string> bad(kMembers);
+  auto statuses = (*mesh)->RunAll([&](int rank, transport::Context& context) {
+    std::vector<char> data =
+        MakeInput(DataType::kFloat32, ReduceOp::kSum, rank, kCount);
+    absl::Status status =
+        Allreduce(context, Group::All(context), data.data(), kCount,
+                  DataType::kFloat32, ReduceOp::kSum, CollectiveOptions());
+    bad[rank] = Mismatch(absl::StrCat("rank ", rank), DataType::kFloat32,
+                         data.data(), want.data(), kCount);
+    return status;
+  });
+  EXPECT_EQ(FailedRanks(all, statuses), "");
+  for (const std::string& m : bad) EXPECT_EQ(m, "");
+  // Which algorithm ran shows in the error of a member left alone.
+  CollectiveOptions options;
+  options.timeout = absl::Milliseconds(200);
+  transport::Context& context = (*mesh)->context(0);
+  for (int members : {64, 65}) {
+    const Group group{std::vector<int>(all.begin(), all.begin() + members), 0};
+    float x = 1.0f;
+    absl::Status status = Allreduce(context, group, &x, 1, DataType::kFloat32,
+                                    ReduceOp::kSum, options);
+    EXPECT_THAT(std::string(status.message()),
+                StartsWith(absl::StrCat(
+                    members == 64 ? "Allreduce (direct)"
+                                  : "Allreduce (recursive doubling)",
+                    " on rank 0 (member 0 of ", members, "): ")));
   }
 }
 

@@ -178,6 +178,7 @@ bool UseDirect(const CollectiveOptions& options, const Group& group,
       return false;
     case AllreduceAlgorithm::kAuto:
     case AllreduceAlgorithm::kHierarchical:
+    case AllreduceAlgorithm::kRecursiveDoubling:
       return bytes <= SmallMessageBytes(options, group);
   }
   return false;

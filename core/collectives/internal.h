@@ -44,8 +44,7 @@ std::vector<Span> Chunks(Span span, size_t chunk_bytes, size_t elem_size);
 
 // `span` split like Chunks(), and also at every offset in `cuts` (ascending)
 // that falls inside it, so that no chunk crosses a cut.
-std::vector<Span> ChunksBetween(Span span, size_t chunk_bytes,
-                                size_t elem_size,
+std::vector<Span> ChunksBetween(Span span, size_t chunk_bytes, size_t elem_size,
                                 const std::vector<size_t>& cuts);
 
 // The bytes a collective works on, addressed by offset: one buffer, or
@@ -71,10 +70,10 @@ class DataView {
 
  private:
   DataView() = default;
-  char* data_ = nullptr;          // one buffer
-  std::vector<char*> bases_;      // pieces: start of each
-  std::vector<size_t> starts_;    // pieces: offset of each
-  std::vector<size_t> cuts_;      // starts_ without the first
+  char* data_ = nullptr;        // one buffer
+  std::vector<char*> bases_;    // pieces: start of each
+  std::vector<size_t> starts_;  // pieces: offset of each
+  std::vector<size_t> cuts_;    // starts_ without the first
 };
 
 // OK if `group` is well formed and this context is its member `index`;
@@ -91,8 +90,9 @@ absl::Status CheckReduceOp(ReduceOp op, absl::string_view collective);
 // on several hosts, else options.small_message_bytes.
 size_t SmallMessageBytes(const CollectiveOptions& options, const Group& group);
 
-// Whether a collective of `bytes` over `group` takes the one-round
-// algorithm.
+// Whether a collective of `bytes` over `group` takes a small-message
+// algorithm: the one-round direct one, or for an allreduce the one
+// UseDoubling picks (kRecursiveDoubling itself takes it at every size).
 bool UseDirect(const CollectiveOptions& options, const Group& group,
                size_t bytes);
 
@@ -166,12 +166,23 @@ absl::Status AllreduceHierarchical(transport::Context& context,
                                    const Group& group, const DataView& data,
                                    size_t count, DataType dtype, ReduceOp op,
                                    const CollectiveOptions& options);
-// Direct over a view: pieces are gathered into one buffer first (direct is
-// for small totals, so the copy is cheap).
-absl::Status AllreduceDirect(transport::Context& context, const Group& group,
-                             const DataView& data, size_t count,
-                             DataType dtype, ReduceOp op,
-                             const CollectiveOptions& options);
+absl::Status AllreduceDoubling(transport::Context& context, const Group& group,
+                               void* data, size_t count, DataType dtype,
+                               ReduceOp op, const CollectiveOptions& options);
+
+// Groups of more members than this take recursive doubling for small
+// allreduces under kAuto: a direct round's N - 1 peers and (N - 1)-fold
+// traffic per member grow with the job, doubling's log2 N rounds slowly.
+inline constexpr int kDirectMaxMembers = 64;
+// Whether a small allreduce over `group` takes recursive doubling rather
+// than the direct round (options.algorithm, else the group's size).
+bool UseDoubling(const CollectiveOptions& options, const Group& group);
+// A small allreduce, direct or by recursive doubling (UseDoubling), over a
+// view: pieces are gathered into one buffer first (small totals, so the
+// copy is cheap).
+absl::Status AllreduceSmall(transport::Context& context, const Group& group,
+                            const DataView& data, size_t count, DataType dtype,
+                            ReduceOp op, const CollectiveOptions& options);
 
 // How `group` lies on hosts (from options.hosts): this member's host mates
 // (`local`, this one included, in group order) and the members in its

@@ -24,12 +24,17 @@ struct Group {
 // their total bytes); Alltoall has one algorithm.
 enum class AllreduceAlgorithm {
   kAuto,    // kDirect up to small_message_bytes (or, across hosts,
-            // cross_host_small_message_bytes); above, kHierarchical when
+            // cross_host_small_message_bytes), kRecursiveDoubling there for
+            // an allreduce over more than 64 members; above, kHierarchical when
             // `hosts` shows the group on several hosts with several members
             // on one and as many on each, else kRing.
   kRing,    // Reduce-scatter + allgather, 2(N-1)/N * S bytes sent per rank;
             // chunked by chunk_bytes and pipelined. Broadcast: a chain.
   kDirect,  // Each rank sends all to all and reduces locally: one round.
+  // Allreduce: log2 N rounds, each member swapping its whole buffer with
+  // one partner (a small-message algorithm whose peers and traffic grow as
+  // log N); the other collectives choose as under kAuto.
+  kRecursiveDoubling,
   kHierarchical,  // Allreduce only (the others take kAuto's choice): with L
                   // members on each host, a ring reduce-scatter among them
                   // (member i of a host then holds the host's sum of block

@@ -296,7 +296,8 @@ void ReadDataPlane(Reader& r, Config& c) {
   using A = collectives::AllreduceAlgorithm;
   r.Choice<A>(names::kAllreduceAlgorithm,
               {{"auto", A::kAuto}, {"ring", A::kRing}, {"direct", A::kDirect},
-               {"hierarchical", A::kHierarchical}},
+               {"hierarchical", A::kHierarchical},
+               {"recursive_doubling", A::kRecursiveDoubling}},
               &c.collectives.algorithm);
   r.Integer(names::kSmallMessageBytes, 0, &c.collectives.small_message_bytes);
   r.Integer(names::kCrossHostSmallMessageBytes, 0,

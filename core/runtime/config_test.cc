@@ -233,7 +233,7 @@ TEST(ParseConfigTest, BadValuesNameTheVariableAndWhatItAccepts) {
             "true/false, yes/no, on/off)");
   EXPECT_EQ(ErrorOf({{"ALLREDUCE_ALGORITHM", "tree"}}),
             "HVD_ALLREDUCE_ALGORITHM='tree' is not valid: expected one of "
-            "auto, ring, direct, hierarchical");
+            "auto, ring, direct, hierarchical, recursive_doubling");
   EXPECT_EQ(ErrorOf({{"GPU_DATA_PATH", "mpi"}}),
             "HVD_GPU_DATA_PATH='mpi' is not valid: expected one of auto, "
             "nccl, staged");
