@@ -61,6 +61,7 @@ absl::Status Finalizer::AbortStatus() {
 }
 
 void Finalizer::Loop() {
+  UsePreciseTimers();  // its naps between polls of the GPU
   while (true) {
     Item item;
     {

@@ -1,5 +1,7 @@
 #include "core/gpu/finalizer.h"
 
+#include <sys/prctl.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -25,6 +27,21 @@ class ManualEvent : public Event {
 
  private:
   std::shared_ptr<std::atomic<bool>> fired_;
+};
+
+// An event that has fired and notes the timer slack of the thread polling
+// it.
+class SlackRecordingEvent : public Event {
+ public:
+  explicit SlackRecordingEvent(std::shared_ptr<std::atomic<int>> slack)
+      : slack_(std::move(slack)) {}
+  absl::StatusOr<bool> Done() override {
+    slack_->store(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0));
+    return true;
+  }
+
+ private:
+  std::shared_ptr<std::atomic<int>> slack_;
 };
 
 // A communicator whose health the test sets; it runs no collectives.
@@ -134,6 +151,17 @@ TEST_F(FinalizerTest, CompletesInQueueOrderOnceEachEventFired) {
   EXPECT_TRUE(StatusOf("a").ok());
   absl::MutexLock lock(&mu_);
   EXPECT_EQ(values_["a"], 7);  // the result reaches the callback
+}
+
+TEST_F(FinalizerTest, TheCompletionThreadSleepsWithoutTimerSlack) {
+  // Its naps between polls end when asked, not 50 us later.
+  auto slack = std::make_shared<std::atomic<int>>(-1);
+  Finalizer::Item item;
+  item.event = std::make_unique<SlackRecordingEvent>(slack);
+  item.entries.push_back(Entry("a"));
+  finalizer_.Add(std::move(item));
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  EXPECT_EQ(slack->load(), 1);
 }
 
 TEST_F(FinalizerTest, AnItemFailedWhileQueuedFailsAfterTheOnesBeforeIt) {

@@ -180,6 +180,7 @@ absl::Status GpuOps::Fatal() {
 }
 
 void GpuOps::Loop() {
+  UsePreciseTimers();  // NCCL's launch and the staged path poll and nap here
   while (true) {
     Task task;
     {

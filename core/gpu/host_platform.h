@@ -42,6 +42,9 @@ struct HostDeviceCounts {
   std::atomic<int> copy_batches{0};  // CopyBatch calls
   std::atomic<int> scales{0};
   std::atomic<int> allocations{0};
+  // Timer slack (ns) of the thread that last called Record: the device
+  // thread's.
+  std::atomic<int> recorder_timer_slack_ns{-1};
 };
 
 class HostDevice : public Device {
