@@ -11,7 +11,7 @@
 namespace hvd::gpu {
 
 absl::Status WaitEvent(Event& event, absl::Time deadline,
-                       const std::string& what,
+                       const std::function<std::string()>& what,
                        const std::function<absl::Status()>& stop) {
   // Most ops finish within microseconds of being polled first: spin a
   // little, then back off so a long op costs no core. The naps stay short
@@ -23,7 +23,7 @@ absl::Status WaitEvent(Event& event, absl::Time deadline,
     auto done = event.Done();
     if (!done.ok()) {
       return absl::Status(done.status().code(),
-                          absl::StrCat(what, ": ", done.status().message()));
+                          absl::StrCat(what(), ": ", done.status().message()));
     }
     if (*done) return absl::OkStatus();
     const absl::Time now = absl::Now();
@@ -36,7 +36,7 @@ absl::Status WaitEvent(Event& event, absl::Time deadline,
     }
     if (now > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          what,
+          what(),
           " did not finish on the GPU within the timeout: a peer may "
           "be gone or stuck (HVD_TIMEOUT_SECONDS sets the limit)"));
     }

@@ -82,11 +82,18 @@ class Device {
 };
 
 // Polls `event` until it fired, `deadline` passed (DeadlineExceeded naming
-// `what`) or `stop` returns non-OK (that status). Spins briefly, then sleeps
-// in growing steps up to kLongestEventNap.
+// the op: `what()`, called only then) or `stop` returns non-OK (that
+// status). Spins briefly, then sleeps in growing steps up to
+// kLongestEventNap.
 absl::Status WaitEvent(Event& event, absl::Time deadline,
-                       const std::string& what,
+                       const std::function<std::string()>& what,
                        const std::function<absl::Status()>& stop);
+inline absl::Status WaitEvent(Event& event, absl::Time deadline,
+                              const std::string& what,
+                              const std::function<absl::Status()>& stop) {
+  return WaitEvent(
+      event, deadline, [&what] { return what; }, stop);
+}
 
 // WaitEvent's longest sleep between two polls: what an op that outlives the
 // spin may wait past its end.

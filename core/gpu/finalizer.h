@@ -36,7 +36,9 @@ class Finalizer {
     std::vector<std::unique_ptr<runtime::TensorEntry>> entries;
     std::vector<runtime::OpResult> results;  // per entry; missing: empty
     absl::Time deadline = absl::InfiniteFuture();
-    std::string what;  // "rank 0: allreduce of 'w' on process set 0"
+    // Names the op in errors ("rank 0: allreduce of 'w' on process set 0");
+    // called only when one is reported.
+    std::function<std::string()> what = [] { return std::string("GPU op"); };
   };
 
   // `on_failure` hears of a timeout or a failed communicator (once per

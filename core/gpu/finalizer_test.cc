@@ -104,7 +104,7 @@ class FinalizerTest : public ::testing::Test {
     result.value = 7;
     item.results.push_back(result);
     item.deadline = absl::Now() + timeout;
-    item.what = "rank 0: allreduce of '" + name + "'";
+    item.what = [name] { return "rank 0: allreduce of '" + name + "'"; };
     if (comm) item.comms.push_back(comm);
     finalizer_.Add(std::move(item));
     return fired;

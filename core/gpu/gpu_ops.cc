@@ -95,13 +95,13 @@ absl::StatusOr<std::shared_ptr<runtime::ReadyEvent>> GpuOps::MarkReady(
   return (*device)->MarkReady(stream);
 }
 
-absl::Status GpuOps::Execute(const runtime::Response& response,
+absl::Status GpuOps::Execute(runtime::Response response,
                              std::vector<std::unique_ptr<TensorEntry>>& entries,
                              const collectives::Group& group) {
   used_.store(true, std::memory_order_relaxed);
   Task task;
   task.set_id = response.process_set();
-  task.response = response;
+  task.response = std::move(response);
   task.group = group;
   task.entries.swap(entries);
   absl::Status fatal;
@@ -203,15 +203,18 @@ void GpuOps::Run(Task& task) {
     return;
   }
   Finalizer::Item item;
-  item.what = Describe(env_.config.rank, task.response);
   item.deadline = absl::Now() + env_.config.timeout;
   absl::Status status = Launch(task, item);
+  // The description is for errors only: built when one is reported.
+  item.what = [rank = env_.config.rank, response = std::move(task.response)] {
+    return Describe(rank, response);
+  };
   if (!status.ok()) {
     // Peers may already wait in a collective this member will never join:
     // stop everything, with this error.
     if (Fatal().ok()) {
       status = absl::Status(status.code(),
-                            absl::StrCat(item.what, ": ", status.message()));
+                            absl::StrCat(item.what(), ": ", status.message()));
     }
     Abort(status);
     item.status = Fatal();

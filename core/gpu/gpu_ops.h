@@ -62,7 +62,7 @@ class GpuOps : public runtime::DeviceOps {
   absl::StatusOr<std::shared_ptr<runtime::ReadyEvent>> MarkReady(
       int device_id, void* stream) override;
   absl::Status Execute(
-      const runtime::Response& response,
+      runtime::Response response,
       std::vector<std::unique_ptr<runtime::TensorEntry>>& entries,
       const collectives::Group& group) override;
   void RemoveProcessSet(int id) override;

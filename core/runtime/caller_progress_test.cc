@@ -147,7 +147,7 @@ class ThreadDeviceOps : public DeviceOps {
   absl::StatusOr<std::shared_ptr<ReadyEvent>> MarkReady(int, void*) override {
     return std::shared_ptr<ReadyEvent>();
   }
-  absl::Status Execute(const Response&,
+  absl::Status Execute(Response,
                        std::vector<std::unique_ptr<TensorEntry>>& entries,
                        const collectives::Group&) override {
     std::vector<std::shared_ptr<TensorEntry>> taken;

@@ -39,14 +39,14 @@ class DeviceOps {
       int device_id, void* stream) = 0;
 
   // Starts `response` (a data op on GPU tensors; this rank is member
-  // `group.index` of its process set). Takes every non-null entry out of
-  // `entries` (null ones are ranks that joined) and completes each exactly
-  // once, later and from another thread, when the GPU work on its memory has
-  // finished or failed. Returns at once. Non-OK only when the backend cannot
+  // `group.index` of its process set; the backend keeps the response, so
+  // callers that are done with theirs move it in). Takes every non-null
+  // entry out of `entries` (null ones are ranks that joined) and completes
+  // each exactly once, later and from another thread, when the GPU work on
+  // its memory has finished or failed. Returns at once. Non-OK only when the backend cannot
   // run anything any more (the job must stop); the entries are still taken.
   virtual absl::Status Execute(
-      const Response& response,
-      std::vector<std::unique_ptr<TensorEntry>>& entries,
+      Response response, std::vector<std::unique_ptr<TensorEntry>>& entries,
       const collectives::Group& group) = 0;
 
   // Process set `id` was removed on every rank: its communicators may go.

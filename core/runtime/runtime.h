@@ -173,7 +173,8 @@ class Runtime {
   // Rank 0 of a larger job; *busy: whether any rank announced work.
   absl::StatusOr<ResponseList> CoordinatorCycle(bool* busy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
-  absl::Status Execute(const ResponseList& responses)
+  // Runs `responses` (those on GPU tensors are moved to the device backend).
+  absl::Status Execute(ResponseList& responses)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Switches this rank to the autotuner's values (every rank does, after the
   // same list).
