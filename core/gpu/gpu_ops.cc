@@ -121,6 +121,17 @@ absl::Status GpuOps::Execute(runtime::Response response,
   return fatal;
 }
 
+bool GpuOps::Progress() {
+  finalizer_.TryComplete();
+  {
+    absl::MutexLock lock(&mu_);
+    // Checked before the finalizer: a task leaves queue_ and running_ only
+    // once it is in the finalizer.
+    if (!queue_.empty() || running_) return true;
+  }
+  return finalizer_.Pending();
+}
+
 void GpuOps::RemoveProcessSet(int id) {
   Task task;
   task.remove_set = true;
@@ -185,6 +196,7 @@ void GpuOps::Loop() {
     Task task;
     {
       absl::MutexLock lock(&mu_);
+      running_ = false;  // the last task, if any, is in the finalizer
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !queue_.empty() || stop_;
       };
@@ -192,6 +204,7 @@ void GpuOps::Loop() {
       if (queue_.empty()) return;
       task = std::move(queue_.front());
       queue_.pop_front();
+      running_ = true;
     }
     Run(task);
   }
