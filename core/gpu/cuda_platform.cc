@@ -23,27 +23,26 @@ constexpr size_t kBatchedCopyMaxBytes = size_t{1} << 20;
 constexpr size_t kScratchGranularity = size_t{2} << 20;
 
 // Destroyed wherever the entry goes (the completion thread, a framework
-// thread): with its device current, so that no thread that never used CUDA
-// gets a context made on GPU 0 for it.
+// thread); its event goes back to the device's pool.
 class CudaReady : public runtime::ReadyEvent {
  public:
-  CudaReady(int device, cudaEvent_t event) : device(device), event(event) {}
-  ~CudaReady() override {
-    ScopedDevice scoped(device);
-    cudaEventDestroy(event);
-  }
+  CudaReady(int device, std::shared_ptr<CudaEventPool> pool, cudaEvent_t event)
+      : device(device), event(event), pool_(std::move(pool)) {}
+  ~CudaReady() override { pool_->Give(event); }
   const int device;
   const cudaEvent_t event;
+
+ private:
+  const std::shared_ptr<CudaEventPool> pool_;
 };
 
-// Polled on the completion thread and on the device thread (staged path).
+// Polled on the completion thread, on a caller waiting for its op, and on
+// the device thread (staged path); one thread at a time.
 class CudaEvent : public Event {
  public:
-  CudaEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
-  ~CudaEvent() override {
-    ScopedDevice scoped(device_);
-    cudaEventDestroy(event_);
-  }
+  CudaEvent(int device, std::shared_ptr<CudaEventPool> pool, cudaEvent_t event)
+      : device_(device), pool_(std::move(pool)), event_(event) {}
+  ~CudaEvent() override { pool_->Give(event_); }
   absl::StatusOr<bool> Done() override {
     ScopedDevice scoped(device_);
     const cudaError_t e = cudaEventQuery(event_);
@@ -60,7 +59,8 @@ class CudaEvent : public Event {
 
  private:
   const int device_;
-  cudaEvent_t event_;
+  const std::shared_ptr<CudaEventPool> pool_;
+  const cudaEvent_t event_;
 };
 
 // Device memory the framework owns once exported (DLPack kDLCUDA).
@@ -98,18 +98,14 @@ std::string UuidText(const cudaUUID_t& uuid) {
 }
 
 // On `stream` of `device`, which is current.
-absl::StatusOr<std::unique_ptr<Event>> RecordOn(int device,
-                                                cudaStream_t stream) {
-  cudaEvent_t event;
+absl::StatusOr<std::unique_ptr<Event>> RecordOn(
+    int device, const std::shared_ptr<CudaEventPool>& pool,
+    cudaStream_t stream) {
+  absl::StatusOr<cudaEvent_t> event = pool->Take();
+  if (!event.ok()) return event.status();
+  auto owned = std::make_unique<CudaEvent>(device, pool, *event);
   if (absl::Status s =
-          CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-                     "cudaEventCreate");
-      !s.ok()) {
-    return s;
-  }
-  auto owned = std::make_unique<CudaEvent>(device, event);
-  if (absl::Status s =
-          CudaStatus(cudaEventRecord(event, stream), "cudaEventRecord");
+          CudaStatus(cudaEventRecord(*event, stream), "cudaEventRecord");
       !s.ok()) {
     return s;
   }
@@ -203,7 +199,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int id) {
 
 CudaDevice::~CudaDevice() {
   ScopedDevice scoped(id_);
-  auto event = RecordOn(id_, stream_);
+  auto event = RecordOn(id_, events_, stream_);
   const bool idle =
       event.ok() && WaitEvent(**event, absl::Now() + absl::Seconds(10),
                               "hvd stream at shutdown", nullptr)
@@ -224,16 +220,15 @@ absl::StatusOr<std::shared_ptr<runtime::ReadyEvent>> CudaDevice::MarkReady(
     void* stream) {
   ScopedDevice scoped(id_);
   if (!scoped.status().ok()) return scoped.status();
-  cudaEvent_t event;
-  if (absl::Status s =
-          CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-                     absl::StrCat("GPU ", id_, ": cudaEventCreate"));
-      !s.ok()) {
-    return s;
+  absl::StatusOr<cudaEvent_t> event = events_->Take();
+  if (!event.ok()) {
+    return absl::Status(
+        event.status().code(),
+        absl::StrCat("GPU ", id_, ": ", event.status().message()));
   }
-  auto ready = std::make_shared<CudaReady>(id_, event);
+  auto ready = std::make_shared<CudaReady>(id_, events_, *event);
   if (absl::Status s =
-          CudaStatus(cudaEventRecord(event, static_cast<cudaStream_t>(stream)),
+          CudaStatus(cudaEventRecord(*event, static_cast<cudaStream_t>(stream)),
                      absl::StrCat("GPU ", id_,
                                   ": cudaEventRecord on the producer's "
                                   "stream"));
@@ -307,7 +302,7 @@ absl::Status CudaDevice::Scale(void* data, size_t count, DataType dtype,
 
 absl::StatusOr<std::unique_ptr<Event>> CudaDevice::Record() {
   ScopedDevice scoped(id_);
-  return RecordOn(id_, stream_);
+  return RecordOn(id_, events_, stream_);
 }
 
 absl::StatusOr<void*> CudaDevice::Scratch(int slot, size_t bytes) {
@@ -351,7 +346,7 @@ absl::StatusOr<void*> CudaDevice::HostScratch(size_t bytes,
   ScopedDevice scoped(id_);
   if (host_.data != nullptr) {
     // Copies queued on the stream may still read the old block.
-    auto event = RecordOn(id_, stream_);
+    auto event = RecordOn(id_, events_, stream_);
     if (!event.ok()) return event.status();
     if (absl::Status s =
             WaitEvent(**event, deadline,

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "core/gpu/cuda_event_pool.h"
 #include "core/gpu/platform.h"
 
 namespace hvd::gpu {
@@ -53,6 +54,9 @@ class CudaDevice : public Device {
   int id() const override { return id_; }
   std::string Identity() const override { return identity_; }
   cudaStream_t stream() const { return stream_; }
+  // Where MarkReady and Record take their events and their holders give
+  // them back.
+  const CudaEventPool& events() const { return *events_; }
 
   absl::StatusOr<std::shared_ptr<runtime::ReadyEvent>> MarkReady(
       void* stream) override;
@@ -74,7 +78,8 @@ class CudaDevice : public Device {
       : id_(id),
         identity_(std::move(identity)),
         stream_(stream),
-        stream_ordered_(stream_ordered) {}
+        stream_ordered_(stream_ordered),
+        events_(std::make_shared<CudaEventPool>(id)) {}
   struct Block {
     void* data = nullptr;
     size_t size = 0;
@@ -86,6 +91,7 @@ class CudaDevice : public Device {
   // cudaMallocAsync works here (cudaDevAttrMemoryPoolsSupported); else the
   // fusion buffers come from cudaMalloc.
   const bool stream_ordered_;
+  const std::shared_ptr<CudaEventPool> events_;
   std::map<int, Block> scratch_;  // device memory
   Block host_;                    // pinned
 };

@@ -219,6 +219,19 @@ TEST_F(CudaDeviceTest, MarkReadyLeavesTheCallersCurrentDeviceAlone) {
   cudaSetDevice(0);
 }
 
+TEST_F(CudaDeviceTest, EventsGoBackToThePoolOnceTheirHoldersAreDone) {
+  // Each round holds two at once (a ready event, a completion event): after
+  // the first round no more are created.
+  const auto& pool = static_cast<CudaDevice*>(device_)->events();
+  for (int round = 0; round < 50; ++round) {
+    auto ready = device_->MarkReady(nullptr);
+    ASSERT_TRUE(ready.ok()) << ready.status();
+    ASSERT_TRUE(device_->WaitFor(**ready).ok());
+    Finish();
+    EXPECT_LE(pool.created(), 2u) << "round " << round;
+  }
+}
+
 TEST_F(CudaDeviceTest, OutputsAreDeviceMemoryOfThatGpu) {
   auto buffer = device_->Allocate(1000);
   ASSERT_TRUE(buffer.ok());

@@ -82,11 +82,27 @@ class Device {
 };
 
 // Polls `event` until it fired, `deadline` passed (DeadlineExceeded naming
-// `what`) or `stop` returns non-OK (that status). Spins briefly, then sleeps
-// in growing steps up to 1 ms.
+// the op: `what()`, called only then) or `stop` returns non-OK (that
+// status). Spins briefly, then sleeps in growing steps up to
+// kLongestEventNap.
 absl::Status WaitEvent(Event& event, absl::Time deadline,
-                       const std::string& what,
+                       const std::function<std::string()>& what,
                        const std::function<absl::Status()>& stop);
+inline absl::Status WaitEvent(Event& event, absl::Time deadline,
+                              const std::string& what,
+                              const std::function<absl::Status()>& stop) {
+  return WaitEvent(
+      event, deadline, [&what] { return what; }, stop);
+}
+
+// WaitEvent's longest sleep between two polls: what an op that outlives the
+// spin may wait past its end.
+inline constexpr absl::Duration kLongestEventNap = absl::Microseconds(200);
+
+// Makes the calling thread's sleeps end when asked (timer slack of 1 ns
+// instead of Linux's default 50 us, which turns a 5 us nap into ~55). For
+// the threads that poll hvd's stream; a no-op where the kernel refuses.
+void UsePreciseTimers();
 
 // What a Sum among one member leaves: `in`'s `count` elements in `out` (the
 // same buffer or not), multiplied by `premul`. A communicator of one member

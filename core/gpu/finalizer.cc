@@ -19,6 +19,26 @@ void Complete(Finalizer::Item& item, const absl::Status& status) {
   }
 }
 
+// Whether `item` has finished without a failure: queued fine and its event
+// (if any) fired.
+bool FinishedFine(Finalizer::Item& item) {
+  if (!item.status.ok()) return false;
+  if (!item.event) return true;
+  absl::StatusOr<bool> done = item.event->Done();
+  return done.ok() && *done;
+}
+
+// WaitEvent over a poll of the completion thread's own.
+class PolledEvent : public Event {
+ public:
+  explicit PolledEvent(std::function<absl::StatusOr<bool>()> poll)
+      : poll_(std::move(poll)) {}
+  absl::StatusOr<bool> Done() override { return poll_(); }
+
+ private:
+  std::function<absl::StatusOr<bool>()> poll_;
+};
+
 }  // namespace
 
 Finalizer::Finalizer(std::function<void(const absl::Status&)> on_failure)
@@ -36,9 +56,34 @@ Finalizer::~Finalizer() {
 }
 
 void Finalizer::Add(Item item) {
+  auto shared = std::make_shared<Item>(std::move(item));
   absl::MutexLock lock(&mu_);
   ++added_;
-  queue_.push_back(std::move(item));
+  queue_.push_back(std::move(shared));
+}
+
+bool Finalizer::TryComplete() {
+  bool any = false;
+  while (true) {
+    std::shared_ptr<Item> head;
+    {
+      absl::MutexLock lock(&mu_);
+      if (queue_.empty() || claimed_ || !aborted_.ok()) return any;
+      head = queue_.front();
+      claimed_ = true;
+    }
+    if (!FinishedFine(*head)) {
+      Unclaim();
+      return any;
+    }
+    CompleteHead(*head, absl::OkStatus());
+    any = true;
+  }
+}
+
+bool Finalizer::Pending() {
+  absl::MutexLock lock(&mu_);
+  return !queue_.empty();
 }
 
 bool Finalizer::Drain(absl::Time deadline) {
@@ -60,9 +105,48 @@ absl::Status Finalizer::AbortStatus() {
   return aborted_;
 }
 
+Finalizer::Claim Finalizer::TryClaim(int64_t seq) {
+  absl::MutexLock lock(&mu_);
+  if (completed_ != seq) return Claim::kGone;
+  if (claimed_) return Claim::kBusy;
+  claimed_ = true;
+  return Claim::kTaken;
+}
+
+bool Finalizer::ClaimOrGone(int64_t seq) {
+  absl::MutexLock lock(&mu_);
+  auto free = [this, seq]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !claimed_ || completed_ != seq;
+  };
+  mu_.Await(absl::Condition(&free));
+  if (completed_ != seq) return false;
+  claimed_ = true;
+  return true;
+}
+
+void Finalizer::Unclaim() {
+  absl::MutexLock lock(&mu_);
+  claimed_ = false;
+}
+
+void Finalizer::CompleteHead(Item& item, const absl::Status& status) {
+  Complete(item, status);
+  // Entries and results go before the count moves (Drain's callers may free
+  // what they point into); the rest may still be read by the completion
+  // thread, which keeps the item.
+  item.entries.clear();
+  item.results.clear();
+  absl::MutexLock lock(&mu_);
+  queue_.pop_front();
+  ++completed_;
+  claimed_ = false;
+}
+
 void Finalizer::Loop() {
+  UsePreciseTimers();  // its naps between polls of the GPU
   while (true) {
-    Item item;
+    std::shared_ptr<Item> head;
+    int64_t seq;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -70,29 +154,50 @@ void Finalizer::Loop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // stop_ and nothing left
-      item = std::move(queue_.front());
-      queue_.pop_front();
+      head = queue_.front();
+      seq = completed_;
     }
-    absl::Status status = item.status;
-    if (status.ok()) status = AbortStatus();
-    if (status.ok() && item.event) {
-      auto stop = [this, &item]() -> absl::Status {
-        if (absl::Status s = AbortStatus(); !s.ok()) return s;
-        for (const auto& comm : item.comms) {
-          if (absl::Status s = comm->Health(); !s.ok()) return s;
-        }
-        return absl::OkStatus();
-      };
-      status = WaitEvent(*item.event, item.deadline, item.what, stop);
-      if (!status.ok() && AbortStatus().ok() && on_failure_) {
-        on_failure_(status);
-      }
-    }
-    Complete(item, status);
-    item = Item();  // entries and results go before the count moves
-    absl::MutexLock lock(&mu_);
-    ++completed_;
+    Settle(seq, *head);
   }
+}
+
+void Finalizer::Settle(int64_t seq, Item& item) {
+  absl::Status status = item.status;
+  if (status.ok()) status = AbortStatus();
+  const bool wait = status.ok() && item.event != nullptr;
+  if (wait) {
+    // One poll at a time under the claim, so that a caller in TryComplete
+    // can complete the item between two of this thread's polls.
+    PolledEvent head([this, seq, &item]() -> absl::StatusOr<bool> {
+      switch (TryClaim(seq)) {
+        case Claim::kGone:
+          return true;
+        case Claim::kBusy:
+          return false;
+        case Claim::kTaken:
+          break;
+      }
+      absl::StatusOr<bool> done = item.event->Done();
+      if (done.ok() && *done) {
+        CompleteHead(item, absl::OkStatus());
+        return true;
+      }
+      Unclaim();
+      return done;
+    });
+    auto stop = [this, &item]() -> absl::Status {
+      if (absl::Status s = AbortStatus(); !s.ok()) return s;
+      for (const auto& comm : item.comms) {
+        if (absl::Status s = comm->Health(); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    };
+    status = WaitEvent(head, item.deadline, item.what, stop);
+    if (status.ok()) return;  // completed, here or by another thread
+  }
+  if (!ClaimOrGone(seq)) return;  // a caller completed it just now
+  if (wait && AbortStatus().ok() && on_failure_) on_failure_(status);
+  CompleteHead(item, status);
 }
 
 }  // namespace hvd::gpu

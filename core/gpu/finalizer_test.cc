@@ -1,10 +1,16 @@
 #include "core/gpu/finalizer.h"
 
+#include <sys/prctl.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -25,6 +31,34 @@ class ManualEvent : public Event {
 
  private:
   std::shared_ptr<std::atomic<bool>> fired_;
+};
+
+// An event that reports itself fired only to polls from one thread: the
+// completion thread never sees it fire.
+class FiredForThread : public Event {
+ public:
+  explicit FiredForThread(std::thread::id thread) : thread_(thread) {}
+  absl::StatusOr<bool> Done() override {
+    return std::this_thread::get_id() == thread_;
+  }
+
+ private:
+  const std::thread::id thread_;
+};
+
+// An event that has fired and notes the timer slack of the thread polling
+// it.
+class SlackRecordingEvent : public Event {
+ public:
+  explicit SlackRecordingEvent(std::shared_ptr<std::atomic<int>> slack)
+      : slack_(std::move(slack)) {}
+  absl::StatusOr<bool> Done() override {
+    slack_->store(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0));
+    return true;
+  }
+
+ private:
+  std::shared_ptr<std::atomic<int>> slack_;
 };
 
 // A communicator whose health the test sets; it runs no collectives.
@@ -87,16 +121,26 @@ class FinalizerTest : public ::testing::Test {
     result.value = 7;
     item.results.push_back(result);
     item.deadline = absl::Now() + timeout;
-    item.what = "rank 0: allreduce of '" + name + "'";
+    item.what = [name] { return "rank 0: allreduce of '" + name + "'"; };
     if (comm) item.comms.push_back(comm);
     finalizer_.Add(std::move(item));
     return fired;
+  }
+
+  // An item of one entry named `name` whose event fires only for polls
+  // from this thread.
+  void AddFiredForMe(const std::string& name) {
+    Finalizer::Item item;
+    item.event = std::make_unique<FiredForThread>(std::this_thread::get_id());
+    item.entries.push_back(Entry(name));
+    finalizer_.Add(std::move(item));
   }
 
   std::unique_ptr<runtime::TensorEntry> Entry(const std::string& name) {
     auto entry = std::make_unique<runtime::TensorEntry>();
     entry->done = [this, name](const absl::Status& s, runtime::OpResult r) {
       absl::MutexLock lock(&mu_);
+      completers_.insert(std::this_thread::get_id());
       order_.push_back(name);
       statuses_[name] = s;
       values_[name] = r.value;
@@ -115,6 +159,7 @@ class FinalizerTest : public ::testing::Test {
 
   absl::Mutex mu_;
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);
+  std::set<std::thread::id> completers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Status> statuses_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> values_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
@@ -134,6 +179,84 @@ TEST_F(FinalizerTest, CompletesInQueueOrderOnceEachEventFired) {
   EXPECT_TRUE(StatusOf("a").ok());
   absl::MutexLock lock(&mu_);
   EXPECT_EQ(values_["a"], 7);  // the result reaches the callback
+}
+
+TEST_F(FinalizerTest, TheCompletionThreadSleepsWithoutTimerSlack) {
+  // Its naps between polls end when asked, not 50 us later.
+  auto slack = std::make_shared<std::atomic<int>>(-1);
+  Finalizer::Item item;
+  item.event = std::make_unique<SlackRecordingEvent>(slack);
+  item.entries.push_back(Entry("a"));
+  finalizer_.Add(std::move(item));
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  EXPECT_EQ(slack->load(), 1);
+}
+
+TEST_F(FinalizerTest, TryCompleteCompletesFiredItemsInOrderOnTheCallingThread) {
+  AddFiredForMe("a");
+  AddFiredForMe("b");
+  EXPECT_TRUE(finalizer_.TryComplete());
+  EXPECT_THAT(Completed(), ElementsAre("a", "b"));
+  EXPECT_FALSE(finalizer_.Pending());
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  absl::MutexLock lock(&mu_);
+  EXPECT_EQ(completers_, std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+TEST_F(FinalizerTest, TryCompleteWaitsBehindAnItemNotYetFired) {
+  auto first = Add("a");
+  AddFiredForMe("b");
+  EXPECT_FALSE(finalizer_.TryComplete());
+  EXPECT_TRUE(Completed().empty());
+  EXPECT_TRUE(finalizer_.Pending());
+  first->store(true);
+  // The completion thread completes "a"; "b" fires for this thread only.
+  while (Completed().empty()) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(finalizer_.TryComplete());
+  EXPECT_THAT(Completed(), ElementsAre("a", "b"));
+}
+
+TEST_F(FinalizerTest, TryCompleteLeavesAFailedItemToTheCompletionThread) {
+  Finalizer::Item failed;
+  failed.status = absl::InternalError("ncclAllReduce: invalid usage");
+  failed.entries.push_back(Entry("a"));
+  finalizer_.Add(std::move(failed));
+  finalizer_.TryComplete();
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  EXPECT_THAT(StatusOf("a").message(), HasSubstr("invalid usage"));
+  absl::MutexLock lock(&mu_);
+  EXPECT_EQ(completers_.count(std::this_thread::get_id()), 0u);
+}
+
+TEST_F(FinalizerTest, AfterAnAbortTryCompleteLeavesEverythingToBeFailed) {
+  finalizer_.Abort(absl::UnavailableError("peer lost"));
+  AddFiredForMe("a");
+  EXPECT_FALSE(finalizer_.TryComplete());
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  EXPECT_EQ(StatusOf("a").code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(FinalizerTest, ItemsPolledByACallerAndTheThreadCompleteOnceInOrder) {
+  // Events fire at random moments while this thread calls TryComplete in a
+  // loop and the completion thread polls too: each entry completes once.
+  constexpr int kItems = 300;
+  std::vector<std::shared_ptr<std::atomic<bool>>> fired;
+  std::vector<std::string> names;
+  for (int i = 0; i < kItems; ++i) {
+    names.push_back(absl::StrCat("t", i));
+    fired.push_back(Add(names.back()));
+  }
+  std::thread firer([&] {
+    for (auto& f : fired) {
+      if (rand() % 4 == 0) absl::SleepFor(absl::Microseconds(rand() % 300));
+      f->store(true);
+    }
+  });
+  while (finalizer_.Pending()) finalizer_.TryComplete();
+  firer.join();
+  ASSERT_TRUE(finalizer_.Drain(absl::Now() + absl::Seconds(10)));
+  EXPECT_EQ(Completed(), names);
+  for (const auto& name : names) EXPECT_TRUE(StatusOf(name).ok()) << name;
 }
 
 TEST_F(FinalizerTest, AnItemFailedWhileQueuedFailsAfterTheOnesBeforeIt) {

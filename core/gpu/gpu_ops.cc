@@ -95,13 +95,13 @@ absl::StatusOr<std::shared_ptr<runtime::ReadyEvent>> GpuOps::MarkReady(
   return (*device)->MarkReady(stream);
 }
 
-absl::Status GpuOps::Execute(const runtime::Response& response,
+absl::Status GpuOps::Execute(runtime::Response response,
                              std::vector<std::unique_ptr<TensorEntry>>& entries,
                              const collectives::Group& group) {
   used_.store(true, std::memory_order_relaxed);
   Task task;
   task.set_id = response.process_set();
-  task.response = response;
+  task.response = std::move(response);
   task.group = group;
   task.entries.swap(entries);
   absl::Status fatal;
@@ -119,6 +119,17 @@ absl::Status GpuOps::Execute(const runtime::Response& response,
                                          "the GPU backend was shut down")
                                    : fatal);
   return fatal;
+}
+
+bool GpuOps::Progress() {
+  finalizer_.TryComplete();
+  {
+    absl::MutexLock lock(&mu_);
+    // Checked before the finalizer: a task leaves queue_ and running_ only
+    // once it is in the finalizer.
+    if (!queue_.empty() || running_) return true;
+  }
+  return finalizer_.Pending();
 }
 
 void GpuOps::RemoveProcessSet(int id) {
@@ -180,10 +191,12 @@ absl::Status GpuOps::Fatal() {
 }
 
 void GpuOps::Loop() {
+  UsePreciseTimers();  // NCCL's launch and the staged path poll and nap here
   while (true) {
     Task task;
     {
       absl::MutexLock lock(&mu_);
+      running_ = false;  // the last task, if any, is in the finalizer
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !queue_.empty() || stop_;
       };
@@ -191,6 +204,7 @@ void GpuOps::Loop() {
       if (queue_.empty()) return;
       task = std::move(queue_.front());
       queue_.pop_front();
+      running_ = true;
     }
     Run(task);
   }
@@ -202,15 +216,18 @@ void GpuOps::Run(Task& task) {
     return;
   }
   Finalizer::Item item;
-  item.what = Describe(env_.config.rank, task.response);
   item.deadline = absl::Now() + env_.config.timeout;
   absl::Status status = Launch(task, item);
+  // The description is for errors only: built when one is reported.
+  item.what = [rank = env_.config.rank, response = std::move(task.response)] {
+    return Describe(rank, response);
+  };
   if (!status.ok()) {
     // Peers may already wait in a collective this member will never join:
     // stop everything, with this error.
     if (Fatal().ok()) {
       status = absl::Status(status.code(),
-                            absl::StrCat(item.what, ": ", status.message()));
+                            absl::StrCat(item.what(), ": ", status.message()));
     }
     Abort(status);
     item.status = Fatal();

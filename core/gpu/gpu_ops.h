@@ -13,6 +13,8 @@
 //   completion event, handed to the completion thread.
 // - Completion thread (finalizer.h): completes entries once their event has
 //   fired; a timeout or a failed communicator stops the backend.
+// - A caller waiting for its op (Progress): completes finished ops itself
+//   when its poll sees them finish before the completion thread's does.
 //
 // Failure: once anything fails (a communicator, a timeout, Abort from the
 // runtime when a peer is lost), every communicator is aborted, ops in flight
@@ -62,9 +64,10 @@ class GpuOps : public runtime::DeviceOps {
   absl::StatusOr<std::shared_ptr<runtime::ReadyEvent>> MarkReady(
       int device_id, void* stream) override;
   absl::Status Execute(
-      const runtime::Response& response,
+      runtime::Response response,
       std::vector<std::unique_ptr<runtime::TensorEntry>>& entries,
       const collectives::Group& group) override;
+  bool Progress() override;
   void RemoveProcessSet(int id) override;
   void Abort(const absl::Status& reason) override;
   void Shutdown() override;
@@ -120,6 +123,7 @@ class GpuOps : public runtime::DeviceOps {
 
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;  // the device thread has a task
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);

@@ -57,6 +57,8 @@ TEST(GpuOps, ATensorOnAnotherGpuStopsTheBackendNamingIt) {
   EXPECT_THAT(o.status.message(),
               HasSubstr("tensor 'on1' is on GPU 1 but this process runs its "
                         "GPU ops on GPU 0"));
+  EXPECT_THAT(o.status.message(),
+              HasSubstr("rank 0: allreduce of 'on1' on process set 0: "));
   // The backend is stopped: the next op is refused with the same error.
   std::vector<std::unique_ptr<TensorEntry>> third;
   third.push_back(

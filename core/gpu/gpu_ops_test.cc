@@ -53,6 +53,15 @@ TEST(GpuOps, OwnGpusTakeNcclWithOneBatchedCopyEachWayForAFusedResponse) {
   EXPECT_EQ(device->counts().waits.load(), 4);         // each producer event
 }
 
+TEST(GpuOps, TheDeviceThreadSleepsWithoutTimerSlack) {
+  // Its naps (NCCL's launch, the staged path) end when asked, not 50 us on.
+  Job job(Distinct(2));
+  const std::vector<int64_t> counts = {3};
+  ExpectReduced(RunAllreduce(job, counts, ReduceOp::kSum), counts, 2,
+                ReduceOp::kSum);
+  EXPECT_EQ(job.device(0)->counts().recorder_timer_slack_ns.load(), 1);
+}
+
 TEST(GpuOps, FactorsFoldIntoOnePassForFloatSumAndAverage) {
   Job job(Distinct(2));
   const std::vector<int64_t> counts = {6};

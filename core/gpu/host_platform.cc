@@ -1,5 +1,7 @@
 #include "core/gpu/host_platform.h"
 
+#include <sys/prctl.h>
+
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -15,9 +17,15 @@ class HostReady : public runtime::ReadyEvent {
   const int device;
 };
 
-class FiredEvent : public Event {
+// Fired at once, or when `done` says so.
+class HostEvent : public Event {
  public:
-  absl::StatusOr<bool> Done() override { return true; }
+  explicit HostEvent(std::function<absl::StatusOr<bool>()> done)
+      : done_(std::move(done)) {}
+  absl::StatusOr<bool> Done() override { return done_ ? done_() : true; }
+
+ private:
+  const std::function<absl::StatusOr<bool>()> done_;
 };
 
 // Host memory that reports itself as GPU memory of `device`.
@@ -91,7 +99,8 @@ absl::Status HostDevice::Scale(void* data, size_t count, DataType dtype,
 }
 
 absl::StatusOr<std::unique_ptr<Event>> HostDevice::Record() {
-  return std::make_unique<FiredEvent>();
+  counts_.recorder_timer_slack_ns = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  return std::make_unique<HostEvent>(event_done_);
 }
 
 absl::StatusOr<void*> HostDevice::Scratch(int slot, size_t bytes) {
@@ -122,7 +131,10 @@ absl::StatusOr<Device*> HostPlatform::GetDevice(int id) {
   }
   absl::MutexLock lock(&mu_);
   auto& device = devices_[id];
-  if (!device) device = std::make_unique<HostDevice>(id, options_.identity);
+  if (!device) {
+    device = std::make_unique<HostDevice>(id, options_.identity,
+                                          options_.event_done);
+  }
   return device.get();
 }
 

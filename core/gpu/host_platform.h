@@ -33,6 +33,9 @@ struct HostPlatformOptions {
       int rank, int size, Store* store)>
       make_context;
   collectives::CollectiveOptions collective_options;
+  // How the events the devices record answer a poll (on whichever thread
+  // polls); empty: fired at once.
+  std::function<absl::StatusOr<bool>()> event_done;
 };
 
 // What a HostDevice was asked to do, for tests to check the data path.
@@ -42,12 +45,19 @@ struct HostDeviceCounts {
   std::atomic<int> copy_batches{0};  // CopyBatch calls
   std::atomic<int> scales{0};
   std::atomic<int> allocations{0};
+  // Timer slack (ns) of the thread that last called Record: the device
+  // thread's.
+  std::atomic<int> recorder_timer_slack_ns{-1};
 };
 
 class HostDevice : public Device {
  public:
-  HostDevice(int id, std::string identity)
-      : id_(id), identity_(std::move(identity)) {}
+  // `event_done`: as HostPlatformOptions::event_done.
+  HostDevice(int id, std::string identity,
+             std::function<absl::StatusOr<bool>()> event_done = nullptr)
+      : id_(id),
+        identity_(std::move(identity)),
+        event_done_(std::move(event_done)) {}
   int id() const override { return id_; }
   std::string Identity() const override { return identity_; }
   absl::StatusOr<std::shared_ptr<runtime::ReadyEvent>> MarkReady(
@@ -69,6 +79,7 @@ class HostDevice : public Device {
  private:
   const int id_;
   const std::string identity_;
+  const std::function<absl::StatusOr<bool>()> event_done_;
   std::map<int, std::vector<char>> scratch_;
   std::vector<char> host_scratch_;
   HostDeviceCounts counts_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -67,6 +68,9 @@ absl::StatusCode CodeOf(ncclResult_t result) {
       return absl::StatusCode::kInternal;
   }
 }
+
+// How long Settle polls an ncclInProgress without sleeping.
+constexpr absl::Duration kSettleSpin = absl::Microseconds(200);
 
 void Nap(absl::Duration& nap) {
   absl::SleepFor(nap);
@@ -237,7 +241,15 @@ absl::Status NcclComm::Health() {
 absl::Status NcclComm::Settle(ncclResult_t result, absl::string_view call) {
   if (result == ncclSuccess) return absl::OkStatus();
   if (result != ncclInProgress) return NcclError(result, call);
-  const absl::Time deadline = absl::Now() + timeout_;
+  // On a non-blocking communicator of two or more ranks NCCL (2.28) answers
+  // every collective with ncclInProgress: ncclGroupEnd hands the launch to a
+  // thread it starts for the call, which finishes within tens of
+  // microseconds. Napping at once would cost every op at least the nap plus
+  // the kernel's timer slack (50 us by default), so poll (yielding the CPU
+  // to that thread) for a while first.
+  const absl::Time now = absl::Now();
+  const absl::Time deadline = now + timeout_;
+  const absl::Time spin_until = now + kSettleSpin;
   absl::Duration nap = absl::Microseconds(5);
   while (true) {
     ncclResult_t state = ncclSuccess;
@@ -262,7 +274,11 @@ absl::Status NcclComm::Settle(ncclResult_t result, absl::string_view call) {
       AbortLocked(error);
       return error;
     }
-    Nap(nap);
+    if (absl::Now() < spin_until) {
+      std::this_thread::yield();
+    } else {
+      Nap(nap);
+    }
   }
 }
 

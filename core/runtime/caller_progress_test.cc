@@ -2,6 +2,7 @@
 // thread (Runtime::Drive), sharing them with the background thread: one
 // Runtime per rank in this process, over real transports.
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <set>
@@ -147,7 +148,7 @@ class ThreadDeviceOps : public DeviceOps {
   absl::StatusOr<std::shared_ptr<ReadyEvent>> MarkReady(int, void*) override {
     return std::shared_ptr<ReadyEvent>();
   }
-  absl::Status Execute(const Response&,
+  absl::Status Execute(Response,
                        std::vector<std::unique_ptr<TensorEntry>>& entries,
                        const collectives::Group&) override {
     std::vector<std::shared_ptr<TensorEntry>> taken;
@@ -161,6 +162,7 @@ class ThreadDeviceOps : public DeviceOps {
     });
     return absl::OkStatus();
   }
+  bool Progress() override { return false; }
   void RemoveProcessSet(int) override {}
   void Abort(const absl::Status&) override {}
   void Shutdown() override {
@@ -173,6 +175,144 @@ class ThreadDeviceOps : public DeviceOps {
   absl::Mutex mu_;
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
 };
+
+// A device backend whose ops have finished on the GPU once `finished` is
+// set, and complete only when a caller polls (Progress) -- as if its own
+// completion thread never woke -- or at Shutdown. Notes the threads that
+// completed them and when Progress was called.
+class PolledDeviceOps : public DeviceOps {
+ public:
+  explicit PolledDeviceOps(std::shared_ptr<std::atomic<bool>> finished)
+      : finished_(std::move(finished)) {}
+  ~PolledDeviceOps() override { Shutdown(); }
+  absl::StatusOr<std::shared_ptr<ReadyEvent>> MarkReady(int, void*) override {
+    return std::shared_ptr<ReadyEvent>();
+  }
+  absl::Status Execute(Response,
+                       std::vector<std::unique_ptr<TensorEntry>>& entries,
+                       const collectives::Group&) override {
+    absl::MutexLock lock(&mu_);
+    for (auto& e : entries) {
+      if (e) in_flight_.push_back(std::move(e));
+    }
+    return absl::OkStatus();
+  }
+  bool Progress() override {
+    absl::MutexLock lock(&mu_);
+    polls_.push_back(absl::Now());
+    if (finished_->load()) {
+      for (auto& e : in_flight_) {
+        completers_.insert(std::this_thread::get_id());
+        e->done(absl::OkStatus(), OpResult());
+      }
+      in_flight_.clear();
+    }
+    return !in_flight_.empty();
+  }
+  void RemoveProcessSet(int) override {}
+  void Abort(const absl::Status&) override {}
+  void Shutdown() override {
+    absl::MutexLock lock(&mu_);
+    for (auto& e : in_flight_) {
+      e->done(absl::CancelledError("shut down"), OpResult());
+    }
+    in_flight_.clear();
+  }
+  std::set<std::thread::id> completers() {
+    absl::MutexLock lock(&mu_);
+    return completers_;
+  }
+  std::vector<absl::Time> polls() {
+    absl::MutexLock lock(&mu_);
+    return polls_;
+  }
+
+ private:
+  const std::shared_ptr<std::atomic<bool>> finished_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<TensorEntry>> in_flight_ ABSL_GUARDED_BY(mu_);
+  std::set<std::thread::id> completers_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Time> polls_ ABSL_GUARDED_BY(mu_);
+};
+
+// A job of size 1 over PolledDeviceOps, whose timers (30 s) never end a
+// wait in these tests.
+class PolledDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Config config;
+    config.size = 1;
+    config.cycle_time = absl::Seconds(30);
+    config.idle_cycle_time = absl::Seconds(30);
+    auto runtime = Runtime::Start(
+        config, RuntimeParts(), &handles_,
+        [this](const DeviceEnv&) -> absl::StatusOr<std::unique_ptr<DeviceOps>> {
+          auto ops = std::make_unique<PolledDeviceOps>(finished_);
+          device_ = ops.get();
+          return ops;
+        });
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    runtime_ = std::move(*runtime);
+  }
+  void TearDown() override {
+    if (runtime_) runtime_->Shutdown();
+  }
+  int64_t Submit(std::vector<float>& data, bool gpu) {
+    auto entry = Allreduce(gpu ? "on a stream" : "on the host", data);
+    if (gpu) {
+      entry->device = DeviceType::kGpu;
+      entry->request.set_device(static_cast<int32_t>(DeviceType::kGpu));
+    }
+    return runtime_->Submit(One(std::move(entry))).value();
+  }
+
+  HandleTable handles_;
+  std::shared_ptr<std::atomic<bool>> finished_ =
+      std::make_shared<std::atomic<bool>>(true);
+  PolledDeviceOps* device_ = nullptr;
+  std::unique_ptr<Runtime> runtime_;
+};
+
+TEST_F(PolledDeviceTest, ACallerCompletesItsFinishedDeviceOpItself) {
+  std::vector<float> data(4, 1.0f);
+  for (int call = 0; call < 3; ++call) {
+    const int64_t handle = Submit(data, /*gpu=*/true);
+    const absl::Time start = absl::Now();
+    runtime_->Drive(handle, start + absl::Seconds(5));
+    EXPECT_EQ(handles_.Poll(handle), 1) << "call " << call;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << "call " << call;
+    handles_.Release(handle);
+  }
+  EXPECT_EQ(device_->completers(),
+            std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+TEST_F(PolledDeviceTest, AnUnfinishedDeviceOpIsPolledOnlyBrieflyThenWaitedFor) {
+  finished_->store(false);
+  std::vector<float> data(4, 1.0f);
+  const int64_t handle = Submit(data, /*gpu=*/true);
+  const absl::Time start = absl::Now();
+  runtime_->Drive(handle, start + absl::Milliseconds(100));
+  EXPECT_EQ(handles_.Poll(handle), 0);
+  const std::vector<absl::Time> polls = device_->polls();
+  ASSERT_FALSE(polls.empty());
+  // 200 us of polling, then sleeps on the handle: nothing after 50 ms.
+  EXPECT_LT(polls.back() - start, absl::Milliseconds(50));
+  finished_->store(true);
+  runtime_->Drive(handle, absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(handles_.Poll(handle), 1);
+}
+
+TEST_F(PolledDeviceTest, ACallerWhoseOpRunsInTheCycleNeverPollsTheDevice) {
+  std::vector<float> data(4, 1.0f);
+  for (int call = 0; call < 3; ++call) {
+    const int64_t handle = Submit(data, /*gpu=*/false);
+    runtime_->Drive(handle, absl::Now() + absl::Seconds(5));
+    EXPECT_EQ(handles_.Poll(handle), 1) << "call " << call;
+    handles_.Release(handle);
+  }
+  EXPECT_TRUE(device_->polls().empty());
+}
 
 TEST(CallerProgress, ACallerWhoseOpRunsOffTheCyclesWaitsForItNotForATimer) {
   // A cycle with nothing to do sleeps until its timer, 30 s here; the op

@@ -5,9 +5,9 @@
 //
 // Threading: Execute and RemoveProcessSet run in the runtime's cycles (one at
 // a time, on the background thread or on a framework thread that drives
-// them), Shutdown on the thread shutting the runtime down; MarkReady on
-// framework threads; Abort on any thread. A backend runs its GPU work on
-// threads of its own and never blocks a cycle on a GPU stream.
+// them), Shutdown on the thread shutting the runtime down; MarkReady and
+// Progress on framework threads; Abort on any thread. A backend runs its GPU
+// work on threads of its own and never blocks a cycle on a GPU stream.
 #ifndef HVD_CORE_RUNTIME_DEVICE_OPS_H_
 #define HVD_CORE_RUNTIME_DEVICE_OPS_H_
 
@@ -39,15 +39,24 @@ class DeviceOps {
       int device_id, void* stream) = 0;
 
   // Starts `response` (a data op on GPU tensors; this rank is member
-  // `group.index` of its process set). Takes every non-null entry out of
-  // `entries` (null ones are ranks that joined) and completes each exactly
-  // once, later and from another thread, when the GPU work on its memory has
-  // finished or failed. Returns at once. Non-OK only when the backend cannot
-  // run anything any more (the job must stop); the entries are still taken.
+  // `group.index` of its process set; the backend keeps the response, so
+  // callers that are done with theirs move it in). Takes every non-null
+  // entry out of `entries` (null ones are ranks that joined) and completes
+  // each exactly once, later (on a thread of its own, or in Progress), when
+  // the GPU work on its memory has finished or failed. Returns at once. Non-OK
+  // only when the backend cannot run anything any more (the job must stop); the
+  // entries are still taken.
   virtual absl::Status Execute(
-      const Response& response,
-      std::vector<std::unique_ptr<TensorEntry>>& entries,
+      Response response, std::vector<std::unique_ptr<TensorEntry>>& entries,
       const collectives::Group& group) = 0;
+
+  // Completes, on the calling thread, the ops whose GPU work has finished,
+  // in order as the backend's own threads would, and returns at once: a
+  // caller waiting for its op polls this rather than sleep until another
+  // thread notices and wakes it. Failures, timeouts and aborts stay with the
+  // backend's threads. True while ops are in flight (worth polling again),
+  // false when none is.
+  virtual bool Progress() = 0;
 
   // Process set `id` was removed on every rank: its communicators may go.
   virtual void RemoveProcessSet(int id) = 0;

@@ -71,7 +71,8 @@ struct TensorEntry {
   absl::Time enqueued;
   int cache_slot = -1;     // >= 0: negotiated by response-cache bit
   // Called exactly once: on the background thread, or for GPU tensors on the
-  // device backend's completion thread.
+  // device backend's completion thread or a caller waiting for its op
+  // (DeviceOps::Progress).
   DoneCallback done;
 
   int64_t NumElements() const;

@@ -168,8 +168,7 @@ void Executor::Retune(const Tuning& tuning) {
   fusion_threshold_bytes_ = static_cast<size_t>(tuning.fusion_threshold());
 }
 
-absl::Status Executor::Execute(const Response& response,
-                               PendingTable& pending) {
+absl::Status Executor::Execute(Response& response, PendingTable& pending) {
   for (const auto& name : response.names()) timeline_->ActivityEnd(name);
   if (response.type() == JOIN) {
     CompleteJoin(response, pending);
@@ -261,7 +260,7 @@ absl::Status Executor::RunData(const Response& response, Entries& entries,
   return absl::OkStatus();
 }
 
-absl::Status Executor::RunOnDevice(const Response& response, Entries& entries,
+absl::Status Executor::RunOnDevice(Response& response, Entries& entries,
                                    const collectives::Group& group) {
   if (device_ == nullptr) {
     FailEntries(entries,
@@ -286,7 +285,7 @@ absl::Status Executor::RunOnDevice(const Response& response, Entries& entries,
       if (done) done(status, std::move(result));
     };
   }
-  return device_->Execute(response, entries, group);
+  return device_->Execute(std::move(response), entries, group);
 }
 
 void* Executor::FusionBuffer(size_t bytes) {

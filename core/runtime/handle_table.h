@@ -18,7 +18,8 @@
 namespace hvd::runtime {
 
 // Thread-safe: Complete() runs on the background thread (or the GPU
-// backend's completion thread), the rest on framework threads.
+// backend's completion thread, or a framework thread completing GPU ops in
+// DeviceOps::Progress), the rest on framework threads.
 class HandleTable {
  public:
   HandleTable() = default;

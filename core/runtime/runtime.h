@@ -142,6 +142,11 @@ class Runtime {
   // whose op runs outside the cycles (on a GPU stream) waits for its handle
   // while there is none.
   bool CycleHasWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // A caller's wait for `handle`, whose op runs on a GPU stream: polls the
+  // device backend (DeviceOps::Progress), yielding the CPU in between, until
+  // the handle is done or a cycle has work (true), or until nothing is in
+  // flight on the device or `until` (false: sleep on the handle instead).
+  bool PollDevice(int64_t handle, absl::Time until);
   // RunCycle's body; false when the loop must end.
   bool CycleBody(bool waited) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Whether this rank reports metrics_ (HVD_METRICS_INTERVAL set, in a job
@@ -186,7 +191,8 @@ class Runtime {
   absl::Status SendToChildren(const std::vector<int>& children,
                               const std::string& reply)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
-  absl::Status Execute(const ResponseList& responses)
+  // Runs `responses` (those on GPU tensors are moved to the device backend).
+  absl::Status Execute(ResponseList& responses)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Switches this rank to the autotuner's values (every rank does, after the
   // same list).

@@ -36,6 +36,12 @@ constexpr absl::Duration kDriverSleepCap = absl::Milliseconds(4);
 // most this long before it tries to run the next cycle itself.
 constexpr absl::Duration kDriverRetry = absl::Microseconds(200);
 
+// How long, in one drive, a caller whose op runs on a GPU stream polls the
+// device backend (yielding the CPU between polls) before it sleeps until
+// the backend's completion thread completes the op: long enough for a small
+// op's launch and run, short enough that a long one costs no core.
+constexpr absl::Duration kDevicePoll = absl::Microseconds(200);
+
 }  // namespace
 
 void Runtime::Loop() {
@@ -115,6 +121,8 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     ++drivers_;
   }
+  // Set when the op is first found off the cycles.
+  absl::Time poll_end = absl::InfinitePast();
   while (handles_->Poll(handle) == 0 && absl::Now() < deadline) {
     if (!cycle_mu_.TryLock()) {
       handles_->Wait(handle, std::min(kDriverRetry, deadline - absl::Now()));
@@ -123,8 +131,13 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
     if (!loop_ended_ && !CycleHasWork()) {
       // The op left the cycles (a GPU stream runs it) and nothing else waits
       // for one: a cycle would sleep until its timer while the handle
-      // completes, so wait for the handle instead.
+      // completes, so poll the device for a while (completing the op here
+      // spares two thread wakeups), then wait for the handle.
       cycle_mu_.Unlock();
+      if (poll_end == absl::InfinitePast()) {
+        poll_end = std::min(absl::Now() + kDevicePoll, deadline);
+      }
+      if (absl::Now() < poll_end && PollDevice(handle, poll_end)) continue;
       handles_->Wait(handle, std::min(kDriverRetry, deadline - absl::Now()));
       continue;
     }
@@ -138,6 +151,21 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
   --drivers_;
   last_driven_ = absl::Now();
   if (last_driven_ - start >= kDriverGrace) long_drive_ended_ = true;
+}
+
+bool Runtime::PollDevice(int64_t handle, absl::Time until) {
+  if (device_ops_ == nullptr) return false;
+  while (true) {
+    // Progress first: a caller whose op just left the cycle finds it in
+    // flight even when the handle is done before the next poll.
+    const bool in_flight = device_ops_->Progress();
+    if (handles_->Poll(handle) != 0 ||
+        has_work_.load(std::memory_order_acquire)) {
+      return true;  // back to the drive loop: done, or a cycle to run
+    }
+    if (!in_flight || absl::Now() >= until) return false;
+    sched_yield();  // The backend's threads may need this CPU.
+  }
 }
 
 bool Runtime::CycleHasWork() {
