@@ -25,6 +25,23 @@ absl::StatusOr<ResponseList> Parse(const std::string& bytes, int from) {
   return list;
 }
 
+// Waits for requests[i], one per child, from `start`, naming the child
+// that failed.
+absl::Status WaitEach(
+    const std::vector<std::unique_ptr<transport::Request>>& requests,
+    const std::vector<int>& children, absl::Time start,
+    const transport::WaitLimits& limits) {
+  for (size_t i = 0; i < children.size(); ++i) {
+    if (absl::Status s = transport::WaitNamingStalls(*requests[i], start,
+                                                     limits, "negotiation");
+        !s.ok()) {
+      return Annotate(
+          s, absl::StrCat("negotiation with rank ", children[i], " failed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Rank 0's cycle: gather one list from every peer (each sends when it has
@@ -120,15 +137,7 @@ absl::Status Runtime::ReceiveBundles(const std::vector<int>& children,
   for (size_t i = 0; i < children.size(); ++i) {
     recvs.push_back(parts_.context->RecvAny(children[i], &(*bundles)[i]));
   }
-  for (size_t i = 0; i < children.size(); ++i) {
-    if (absl::Status s = transport::WaitNamingStalls(
-            *recvs[i], start, wait_limits_, "negotiation");
-        !s.ok()) {
-      return Annotate(
-          s, absl::StrCat("negotiation with rank ", children[i], " failed"));
-    }
-  }
-  return absl::OkStatus();
+  return WaitEach(recvs, children, start, wait_limits_);
 }
 
 absl::Status Runtime::SendToChildren(const std::vector<int>& children,
@@ -137,16 +146,7 @@ absl::Status Runtime::SendToChildren(const std::vector<int>& children,
   for (int child : children) {
     sends.push_back(parts_.context->Send(child, reply.data(), reply.size()));
   }
-  const absl::Time sent = absl::Now();
-  for (size_t i = 0; i < children.size(); ++i) {
-    if (absl::Status s = transport::WaitNamingStalls(
-            *sends[i], sent, wait_limits_, "negotiation");
-        !s.ok()) {
-      return Annotate(
-          s, absl::StrCat("negotiation with rank ", children[i], " failed"));
-    }
-  }
-  return absl::OkStatus();
+  return WaitEach(sends, children, absl::Now(), wait_limits_);
 }
 
 RequestList Runtime::BuildRequests() {

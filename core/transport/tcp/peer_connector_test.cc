@@ -112,6 +112,12 @@ class Rank final : public PeerConnector::Sink {
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
 };
 
+// Starts ranks 0 and 1 of a job of two, with the default test configs.
+void StartPair(Rank& r0, Rank& r1) {
+  r0.Start(r0.Config(0, 2), {r0.endpoint(), r1.endpoint()});
+  r1.Start(r1.Config(1, 2), {r0.endpoint(), r1.endpoint()});
+}
+
 void ExpectCarries(tcp::socket& from, tcp::socket& to) {
   asio::write(from, asio::buffer("ping", 4));
   char got[4];
@@ -121,8 +127,7 @@ void ExpectCarries(tcp::socket& from, tcp::socket& to) {
 
 TEST(PeerConnectorTest, TheHigherRankDialsAndBothSidesGetOneConnection) {
   Rank r0, r1;
-  r0.Start(r0.Config(0, 2), {r0.endpoint(), r1.endpoint()});
-  r1.Start(r1.Config(1, 2), {r0.endpoint(), r1.endpoint()});
+  StartPair(r0, r1);
   r1.Dial(0);
   tcp::socket* s1 = r1.AwaitConnection(0);
   tcp::socket* s0 = r0.AwaitConnection(1);
@@ -135,8 +140,7 @@ TEST(PeerConnectorTest, TheHigherRankDialsAndBothSidesGetOneConnection) {
 
 TEST(PeerConnectorTest, ALowerRankIsCalledBackByTheHigherOne) {
   Rank r0, r1;
-  r0.Start(r0.Config(0, 2), {r0.endpoint(), r1.endpoint()});
-  r1.Start(r1.Config(1, 2), {r0.endpoint(), r1.endpoint()});
+  StartPair(r0, r1);
   r0.Dial(1);
   tcp::socket* s0 = r0.AwaitConnection(1);
   tcp::socket* s1 = r1.AwaitConnection(0);
@@ -161,8 +165,7 @@ TEST(PeerConnectorTest, ALowerRankAsksToBeCalledBackOnlyAfterTheDelay) {
 TEST(PeerConnectorTest, BothRanksReachingForEachOtherAtOnceShareOneSocket) {
   for (int round = 0; round < 20; ++round) {
     Rank r0, r1;
-    r0.Start(r0.Config(0, 2), {r0.endpoint(), r1.endpoint()});
-    r1.Start(r1.Config(1, 2), {r0.endpoint(), r1.endpoint()});
+    StartPair(r0, r1);
     r0.Dial(1);
     r1.Dial(0);
     tcp::socket* s0 = r0.AwaitConnection(1);
