@@ -1,5 +1,9 @@
 #include "core/transport/tcp/handshake.h"
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/transport/tcp/wire.h"
 
@@ -15,6 +19,19 @@ std::string EncodeHello(int rank, int size, absl::string_view token) {
   StoreLE32(static_cast<uint32_t>(token.size()), p + 16);
   out.replace(kHelloFixedBytes, token.size(), token.data(), token.size());
   return out;
+}
+
+std::string HelloProof(absl::string_view secret, int from, int to, int size) {
+  if (secret.empty()) return "";
+  const std::string label =
+      absl::StrCat("hvd tcp hello ", from, " to ", to, " of ", size);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(label.data()), label.size(), mac,
+       &len);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(mac), len));
 }
 
 absl::StatusOr<HelloHeader> DecodeHelloHeader(const unsigned char* bytes) {

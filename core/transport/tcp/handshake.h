@@ -47,6 +47,13 @@ struct HelloHeader {
 // The whole Hello. The token must be at most kMaxTokenBytes.
 std::string EncodeHello(int rank, int size, absl::string_view token);
 
+// What a TCP dialer of rank `from` presents as its Hello's token to rank
+// `to` of a job of `size`: hex HMAC-SHA256(secret, "hvd tcp hello <from> to
+// <to> of <size>"), 64 characters; empty for an empty secret. Bound to the
+// pair, so a Hello seen on the wire opens no other pair, and the secret
+// itself never crosses the wire.
+std::string HelloProof(absl::string_view secret, int from, int to, int size);
+
 // Parses the kHelloFixedBytes at `bytes`. InvalidArgument when the magic or
 // version is wrong or the token is longer than kMaxTokenBytes.
 absl::StatusOr<HelloHeader> DecodeHelloHeader(const unsigned char* bytes);

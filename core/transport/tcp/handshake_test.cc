@@ -34,6 +34,18 @@ TEST(HelloTest, RejectsOversizedToken) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(HelloProofTest, IsBoundToTheSecretThePairAndTheJobSize) {
+  const std::string proof = HelloProof("secret", 2, 0, 4);
+  EXPECT_EQ(proof.size(), 64u);
+  EXPECT_EQ(proof, HelloProof("secret", 2, 0, 4));
+  EXPECT_EQ(proof.find("secret"), std::string::npos);
+  EXPECT_NE(proof, HelloProof("secret", 2, 1, 4));  // another listener
+  EXPECT_NE(proof, HelloProof("secret", 0, 2, 4));  // the other way
+  EXPECT_NE(proof, HelloProof("secret", 2, 0, 5));  // another job size
+  EXPECT_NE(proof, HelloProof("secreT", 2, 0, 4));  // another job
+  EXPECT_EQ(HelloProof("", 2, 0, 4), "");
+}
+
 TEST(TokensEqualTest, ComparesContentAndLength) {
   EXPECT_TRUE(TokensEqual("secret", "secret"));
   EXPECT_TRUE(TokensEqual("", ""));

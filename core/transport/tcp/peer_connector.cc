@@ -127,7 +127,8 @@ void PeerConnector::StartDial(int peer) {
   dialers_[peer] = std::make_unique<Dialer>(
       io_, peer,
       static_cast<size_t>(peer) < candidates_.size() ? candidates_[peer] : none,
-      EncodeHello(config_.rank, config_.size, config_.token),
+      EncodeHello(config_.rank, config_.size,
+                  HelloProof(config_.token, config_.rank, peer, config_.size)),
       absl::Now() + config_.connect_timeout);
   Dialer& d = *dialers_[peer];
   if (d.candidates.empty()) {
@@ -258,10 +259,6 @@ void PeerConnector::ReadHelloToken(std::shared_ptr<Incoming> in) {
 
 void PeerConnector::CheckHello(std::shared_ptr<Incoming> in) {
   const HelloHeader& h = in->header;
-  if (!TokensEqual(config_.token, in->token)) {
-    Refuse(in, static_cast<uint8_t>(HelloReply::kBadToken), "wrong job token");
-    return;
-  }
   if (h.size != static_cast<uint32_t>(config_.size)) {
     Refuse(in, static_cast<uint8_t>(HelloReply::kBadProtocol),
            absl::StrCat("its job size is ", h.size, ", ours ", config_.size));
@@ -271,6 +268,14 @@ void PeerConnector::CheckHello(std::shared_ptr<Incoming> in) {
       h.rank >= static_cast<uint32_t>(config_.size)) {
     Refuse(in, static_cast<uint8_t>(HelloReply::kBadRank),
            absl::StrCat("this is rank ", config_.rank, " of ", config_.size));
+    return;
+  }
+  // The proof is bound to the claimed rank and this one (HelloProof).
+  if (!TokensEqual(HelloProof(config_.token, static_cast<int>(h.rank),
+                              config_.rank, config_.size),
+                   in->token)) {
+    Refuse(in, static_cast<uint8_t>(HelloReply::kBadToken),
+           "wrong job token, or a hello meant for another rank");
     return;
   }
   if (h.rank < static_cast<uint32_t>(config_.rank)) {
@@ -300,21 +305,20 @@ void PeerConnector::Reply(std::shared_ptr<Incoming> in, uint8_t reply) {
 void PeerConnector::AwaitConfirm(std::shared_ptr<Incoming> in) {
   // A dialer whose attempt timed out before our reply has closed this
   // connection and will retry: only a confirmed connection counts.
-  asio::async_read(in->socket, asio::buffer(&in->reply, 1),
-                   [this, in](const error_code& e, size_t) {
-                     if (closed_ || in->dropped) return;
-                     if (e || in->reply != kHelloConfirm) {
-                       Drop(in);
-                       return;
-                     }
-                     in->dropped = true;  // handed over, not closed
-                     in->timer.cancel();
-                     incoming_.erase(
-                         std::remove(incoming_.begin(), incoming_.end(), in),
-                         incoming_.end());
-                     Connected(static_cast<int>(in->header.rank),
-                               std::move(in->socket));
-                   });
+  asio::async_read(
+      in->socket, asio::buffer(&in->reply, 1),
+      [this, in](const error_code& e, size_t) {
+        if (closed_ || in->dropped) return;
+        if (e || in->reply != kHelloConfirm) {
+          Drop(in);
+          return;
+        }
+        in->dropped = true;  // handed over, not closed
+        in->timer.cancel();
+        incoming_.erase(std::remove(incoming_.begin(), incoming_.end(), in),
+                        incoming_.end());
+        Connected(static_cast<int>(in->header.rank), std::move(in->socket));
+      });
 }
 
 void PeerConnector::Refuse(std::shared_ptr<Incoming> in, uint8_t reply,

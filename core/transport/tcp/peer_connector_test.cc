@@ -230,6 +230,35 @@ TEST(PeerConnectorTest, AcceptorIgnoresStrangersAndKeepsListening) {
   EXPECT_NE(r0.AwaitConnection(1), nullptr);
 }
 
+// What a listener answers a raw connection that sends `hello`.
+unsigned char ReplyTo(const Endpoint& listener, const std::string& hello) {
+  asio::io_context io;
+  tcp::socket socket(io);
+  socket.connect(listener);
+  asio::write(socket, asio::buffer(hello));
+  unsigned char reply = 0xff;
+  asio::read(socket, asio::buffer(&reply, 1));
+  return reply;
+}
+
+TEST(PeerConnectorTest, AHelloSeenOnTheWireOpensNoOtherPair) {
+  Rank r0, r1, r2;
+  const std::vector<Endpoint> all = {r0.endpoint(), r1.endpoint(),
+                                     r2.endpoint()};
+  r0.Start(r0.Config(0, 3), all);
+  r1.Start(r1.Config(1, 3), all);
+  // Rank 2's hello to rank 0, as an observer of that connection saw it.
+  const std::string seen = EncodeHello(2, 3, HelloProof("t", 2, 0, 3));
+  EXPECT_EQ(ReplyTo(r1.endpoint(), seen),
+            static_cast<unsigned char>(HelloReply::kBadToken));
+  EXPECT_EQ(ReplyTo(r0.endpoint(), seen),
+            static_cast<unsigned char>(HelloReply::kAccepted));
+  // The raw token is no proof either.
+  EXPECT_EQ(ReplyTo(r0.endpoint(), EncodeHello(2, 3, "t")),
+            static_cast<unsigned char>(HelloReply::kBadToken));
+  EXPECT_EQ(r0.connections() + r1.connections(), 0);  // never confirmed
+}
+
 TEST(PeerConnectorTest, ADialerOfAnotherJobSizeIsRefused) {
   Rank r0, r2;
   r0.Start(r0.Config(0, 2), {r0.endpoint(), r2.endpoint()});

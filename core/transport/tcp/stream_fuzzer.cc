@@ -35,8 +35,8 @@ void WriteAll(asio::ip::tcp::socket& socket, const void* data, size_t size,
   do {
     ec.clear();
     done += asio::write(
-        socket, asio::buffer(static_cast<const char*>(data) + done,
-                             size - done), ec);
+        socket,
+        asio::buffer(static_cast<const char*>(data) + done, size - done), ec);
   } while (ec == asio::error::interrupted);
 }
 
@@ -46,8 +46,7 @@ void ReadAll(asio::ip::tcp::socket& socket, void* data, size_t size,
   do {
     ec.clear();
     done += asio::read(
-        socket, asio::buffer(static_cast<char*>(data) + done, size - done),
-        ec);
+        socket, asio::buffer(static_cast<char*>(data) + done, size - done), ec);
   } while (ec == asio::error::interrupted);
 }
 
@@ -56,8 +55,8 @@ void ReadAll(asio::ip::tcp::socket& socket, void* data, size_t size,
 std::string Handshake(hvd::Store& store, asio::ip::tcp::socket& socket) {
   // Rank 0 gathers every rank's address before it accepts: rank 1's, never
   // dialled, completes the book.
-  tcp::PeerRecord mine{"fuzz", {asio::ip::tcp::endpoint(
-                                    asio::ip::address_v4::loopback(), 1)}};
+  tcp::PeerRecord mine{
+      "fuzz", {asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), 1)}};
   if (!store.Set("tcp/1", tcp::EncodePeerRecord(mine)).ok()) {
     return "cannot publish rank 1's address";
   }
@@ -72,7 +71,8 @@ std::string Handshake(hvd::Store& store, asio::ip::tcp::socket& socket) {
     socket.connect(endpoint, ec);
   } while (ec == asio::error::interrupted);
   if (ec) return "connect: " + ec.message();
-  const std::string hello = tcp::EncodeHello(1, 2, kToken);
+  const std::string hello =
+      tcp::EncodeHello(1, 2, tcp::HelloProof(kToken, 1, 0, 2));
   WriteAll(socket, hello.data(), hello.size(), ec);
   if (ec) return "hello: " + ec.message();
   unsigned char reply = 0xff;
@@ -103,7 +103,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   accept.join();
   if (!failed.empty() || !rank0.ok()) {
     // Not a finding about the input: the harness could not set up the job.
-    std::fprintf(stderr, "stream_fuzzer: set-up failed (rank 1: %s; rank 0: %s)\n",
+    std::fprintf(stderr,
+                 "stream_fuzzer: set-up failed (rank 1: %s; rank 0: %s)\n",
                  failed.empty() ? "connected" : failed.c_str(),
                  rank0.ok() ? "connected"
                             : std::string(rank0.status().message()).c_str());
