@@ -111,7 +111,10 @@ absl::Status ReduceScatterDoubling(transport::Context& context,
       job.op, unscaled);
   if (!status.ok()) return status;  // nothing is left posted on `work`
   const Span own = job.blocks[group.index];
-  std::memcpy(job.output, work.data() + own.offset, own.bytes);
+  // An empty block may come with no output buffer at all.
+  if (own.bytes > 0) {
+    std::memcpy(job.output, work.data() + own.offset, own.bytes);
+  }
   return absl::OkStatus();
 }
 
