@@ -99,42 +99,37 @@ class AllgatherDoubling {
         group_(group),
         output_(output),
         blocks_(blocks),
-        limits_(internal::LimitsOf(options)) {
-    const int n = group.size();
-    while (p_ * 2 <= n) p_ *= 2;
-    r_ = n - p_;
-  }
+        limits_(internal::LimitsOf(options)),
+        layout_(group.size()) {}
 
   absl::Status Run() {
     const int me = group_.index;
     const Span all = Bytes(0, group_.size());
-    if (me < 2 * r_ && me % 2 == 0) {
+    if (layout_.FoldedOut(me)) {
       absl::Status s = Swap(me + 1, Bytes(me, me + 1), Span{});
       return s.ok() ? Swap(me + 1, Span{}, all) : s;
     }
-    if (me < 2 * r_) {
+    if (layout_.FoldedIn(me)) {
       if (absl::Status s = Swap(me - 1, Span{}, Bytes(me - 1, me)); !s.ok()) {
         return s;
       }
     }
-    const int v = me < 2 * r_ ? me / 2 : me - r_;
-    for (int mask = 1; mask < p_; mask <<= 1) {
+    const int v = layout_.Position(me);
+    for (int mask = 1; mask < layout_.p; mask <<= 1) {
       const int w = v ^ mask;
-      absl::Status s = Swap(First(w), Held(v, mask), Held(w, mask));
+      absl::Status s = Swap(layout_.Member(w), Held(v, mask), Held(w, mask));
       if (!s.ok()) return s;
     }
-    return me < 2 * r_ ? Swap(me - 1, all, Span{}) : absl::OkStatus();
+    return layout_.FoldedIn(me) ? Swap(me - 1, all, Span{}) : absl::OkStatus();
   }
 
  private:
-  // The first member standing for doubling position `v`.
-  int First(int v) const { return v < r_ ? 2 * v + 1 : v + r_; }
   // The members of positions [v & ~(mask - 1), + mask), as bytes of output.
   Span Held(int v, int mask) const {
     const int lo = v & ~(mask - 1);
     const int hi = lo + mask;  // exclusive, in positions
-    auto first_member = [&](int u) { return u < r_ ? 2 * u : u + r_; };
-    return Bytes(first_member(lo), hi == p_ ? group_.size() : first_member(hi));
+    return Bytes(layout_.FirstMember(lo),
+                 hi == layout_.p ? group_.size() : layout_.FirstMember(hi));
   }
   // Members [a, b) as bytes of output.
   Span Bytes(int a, int b) const {
@@ -161,8 +156,7 @@ class AllgatherDoubling {
   char* const output_;
   const std::vector<Span>& blocks_;
   const transport::WaitLimits limits_;
-  int p_ = 1;
-  int r_ = 0;
+  const internal::DoublingLayout layout_;
 };
 
 }  // namespace

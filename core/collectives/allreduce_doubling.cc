@@ -18,9 +18,6 @@
 namespace hvd::collectives::internal {
 namespace {
 
-// The member at position `v` of the p that double (r pairs folded first).
-int MemberAt(int v, int r) { return v < r ? 2 * v + 1 : v + r; }
-
 // Works on a copy of the caller's buffer in its own scratch, with room for
 // the partner's: a failure leaves requests posted on the scratch only
 // (kept for good then), never on the caller's memory.
@@ -92,32 +89,29 @@ class Doubling {
 absl::Status AllreduceDoubling(transport::Context& context, const Group& group,
                                void* data, size_t count, DataType dtype,
                                ReduceOp op, const CollectiveOptions& options) {
-  const int n = group.size();
   const int me = group.index;
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const int r = n - p;
+  const DoublingLayout layout(group.size());
   const size_t bytes = count * DataTypeSize(dtype);
   Doubling doubling(context, group, count, dtype, op, options);
   std::memcpy(doubling.work(), data, bytes);
   absl::Status status;
-  if (me < 2 * r && me % 2 == 0) {
-    // Folded out: the odd neighbour stands in, and sends the result back.
+  if (layout.FoldedOut(me)) {
+    // The odd neighbour stands in, and sends the result back.
     status = doubling.SendTo(me + 1);
     if (status.ok()) status = doubling.RecvFrom(me + 1, doubling.work());
   } else {
-    if (me < 2 * r) {
+    if (layout.FoldedIn(me)) {
       status = doubling.RecvFrom(me - 1, doubling.theirs());
       if (status.ok()) doubling.Combine(/*theirs_first=*/true);
     }
-    const int v = me < 2 * r ? me / 2 : me - r;
-    for (int mask = 1; status.ok() && mask < p; mask <<= 1) {
-      status = doubling.ExchangeWith(MemberAt(v ^ mask, r));
+    const int v = layout.Position(me);
+    for (int mask = 1; status.ok() && mask < layout.p; mask <<= 1) {
+      status = doubling.ExchangeWith(layout.Member(v ^ mask));
     }
     if (status.ok()) {
       Postscale(doubling.work(), count, dtype, options.postscale,
                 options.divisor);
-      if (me < 2 * r) status = doubling.SendTo(me - 1);
+      if (layout.FoldedIn(me)) status = doubling.SendTo(me - 1);
     }
   }
   if (status.ok()) std::memcpy(data, doubling.work(), bytes);

@@ -92,7 +92,11 @@ PeerConnector::PeerConnector(asio::io_context& io, tcp::acceptor acceptor,
         const tcp::endpoint local = acceptor_.local_endpoint(ec);
         return ec ? std::string("unknown address") : EndpointString(local);
       }()),
-      candidates_(std::move(dial_candidates)),
+      // One list per rank, so that every dialer can refer to its own.
+      candidates_([&] {
+        dial_candidates.resize(config_.size);
+        return std::move(dial_candidates);
+      }()),
       sink_(sink) {
   dialers_.resize(config_.size);
   connected_.resize(config_.size, false);
@@ -123,10 +127,8 @@ void PeerConnector::StartDial(int peer) {
       dialers_[peer] != nullptr || connected_[peer]) {
     return;
   }
-  const std::vector<Endpoint> none;
   dialers_[peer] = std::make_unique<Dialer>(
-      io_, peer,
-      static_cast<size_t>(peer) < candidates_.size() ? candidates_[peer] : none,
+      io_, peer, candidates_[peer],
       EncodeHello(config_.rank, config_.size,
                   HelloProof(config_.token, config_.rank, peer, config_.size)),
       absl::Now() + config_.connect_timeout);
