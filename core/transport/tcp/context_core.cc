@@ -43,6 +43,7 @@ void Core::Shutdown() {
       status_ = absl::CancelledError(
           absl::StrCat("rank ", rank_, ": TCP transport context destroyed"));
     }
+    failed_.store(true, std::memory_order_release);
   }
   for (auto& pair : pairs_) {
     if (pair == nullptr) continue;
@@ -62,12 +63,21 @@ Pair* Core::pair(int peer) const {
 void Core::Fail(absl::Status status) {
   {
     absl::MutexLock lock(&mu_);
-    if (!status_.ok()) return;
-    status_ = status;
+    if (pairs_failed_) return;
+    pairs_failed_ = true;
+    if (status_.ok()) status_ = status;
+    failed_.store(true, std::memory_order_release);
+    status = status_;  // the first failure recorded
   }
   for (auto& pair : pairs_) {
     if (pair != nullptr) pair->Fail(status);
   }
+}
+
+void Core::OnPairFailing(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (status_.ok()) status_ = status;
+  failed_.store(true, std::memory_order_release);
 }
 
 absl::Status Core::status() const {
@@ -76,9 +86,12 @@ absl::Status Core::status() const {
 }
 
 void Core::OnPairFailure(absl::Status status) {
-  if (this->status().ok()) {
-    HVD_LOG(WARNING) << status.message();
+  bool first;
+  {
+    absl::MutexLock lock(&mu_);
+    first = !pairs_failed_ && status_ == status;
   }
+  if (first) HVD_LOG(WARNING) << status.message();
   Fail(std::move(status));
 }
 

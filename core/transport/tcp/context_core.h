@@ -54,9 +54,16 @@ class Core final : public PairObserver, public PeerConnector::Sink {
   // Records the first failure and fails every pair's pending and future ops.
   void Fail(absl::Status status);
   absl::Status status() const;
+  // status() unless it is OK, which this answers without a lock: what a new
+  // op fails with.
+  absl::Status FailureIfAny() const {
+    return failed_.load(std::memory_order_acquire) ? status()
+                                                   : absl::OkStatus();
+  }
   // Has the io thread watch every pair with unwatched receives.
   void WatchAll();
 
+  void OnPairFailing(const absl::Status& status) override;
   void OnPairFailure(absl::Status status) override;
   void OnUnwatchedRecv() override;
   void OnFirstPost(int peer) override;
@@ -76,10 +83,14 @@ class Core final : public PairObserver, public PeerConnector::Sink {
   std::vector<std::unique_ptr<Pair>> pairs_;  // by peer rank; fixed after Start
   std::thread io_thread_;
   std::atomic<bool> any_unwatched_{false};
+  std::atomic<bool> failed_{false};  // status_ is not OK
   std::atomic<bool> shut_down_{false};
 
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  // Every pair has been failed with status_ (status_ may be recorded
+  // first, by OnPairFailing).
+  bool pairs_failed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace hvd::transport::tcp_internal

@@ -131,6 +131,7 @@ absl::Status Pair::DoSend() {
     if (WouldBlock(ec)) return absl::OkStatus();
     if (ec) {
       absl::Status failure = IoError("sending to", ec);
+      observer_->OnPairFailing(failure);
       FailLocked(send_, failure);
       return failure;
     }
@@ -302,6 +303,7 @@ absl::Status Pair::DoRecv() {
       if (op.header_done == kHeaderBytes) failure = CheckHeader(op, got);
     }
     if (!failure.ok()) {
+      observer_->OnPairFailing(failure);
       FailLocked(recv_, failure);
       return failure;
     }

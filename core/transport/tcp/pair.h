@@ -45,8 +45,12 @@ namespace hvd::transport::tcp_internal {
 class PairObserver {
  public:
   virtual ~PairObserver() = default;
-  // An I/O failure; the Pair has already failed that direction's ops.
-  // Called with no Pair lock held.
+  // An I/O failure, before the Pair fails that direction's ops (so that
+  // whoever sees an op fail finds the context failed too). Called with the
+  // direction's lock held: must not call back into the Pair.
+  virtual void OnPairFailing(const absl::Status& status) = 0;
+  // The same failure, once that direction's ops have failed. Called with no
+  // Pair lock held.
   virtual void OnPairFailure(absl::Status status) = 0;
   // A receive was queued unwatched (TakeNeedsWatch() is now true). Called
   // with the receive lock held: must not call back into the Pair.

@@ -68,7 +68,9 @@ TcpContext::~TcpContext() { core_->Shutdown(); }
 
 std::unique_ptr<Request> TcpContext::Post(std::shared_ptr<Op> op, bool watch) {
   Pair* pair = core_->pair(op->peer());
-  if (pair == nullptr) {
+  if (absl::Status failed = core_->FailureIfAny(); !failed.ok()) {
+    op->Complete(std::move(failed));  // failed before the pairs heard of it
+  } else if (pair == nullptr) {
     op->Complete(absl::InvalidArgumentError(absl::StrCat(
         "rank ", rank(), ": ", OpKindName(op->kind()), " with peer ",
         op->peer(), ", which is not another rank of this size-", size(),
