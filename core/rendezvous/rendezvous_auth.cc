@@ -36,8 +36,6 @@ struct MethodTableAccess {
 };
 template struct MethodTableAccess<&grpc::Service::methods_>;
 
-constexpr char kRejection[] = "missing or wrong job token";
-
 }  // namespace
 
 // The rejection warnings: the first at once, then at most one per interval.
@@ -65,10 +63,10 @@ class RejectionLog {
   void ReportLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (unreported_ == 1) {
       HVD_LOG(WARNING) << "rendezvous: rejected " << latest_ << ": "
-                       << kRejection;
+                       << kTokenRejection;
     } else {
       HVD_LOG(WARNING) << "rendezvous: rejected " << unreported_
-                       << " calls with a " << kRejection << " (latest: "
+                       << " calls with a " << kTokenRejection << " (latest: "
                        << latest_ << ")";
     }
     unreported_ = 0;
@@ -81,17 +79,27 @@ class RejectionLog {
   std::string latest_ ABSL_GUARDED_BY(mu_);
 };
 
-namespace {
+TokenCheck::TokenCheck(std::string token, absl::Duration log_interval)
+    : token_(std::move(token)),
+      log_(std::make_unique<RejectionLog>(log_interval)) {}
 
-bool Authenticated(const grpc::ServerContextBase& context,
-                   absl::string_view token) {
+TokenCheck::~TokenCheck() = default;
+
+bool TokenCheck::Admits(const grpc::ServerContextBase& context,
+                        absl::string_view method) const {
   const auto& metadata = context.client_metadata();
   auto [first, last] = metadata.equal_range(rendezvous::kJobTokenMetadataKey);
-  if (first == last || std::next(first) != last) return false;
-  return rendezvous::JobTokenMatches(absl::string_view(first->second.data(),
-                                           first->second.size()),
-                         token);
+  if (first != last && std::next(first) == last &&
+      rendezvous::JobTokenMatches(
+          absl::string_view(first->second.data(), first->second.size()),
+          token_)) {
+    return true;
+  }
+  log_->Rejected(method, context.peer());
+  return false;
 }
+
+namespace {
 
 // Whether gRPC reads a method's request before running its handler.
 bool PreReadsRequest(grpc::internal::RpcMethod::RpcType type) {
@@ -135,20 +143,17 @@ void* ReadRequest(const grpc::internal::MethodHandler::HandlerParameter& param,
 class TokenCheckingHandler : public grpc::internal::MethodHandler {
  public:
   TokenCheckingHandler(std::unique_ptr<grpc::internal::RpcServiceMethod> inner,
-                       std::shared_ptr<const std::string> token,
-                       std::shared_ptr<RejectionLog> log)
+                       std::shared_ptr<const TokenCheck> check)
       : inner_(std::move(inner)),
         reads_request_(PreReadsRequest(inner_->method_type())),
-        token_(std::move(token)),
-        log_(std::move(log)) {}
+        check_(std::move(check)) {}
 
   std::unique_ptr<grpc::internal::RpcServiceMethod> ReleaseInner() {
     return std::move(inner_);
   }
 
   void RunHandler(const HandlerParameter& param) override {
-    if (!Authenticated(*param.server_context, *token_)) {
-      log_->Rejected(inner_->name(), param.server_context->peer());
+    if (!check_->Admits(*param.server_context, inner_->name())) {
       rejecter_.RunHandler(param);
       return;
     }
@@ -167,10 +172,9 @@ class TokenCheckingHandler : public grpc::internal::MethodHandler {
  private:
   std::unique_ptr<grpc::internal::RpcServiceMethod> inner_;
   const bool reads_request_;
-  std::shared_ptr<const std::string> token_;
-  std::shared_ptr<RejectionLog> log_;
+  std::shared_ptr<const TokenCheck> check_;
   grpc::internal::ErrorMethodHandler<grpc::StatusCode::UNAUTHENTICATED>
-      rejecter_{kRejection};
+      rejecter_{kTokenRejection};
 };
 
 }  // namespace
@@ -180,9 +184,8 @@ struct TokenGuard::Guarded {
   std::vector<size_t> indices;  // of the wrapped entries in its method table
 };
 
-TokenGuard::TokenGuard(std::string token, absl::Duration log_interval)
-    : token_(std::make_shared<const std::string>(std::move(token))),
-      log_(std::make_shared<RejectionLog>(log_interval)) {}
+TokenGuard::TokenGuard(std::shared_ptr<const TokenCheck> check)
+    : check_(std::move(check)) {}
 
 TokenGuard::~TokenGuard() {
   for (Guarded& g : guarded_) {
@@ -211,7 +214,7 @@ absl::Status TokenGuard::Guard(grpc::Service* service) {
     if (methods[i] == nullptr) continue;
     const char* name = methods[i]->name();
     auto* wrapper =
-        new TokenCheckingHandler(std::move(methods[i]), token_, log_);
+        new TokenCheckingHandler(std::move(methods[i]), check_);
     // Streaming-request registration: gRPC reads no message before the
     // wrapper has checked the token (see TokenCheckingHandler).
     methods[i] = std::make_unique<grpc::internal::RpcServiceMethod>(

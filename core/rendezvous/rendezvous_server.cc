@@ -40,8 +40,6 @@ namespace {
 using rendezvous_internal::ToGrpc;
 namespace pb = ::hvd::rendezvous;
 
-// How often a blocked call checks whether its client went away.
-constexpr absl::Duration kCancelPoll = absl::Seconds(1);
 // How long Shutdown lets in-flight calls finish before cancelling them.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
 
@@ -50,6 +48,17 @@ std::string Describe(const WorkerInfo& w) {
 }
 
 }  // namespace
+
+RendezvousServer::Impl::Impl(RendezvousServerOptions options)
+    : options_(std::move(options)),
+      max_blocked_calls_(options_.limits.max_blocked_calls > 0
+                             ? options_.limits.max_blocked_calls
+                         : options_.size > 0 ? 64 + 2 * options_.size
+                                             : 256),
+      check_(std::make_shared<rendezvous_internal::TokenCheck>(
+          options_.token, options_.rejection_log_interval)) {}
+
+RendezvousServer::Impl::~Impl() { Shutdown(); }
 
 absl::Status RendezvousServer::Impl::Start() {
   absl::MutexLock lock(&lifecycle_mu_);
@@ -64,12 +73,8 @@ absl::Status RendezvousServer::Impl::Start() {
     return absl::InvalidArgumentError(absl::StrCat(
         "rendezvous server: job size ", options_.size, " is negative"));
   }
-  auto guard = std::make_unique<rendezvous_internal::TokenGuard>(
-      options_.token, options_.rejection_log_interval);
-  std::vector<grpc::Service*> services = {this};
-  services.insert(services.end(), options_.extra_services.begin(),
-                  options_.extra_services.end());
-  for (grpc::Service* service : services) {
+  auto guard = std::make_unique<rendezvous_internal::TokenGuard>(check_);
+  for (grpc::Service* service : options_.extra_services) {
     if (absl::Status s = guard->Guard(service); !s.ok()) return s;
   }
 
@@ -84,13 +89,15 @@ absl::Status RendezvousServer::Impl::Start() {
                                  options_.idle_connection_timeout)));
   builder.AddListeningPort(options_.address,
                            rendezvous::ServerCredentials(options_.tls), &port_);
-  for (grpc::Service* service : services) builder.RegisterService(service);
-  // A blocked call holds a thread. gRPC keeps at most MAX_POLLERS idle
-  // threads (2 by default) and ends the rest as their calls return, so a
-  // start-up wave of thousands of blocked calls, one after another, would
-  // create and end a thread for each call (a fifth of the server's CPU at
-  // 1024-2048 workers). Idle threads beyond the minimum still end after
-  // gRPC's poll timeout (10 s).
+  for (grpc::Service* service : options_.extra_services) {
+    builder.RegisterService(service);
+  }
+  builder.RegisterCallbackGenericService(this);
+  // A long call to an extra service (a worker's stream) holds a thread.
+  // gRPC keeps at most MAX_POLLERS idle threads (2 by default) and ends the
+  // rest as their calls return, so a start-up wave of such calls would
+  // create and end a thread for each. Idle threads beyond the minimum still
+  // end after gRPC's poll timeout (10 s).
   builder.SetSyncServerOption(
       grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, max_blocked_calls_);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -102,6 +109,7 @@ absl::Status RendezvousServer::Impl::Start() {
   }
   server_ = std::move(server);
   guard_ = std::move(guard);
+  timer_ = std::thread([this] { ExpireWaits(); });
   started_ = true;
   HVD_LOG(INFO) << "rendezvous server listening on " << options_.address
                 << " (port " << port_ << ")";
@@ -110,11 +118,22 @@ absl::Status RendezvousServer::Impl::Start() {
 
 void RendezvousServer::Impl::Shutdown() {
   absl::MutexLock lifecycle(&lifecycle_mu_);
+  Answers waiting;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
-    for (auto& [topic, woken] : waiters_) woken->Signal();
+    timer_stop_ = true;
+    timer_wake_.Signal();
+    while (!deadlines_.empty()) {
+      Call* call = deadlines_.begin()->second;
+      UnfileLocked(*call);
+      waiting.emplace_back(
+          call, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                             "rendezvous server is shutting down"));
+    }
   }
+  Deliver(waiting);
+  if (timer_.joinable()) timer_.join();
   if (server_ == nullptr) return;
   server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
   server_.reset();
@@ -174,46 +193,6 @@ bool RendezvousServer::Impl::WaitForBlockedCalls(int count,
   return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
 }
 
-absl::Status RendezvousServer::Impl::WaitLocked(
-    grpc::ServerContext* context, absl::Duration wait,
-    const std::function<bool()>& done,
-    const std::function<std::string()>& topic) {
-  // No point waiting past the client's own deadline.
-  absl::Time deadline = absl::Now() + wait;
-  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
-    deadline = std::min(deadline, absl::FromChrono(context->deadline()));
-  }
-  ++blocked_;
-  absl::Status result;
-  absl::CondVar woken;
-  while (true) {
-    if (done()) break;
-    if (shutting_down_) {
-      result = absl::UnavailableError("rendezvous server is shutting down");
-      break;
-    }
-    if (context->IsCancelled()) {
-      result = absl::CancelledError("the client cancelled the call");
-      break;
-    }
-    const absl::Time now = absl::Now();
-    if (now >= deadline) {
-      result = absl::DeadlineExceededError("");
-      break;
-    }
-    auto entry = waiters_.emplace(topic(), &woken);
-    woken.WaitWithDeadline(&mu_, std::min(deadline, now + kCancelPoll));
-    waiters_.erase(entry);
-  }
-  --blocked_;
-  return result;
-}
-
-void RendezvousServer::Impl::WakeLocked(const std::string& topic) {
-  auto [begin, end] = waiters_.equal_range(topic);
-  for (auto it = begin; it != end; ++it) it->second->Signal();
-}
-
 absl::StatusOr<bool> RendezvousServer::Impl::RegisterLocked(WorkerInfo* info) {
   const int size = options_.size;
   if (info->rank < -1) {
@@ -256,40 +235,44 @@ absl::StatusOr<bool> RendezvousServer::Impl::RegisterLocked(WorkerInfo* info) {
   return true;
 }
 
-grpc::Status RendezvousServer::Impl::Register(
-    grpc::ServerContext* context, const pb::RegisterRequest* request,
-    pb::RegisterResponse* response) {
+void RendezvousServer::Impl::Register(Call& call,
+                                      const pb::RegisterRequest& request) {
   WorkerInfo info;
-  info.rank = request->rank();
-  info.hostname = request->hostname();
-  info.pid = request->pid();
-  info.addresses.assign(request->addresses().begin(),
-                        request->addresses().end());
-  info.peer = context->peer();
+  info.rank = request.rank();
+  info.hostname = request.hostname();
+  info.pid = request.pid();
+  info.addresses.assign(request.addresses().begin(),
+                        request.addresses().end());
+  info.peer = call.context().peer();
   if (options_.init_count != 0 &&
-      request->init_count() != options_.init_count) {
-    return grpc::Status(
+      request.init_count() != options_.init_count) {
+    call.Answer(grpc::Status(
         grpc::StatusCode::ABORTED,
         absl::StrCat("rank 0 serves this rendezvous for its hvd.init() number ",
                      options_.init_count, "; rank ", info.rank, " on ",
                      Describe(info), " is at its number ",
-                     request->init_count(), " (every rank calls hvd.init() "
-                     "as often as rank 0)"));
+                     request.init_count(), " (every rank calls hvd.init() "
+                     "as often as rank 0)")));
+    return;
   }
   absl::StatusOr<bool> added;
   {
     absl::MutexLock lock(&mu_);
     added = RegisterLocked(&info);
   }
-  if (!added.ok()) return ToGrpc(added.status());
+  if (!added.ok()) {
+    call.Answer(ToGrpc(added.status()));
+    return;
+  }
   if (*added) {
     HVD_LOG(DEBUG) << "rendezvous: rank " << info.rank
                    << " registered: " << Describe(info);
     if (options_.on_register) options_.on_register(info);
   }
-  response->set_rank(info.rank);
-  response->set_size(options_.size);
-  return grpc::Status::OK;
+  auto& response = call.response<pb::RegisterResponse>();
+  response.set_rank(info.rank);
+  response.set_size(options_.size);
+  call.Answer(grpc::Status::OK);
 }
 
 RendezvousServer::RendezvousServer(RendezvousServerOptions options)

@@ -1,18 +1,22 @@
-// The rendezvous server's implementation, shared by its two source files:
-// rendezvous_server.cc (lifecycle, registration, waiting) and
-// rendezvous_store.cc (the key-value store and barriers, with their bounds).
+// The rendezvous server's implementation, shared by its source files:
+// rendezvous_server.cc (lifecycle, registration), rendezvous_call.cc (a call:
+// admission, parsing, answering, waiting) and rendezvous_store.cc (the
+// key-value store and barriers, with their bounds).
 // Internal to //core/rendezvous:rendezvous_server.
 #ifndef HVD_CORE_RENDEZVOUS_RENDEZVOUS_SERVER_IMPL_H_
 #define HVD_CORE_RENDEZVOUS_RENDEZVOUS_SERVER_IMPL_H_
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -31,7 +35,7 @@ namespace rendezvous_internal {
 
 namespace pb = ::hvd::rendezvous;
 
-// One blocking call holds a gRPC thread; bound it whatever the client asks.
+// The longest one call waits, whatever the client asks.
 inline constexpr absl::Duration kMaxWait = absl::Seconds(60);
 
 grpc::Status ToGrpc(const absl::Status& status);
@@ -42,15 +46,16 @@ std::string Quote(absl::string_view bytes);
 
 }  // namespace rendezvous_internal
 
-class RendezvousServer::Impl final
-    : public rendezvous_internal::pb::Rendezvous::Service {
+// The server's own service. It is served through gRPC's callback generic
+// service: a call is admitted (the job token) before its request is read,
+// then parsed and answered by its method; a call that has to wait holds no
+// thread, only its place among the waiting calls, until a change answers it
+// (a Set of its key, an arrival at its barrier), its deadline passes (a
+// timer thread), the client cancels, or the server shuts down.
+class RendezvousServer::Impl final : public grpc::CallbackGenericService {
  public:
-  explicit Impl(RendezvousServerOptions options)
-      : options_(std::move(options)),
-        max_blocked_calls_(options_.limits.max_blocked_calls > 0
-                               ? options_.limits.max_blocked_calls
-                           : options_.size > 0 ? 64 + 2 * options_.size
-                                               : 256) {}
+  explicit Impl(RendezvousServerOptions options);
+  ~Impl() override;
 
   absl::Status Start() ABSL_LOCKS_EXCLUDED(lifecycle_mu_);
   void Shutdown() ABSL_LOCKS_EXCLUDED(lifecycle_mu_, mu_);
@@ -64,26 +69,54 @@ class RendezvousServer::Impl final
   bool WaitForBlockedCalls(int count, absl::Duration timeout) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  grpc::Status Register(
-      grpc::ServerContext* context,
-      const rendezvous_internal::pb::RegisterRequest* request,
-      rendezvous_internal::pb::RegisterResponse* response) override;
-  grpc::Status Set(grpc::ServerContext* context,
-                   const rendezvous_internal::pb::SetRequest* request,
-                   rendezvous_internal::pb::SetResponse* response) override;
-  grpc::Status Get(grpc::ServerContext* context,
-                   const rendezvous_internal::pb::GetRequest* request,
-                   rendezvous_internal::pb::GetResponse* response) override;
-  grpc::Status GetMany(grpc::ServerContext* context,
-                       const rendezvous_internal::pb::GetManyRequest* request,
-                       rendezvous_internal::pb::GetManyResponse* response)
-      override;
-  grpc::Status Barrier(
-      grpc::ServerContext* context,
-      const rendezvous_internal::pb::BarrierRequest* request,
-      rendezvous_internal::pb::BarrierResponse* response) override;
+  // A call to this server's own service (rendezvous_call.cc).
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override;
 
  private:
+  class Call;
+  // Parses a call's request and answers it (ParseAndRun).
+  using Method = void (*)(Impl& impl, Call& call, grpc::ByteBuffer& request);
+  // Calls answered under mu_, to be delivered once it is released.
+  using Answers = std::vector<std::pair<Call*, grpc::Status>>;
+
+  // How a call waits (WaitLocked).
+  struct Wait {
+    absl::Duration wait;  // at most this long (zero: answer at once)
+    // Whether the call can be answered now; fills in its response when so.
+    std::function<bool()> ready;
+    // While not ready: the one change that could make it ready (KeyTopic,
+    // BarrierTopic), so that a Set does not look at thousands of calls
+    // waiting on other keys.
+    std::function<std::string()> topic;
+    // The answer when `wait` passes first.
+    std::function<grpc::Status()> expired;
+  };
+
+  // The method a call's path names (/hvd.rendezvous.Rendezvous/Get, ...);
+  // nullptr for none.
+  static Method MethodOf(absl::string_view path);
+  // Parses `bytes` as a Request and runs `kMethod` on it, answering with a
+  // Response; INVALID_ARGUMENT when the bytes are not a Request.
+  template <typename Request, typename Response,
+            void (Impl::*kMethod)(Call&, const Request&)>
+  static void ParseAndRun(Impl& impl, Call& call, grpc::ByteBuffer& bytes);
+
+  // The methods: each answers `call` (at once or, through WaitLocked,
+  // later) from its parsed request.
+  void Register(Call& call, const rendezvous_internal::pb::RegisterRequest&
+                                request) ABSL_LOCKS_EXCLUDED(mu_);
+  void Set(Call& call, const rendezvous_internal::pb::SetRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Get(Call& call, const rendezvous_internal::pb::GetRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void GetMany(Call& call,
+               const rendezvous_internal::pb::GetManyRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Barrier(Call& call,
+               const rendezvous_internal::pb::BarrierRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   struct BarrierState {
     int count = 0;
     int anonymous = 0;  // arrivals without a participant id
@@ -98,17 +131,25 @@ class RendezvousServer::Impl final
   absl::StatusOr<bool> RegisterLocked(WorkerInfo* info)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Waits until done() holds (OK), `wait` passes (DeadlineExceeded), the
-  // server shuts down (Unavailable) or the client cancels (Cancelled).
-  // While done() does not hold, topic() names the one change that could
-  // make it hold next (KeyTopic, BarrierTopic): only that change wakes the
-  // call, so a Set does not wake thousands of calls waiting on other keys.
-  absl::Status WaitLocked(grpc::ServerContext* context, absl::Duration wait,
-                          const std::function<bool()>& done,
-                          const std::function<std::string()>& topic)
+  // The answer to `call` if it can be given now: `wait.ready()` holds, the
+  // wait is zero (wait.expired()), the server is shutting down
+  // (UNAVAILABLE), the client has cancelled (CANCELLED), or the call may not
+  // wait (RESOURCE_EXHAUSTED, the bound on waiting calls). Otherwise files
+  // the call to be answered later, by WakeLocked, the timer, the client's
+  // cancellation or Shutdown, and returns nullopt. A client deadline sooner
+  // than `wait.wait` bounds the wait.
+  std::optional<grpc::Status> WaitLocked(Call& call, Wait wait)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Wakes the calls waiting on `topic`.
-  void WakeLocked(const std::string& topic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the calls waiting on `topic` that are now ready to `answers`, and
+  // files the others under their next topic.
+  void WakeLocked(const std::string& topic, Answers& answers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `call` out of the waiting calls; false when it was not waiting.
+  bool UnfileLocked(Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers calls; without mu_ (an answer may run gRPC's reactions).
+  static void Deliver(const Answers& answers) ABSL_LOCKS_EXCLUDED(mu_);
+  // The timer thread: answers waiting calls whose deadline has passed.
+  void ExpireWaits() ABSL_LOCKS_EXCLUDED(mu_);
   static std::string KeyTopic(absl::string_view key) {
     return absl::StrCat("k", key);
   }
@@ -133,21 +174,26 @@ class RendezvousServer::Impl final
 
   const RendezvousServerOptions options_;
   const int max_blocked_calls_;
+  const std::shared_ptr<const rendezvous_internal::TokenCheck> check_;
 
   // Serializes Start and Shutdown; never held while handling a call.
   mutable absl::Mutex lifecycle_mu_;
   std::unique_ptr<rendezvous_internal::TokenGuard> guard_
       ABSL_GUARDED_BY(lifecycle_mu_);
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(lifecycle_mu_);
+  std::thread timer_ ABSL_GUARDED_BY(lifecycle_mu_);
   bool started_ ABSL_GUARDED_BY(lifecycle_mu_) = false;
   int port_ ABSL_GUARDED_BY(lifecycle_mu_) = 0;
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool timer_stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar timer_wake_;  // an earlier deadline, or timer_stop_
   int blocked_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
-  // The blocked calls by topic, each with its own condition variable.
-  std::multimap<std::string, absl::CondVar*> waiters_ ABSL_GUARDED_BY(mu_);
+  // The waiting calls by topic and by deadline.
+  std::multimap<std::string, Call*> waiters_ ABSL_GUARDED_BY(mu_);
+  std::multimap<absl::Time, Call*> deadlines_ ABSL_GUARDED_BY(mu_);
   // Bytes of keys and values, barrier names and participants held.
   size_t store_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
@@ -156,6 +202,52 @@ class RendezvousServer::Impl final
   std::map<std::pair<std::string, int64_t>, std::set<int>> ranks_of_process_
       ABSL_GUARDED_BY(mu_);
   int lowest_free_rank_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// One call to the server's own service, admitted (it carried the token):
+// reads the request, runs its method, and answers once. Owned by gRPC from
+// its creation to OnDone.
+class RendezvousServer::Impl::Call final
+    : public grpc::ServerGenericBidiReactor {
+ public:
+  Call(Impl* impl, grpc::CallbackServerContext* context, Method method)
+      : impl_(impl), context_(context), method_(method) {
+    StartRead(&request_);
+  }
+
+  grpc::CallbackServerContext& context() { return *context_; }
+  // The response the answer carries when it is OK: a Response, made by
+  // ParseAndRun before the method runs.
+  template <typename Response>
+  Response& response() {
+    return static_cast<Response&>(*response_);
+  }
+  void set_response(std::unique_ptr<google::protobuf::Message> response) {
+    response_ = std::move(response);
+  }
+  // Sends the response (when `status` is OK) and `status`. Once, without
+  // the server's lock.
+  void Answer(const grpc::Status& status);
+
+  // While the call waits (WaitLocked). Guarded by the server's mu_ (not
+  // annotated: the analysis cannot tell this call's server from the one
+  // whose functions use them).
+  Wait wait;
+  bool waiting = false;
+  std::multimap<std::string, Call*>::iterator by_topic;
+  std::multimap<absl::Time, Call*>::iterator by_deadline;
+
+ private:
+  void OnReadDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override { delete this; }
+
+  Impl* const impl_;
+  grpc::CallbackServerContext* const context_;
+  const Method method_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer reply_;
+  std::unique_ptr<google::protobuf::Message> response_;
 };
 
 }  // namespace hvd

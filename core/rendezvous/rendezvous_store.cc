@@ -1,7 +1,9 @@
 // The rendezvous store's RPCs: Set, Get, GetMany and Barrier, within the
 // bounds of RendezvousLimits.
 #include <algorithm>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/rendezvous/rendezvous_server_impl.h"
@@ -14,7 +16,6 @@ using rendezvous::kMaxKeysPerGetMany;
 using rendezvous_internal::kMaxWait;
 using rendezvous_internal::Quote;
 using rendezvous_internal::Refused;
-using rendezvous_internal::ToGrpc;
 namespace pb = ::hvd::rendezvous;
 
 grpc::Status RendezvousServer::Impl::CheckName(absl::string_view what,
@@ -34,97 +35,111 @@ grpc::Status RendezvousServer::Impl::CheckCanBlock() const {
                               " waiting Get and Barrier calls, its limit"));
 }
 
-grpc::Status RendezvousServer::Impl::Set(grpc::ServerContext* /*context*/,
-                                         const pb::SetRequest* request,
-                                         pb::SetResponse* /*response*/) {
-  const std::string& key = request->key();
-  if (grpc::Status s = CheckName("key", key); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  auto it = values_.find(key);
-  const size_t old_bytes =
-      it == values_.end() ? 0 : key.size() + it->second.size();
-  const size_t new_bytes = key.size() + request->value().size();
-  if (store_bytes_ - old_bytes + new_bytes > options_.limits.max_store_bytes) {
-    return Refused(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                   absl::StrCat("storing ", request->value().size(),
-                                " bytes at key ", Quote(key),
-                                " would take the rendezvous store past its "
-                                "limit of ",
-                                options_.limits.max_store_bytes, " bytes (",
-                                store_bytes_, " in use)"));
+void RendezvousServer::Impl::Set(Call& call, const pb::SetRequest& request) {
+  const std::string& key = request.key();
+  if (grpc::Status s = CheckName("key", key); !s.ok()) return call.Answer(s);
+  Answers woken;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = values_.find(key);
+    const size_t old_bytes =
+        it == values_.end() ? 0 : key.size() + it->second.size();
+    const size_t new_bytes = key.size() + request.value().size();
+    if (store_bytes_ - old_bytes + new_bytes >
+        options_.limits.max_store_bytes) {
+      return call.Answer(Refused(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("storing ", request.value().size(), " bytes at key ",
+                       Quote(key),
+                       " would take the rendezvous store past its limit of ",
+                       options_.limits.max_store_bytes, " bytes (",
+                       store_bytes_, " in use)")));
+    }
+    store_bytes_ = store_bytes_ - old_bytes + new_bytes;
+    values_[key] = request.value();
+    WakeLocked(KeyTopic(key), woken);
   }
-  store_bytes_ = store_bytes_ - old_bytes + new_bytes;
-  values_[key] = request->value();
-  WakeLocked(KeyTopic(key));
-  return grpc::Status::OK;
+  call.Answer(grpc::Status::OK);
+  Deliver(woken);
 }
 
-grpc::Status RendezvousServer::Impl::Get(grpc::ServerContext* context,
-                                         const pb::GetRequest* request,
-                                         pb::GetResponse* response) {
-  const std::string& key = request->key();
-  if (grpc::Status s = CheckName("key", key); !s.ok()) return s;
-  const absl::Duration wait =
-      std::clamp(absl::Milliseconds(request->timeout_ms()),
-                 absl::ZeroDuration(), kMaxWait);
-  absl::MutexLock lock(&mu_);
-  auto present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return values_.count(key) > 0;
+void RendezvousServer::Impl::Get(Call& call, const pb::GetRequest& request) {
+  const std::string& key = request.key();
+  if (grpc::Status s = CheckName("key", key); !s.ok()) return call.Answer(s);
+  Wait wait;
+  wait.wait = std::clamp(absl::Milliseconds(request.timeout_ms()),
+                         absl::ZeroDuration(), kMaxWait);
+  auto& response = call.response<pb::GetResponse>();
+  wait.ready = [this, key, &response]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = values_.find(key);
+    if (it == values_.end()) return false;
+    response.set_value(it->second);
+    return true;
   };
-  if (!present() && wait > absl::ZeroDuration()) {
-    if (grpc::Status s = CheckCanBlock(); !s.ok()) return s;
-  }
-  absl::Status status =
-      WaitLocked(context, wait, present, [&] { return KeyTopic(key); });
-  if (status.ok()) {
-    response->set_value(values_[key]);
-    return grpc::Status::OK;
-  }
-  if (absl::IsDeadlineExceeded(status)) {
+  wait.topic = [key] { return KeyTopic(key); };
+  wait.expired = [key, duration = wait.wait] {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         absl::StrCat("key ", Quote(key), " not set within ",
-                                     absl::FormatDuration(wait)));
+                                     absl::FormatDuration(duration)));
+  };
+  std::optional<grpc::Status> now;
+  {
+    absl::MutexLock lock(&mu_);
+    now = WaitLocked(call, std::move(wait));
   }
-  return ToGrpc(status);
+  if (now) call.Answer(*now);
 }
 
-grpc::Status RendezvousServer::Impl::GetMany(grpc::ServerContext* context,
-                                             const pb::GetManyRequest* request,
-                                             pb::GetManyResponse* response) {
-  const auto& keys = request->keys();
-  if (keys.size() > kMaxKeysPerGetMany) {
-    return Refused(grpc::StatusCode::INVALID_ARGUMENT,
-                   absl::StrCat("GetMany asks for ", keys.size(),
-                                " keys; one call answers at most ",
-                                kMaxKeysPerGetMany));
+void RendezvousServer::Impl::GetMany(Call& call,
+                                     const pb::GetManyRequest& request) {
+  const auto& asked = request.keys();
+  if (asked.size() > kMaxKeysPerGetMany) {
+    return call.Answer(Refused(grpc::StatusCode::INVALID_ARGUMENT,
+                               absl::StrCat("GetMany asks for ", asked.size(),
+                                            " keys; one call answers at most ",
+                                            kMaxKeysPerGetMany)));
   }
-  for (const std::string& key : keys) {
-    if (grpc::Status s = CheckName("key", key); !s.ok()) return s;
+  for (const std::string& key : asked) {
+    if (grpc::Status s = CheckName("key", key); !s.ok()) {
+      return call.Answer(s);
+    }
   }
-  const absl::Duration wait =
-      std::clamp(absl::Milliseconds(request->timeout_ms()),
-                 absl::ZeroDuration(), kMaxWait);
-  absl::MutexLock lock(&mu_);
   // Keys [unchecked, size) are known to be set (nothing is ever removed).
   // A call waits for the last key not yet seen: with the keys arriving in
   // a random order it is woken about ln(keys) times, not once per key.
-  int unchecked = keys.size();
-  auto all_present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (unchecked > 0 && values_.count(keys[unchecked - 1]) > 0) {
-      --unchecked;
-    }
-    return unchecked == 0;
+  struct Keys {
+    std::vector<std::string> keys;
+    size_t unchecked;
   };
-  if (!all_present() && wait > absl::ZeroDuration()) {
-    if (grpc::Status s = CheckCanBlock(); !s.ok()) return s;
-  }
-  absl::Status status = WaitLocked(context, wait, all_present, [&] {
-    return KeyTopic(keys[unchecked - 1]);
-  });
-  if (absl::IsDeadlineExceeded(status)) {
+  auto keys = std::make_shared<Keys>();
+  keys->keys.assign(asked.begin(), asked.end());
+  keys->unchecked = keys->keys.size();
+  Wait wait;
+  wait.wait = std::clamp(absl::Milliseconds(request.timeout_ms()),
+                         absl::ZeroDuration(), kMaxWait);
+  auto& response = call.response<pb::GetManyResponse>();
+  wait.ready = [this, keys, &response]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (keys->unchecked > 0 &&
+           values_.count(keys->keys[keys->unchecked - 1]) > 0) {
+      --keys->unchecked;
+    }
+    if (keys->unchecked > 0) return false;
+    // The first keys' values that fit one answer, and always the first's.
+    size_t bytes = 0;
+    for (const std::string& key : keys->keys) {
+      const std::string& value = values_[key];
+      bytes += value.size();
+      if (bytes > kMaxGetManyAnswerBytes && response.values_size() > 0) break;
+      response.add_values(value);
+    }
+    return true;
+  };
+  wait.topic = [keys] { return KeyTopic(keys->keys[keys->unchecked - 1]); };
+  wait.expired = [this, keys,
+                  duration = wait.wait]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     int missing = 0;
     const std::string* first = nullptr;
-    for (const std::string& key : keys) {
+    for (const std::string& key : keys->keys) {
       if (values_.count(key) > 0) continue;
       if (first == nullptr) first = &key;
       ++missing;
@@ -132,19 +147,15 @@ grpc::Status RendezvousServer::Impl::GetMany(grpc::ServerContext* context,
     return grpc::Status(
         grpc::StatusCode::DEADLINE_EXCEEDED,
         absl::StrCat("key ", Quote(*first), " and ", missing - 1,
-                     " other(s) of ", keys.size(), " not set within ",
-                     absl::FormatDuration(wait)));
+                     " other(s) of ", keys->keys.size(), " not set within ",
+                     absl::FormatDuration(duration)));
+  };
+  std::optional<grpc::Status> now;
+  {
+    absl::MutexLock lock(&mu_);
+    now = WaitLocked(call, std::move(wait));
   }
-  if (!status.ok()) return ToGrpc(status);
-  // The first keys' values that fit one answer, and always the first's.
-  size_t bytes = 0;
-  for (const std::string& key : keys) {
-    const std::string& value = values_[key];
-    bytes += value.size();
-    if (bytes > kMaxGetManyAnswerBytes && response->values_size() > 0) break;
-    response->add_values(value);
-  }
-  return grpc::Status::OK;
+  if (now) call.Answer(*now);
 }
 
 grpc::Status RendezvousServer::Impl::CheckBarrier(
@@ -208,41 +219,46 @@ grpc::Status RendezvousServer::Impl::ArriveLocked(
   return grpc::Status::OK;
 }
 
-grpc::Status RendezvousServer::Impl::Barrier(grpc::ServerContext* context,
-                                             const pb::BarrierRequest* request,
-                                             pb::BarrierResponse* response) {
-  if (grpc::Status s = CheckBarrier(*request); !s.ok()) return s;
-  const absl::Duration wait =
-      std::clamp(absl::Milliseconds(request->timeout_ms()),
-                 absl::ZeroDuration(), kMaxWait);
-  absl::MutexLock lock(&mu_);
-  BarrierState* barrier = nullptr;
-  if (grpc::Status s =
-          ArriveLocked(*request, wait > absl::ZeroDuration(), &barrier);
-      !s.ok()) {
-    return s;
+void RendezvousServer::Impl::Barrier(Call& call,
+                                     const pb::BarrierRequest& request) {
+  if (grpc::Status s = CheckBarrier(request); !s.ok()) return call.Answer(s);
+  Wait wait;
+  wait.wait = std::clamp(absl::Milliseconds(request.timeout_ms()),
+                         absl::ZeroDuration(), kMaxWait);
+  std::optional<grpc::Status> now;
+  Answers woken;
+  {
+    absl::MutexLock lock(&mu_);
+    BarrierState* barrier = nullptr;
+    if (grpc::Status s =
+            ArriveLocked(request, wait.wait > absl::ZeroDuration(), &barrier);
+        !s.ok()) {
+      now = s;
+    } else {
+      const std::string& name = request.name();
+      auto& response = call.response<pb::BarrierResponse>();
+      wait.ready = [barrier, &response] {
+        response.set_arrived(barrier->arrived());
+        return barrier->arrived() >= barrier->count;
+      };
+      wait.topic = [name] { return BarrierTopic(name); };
+      wait.expired = [barrier, name, &call, duration = wait.wait] {
+        call.context().AddTrailingMetadata(kBarrierArrivedKey,
+                                           absl::StrCat(barrier->arrived()));
+        return grpc::Status(
+            grpc::StatusCode::DEADLINE_EXCEEDED,
+            absl::StrCat("barrier ", Quote(name), ": ", barrier->arrived(),
+                         " of ", barrier->count, " arrived within ",
+                         absl::FormatDuration(duration)));
+      };
+      if (barrier->arrived() >= barrier->count) {
+        WakeLocked(BarrierTopic(name), woken);
+      }
+      now = WaitLocked(call, std::move(wait));
+    }
   }
-  auto complete = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return barrier->arrived() >= barrier->count;
-  };
-  if (barrier->arrived() >= barrier->count) {
-    WakeLocked(BarrierTopic(request->name()));
-  }
-  absl::Status status = WaitLocked(context, wait, complete, [&] {
-    return BarrierTopic(request->name());
-  });
-  response->set_arrived(barrier->arrived());
-  if (status.ok()) return grpc::Status::OK;
-  if (absl::IsDeadlineExceeded(status)) {
-    context->AddTrailingMetadata(kBarrierArrivedKey,
-                                 absl::StrCat(barrier->arrived()));
-    return grpc::Status(
-        grpc::StatusCode::DEADLINE_EXCEEDED,
-        absl::StrCat("barrier ", Quote(request->name()), ": ",
-                     barrier->arrived(), " of ", barrier->count,
-                     " arrived within ", absl::FormatDuration(wait)));
-  }
-  return ToGrpc(status);
+  Deliver(woken);
+  if (now) call.Answer(*now);
 }
 
 }  // namespace hvd
