@@ -89,6 +89,7 @@ void RendezvousServer::Impl::ParseAndRun(Impl& impl, Call& call,
 }
 
 void RendezvousServer::Impl::Call::OnReadDone(bool ok) {
+  Order();
   if (!ok) {
     Answer(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the call carried no request message"));
@@ -98,6 +99,7 @@ void RendezvousServer::Impl::Call::OnReadDone(bool ok) {
 }
 
 void RendezvousServer::Impl::Call::OnCancel() {
+  Order();
   bool was_waiting;
   {
     absl::MutexLock lock(&impl_->mu_);
@@ -110,20 +112,24 @@ void RendezvousServer::Impl::Call::OnCancel() {
 }
 
 void RendezvousServer::Impl::Call::Answer(const grpc::Status& status) {
-  if (!status.ok()) {
-    Finish(status);
-    return;
-  }
+  grpc::Status answer = status;
   bool own_buffer = false;
-  if (grpc::Status s =
-          grpc::GenericSerialize<grpc::ProtoBufferWriter,
-                                 google::protobuf::Message>(
-              *response_, &reply_, &own_buffer);
-      !s.ok()) {
-    Finish(s);
-    return;
+  if (answer.ok()) {
+    answer = grpc::GenericSerialize<grpc::ProtoBufferWriter,
+                                    google::protobuf::Message>(
+        *response_, &reply_, &own_buffer);
   }
-  StartWriteAndFinish(&reply_, grpc::WriteOptions(), status);
+  Order();
+  if (answer.ok()) {
+    StartWriteAndFinish(&reply_, grpc::WriteOptions(), answer);
+  } else {
+    Finish(answer);
+  }
+}
+
+void RendezvousServer::Impl::Call::OnDone() {
+  Order();
+  delete this;
 }
 
 std::optional<grpc::Status> RendezvousServer::Impl::WaitLocked(Call& call,

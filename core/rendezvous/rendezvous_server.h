@@ -15,12 +15,15 @@
 // (RendezvousLimits): a call past a bound fails with RESOURCE_EXHAUSTED or
 // INVALID_ARGUMENT naming the bound and its value, and changes nothing.
 //
-// Threading: every method is thread-safe. Blocking Get and Barrier calls hold
-// one gRPC thread each, for at most min(their timeout, 60 s); Shutdown wakes
-// them (they fail with UNAVAILABLE), and a call whose client went away stops
-// waiting within a second. Threads freed by such calls stay idle (up to the
-// bound on blocked calls) for gRPC's poll timeout of 10 s, so that a
-// start-up wave of blocked calls does not create a thread for each.
+// Threading: every method is thread-safe. The Rendezvous service runs on
+// gRPC's callback API: a blocking Get, GetMany or Barrier holds no thread
+// while it waits, for at most min(its timeout, 60 s), and is answered by the
+// change it waits for, by a timer thread at its deadline, at once when its
+// client cancels, or with UNAVAILABLE when the server shuts down. Extra
+// services use gRPC's synchronous API: a long call to one holds a thread,
+// and threads it frees stay idle (up to the bound on blocked calls) for
+// gRPC's poll timeout of 10 s, so that a start-up wave of such calls does
+// not create a thread for each.
 #ifndef HVD_CORE_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 #define HVD_CORE_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 
@@ -57,8 +60,8 @@ struct RendezvousLimits {
   size_t max_key_bytes = 4096;  // of a key or a barrier name
   // Keys plus values of everything stored (a replaced value counts once).
   size_t max_store_bytes = size_t{128} << 20;
-  // Get and Barrier calls waiting at once (each holds a gRPC thread); 0:
-  // 64 + 2 x the job size, or 256 when the size is unknown.
+  // Get, GetMany and Barrier calls waiting at once; 0: 64 + 2 x the job
+  // size, or 256 when the size is unknown.
   int max_blocked_calls = 0;
 };
 
@@ -120,9 +123,10 @@ class RendezvousServer {
   // server shuts down. Returns the ranks still missing (empty: all there).
   std::vector<int> WaitForRanks(int size, absl::Duration timeout) const;
 
-  // Get and Barrier calls blocked right now (for observability and tests).
+  // Get, GetMany and Barrier calls waiting right now (for observability and
+  // tests).
   int BlockedCalls() const;
-  // Waits until exactly `count` Get and Barrier calls are blocked, or
+  // Waits until exactly `count` Get, GetMany and Barrier calls wait, or
   // `timeout` passes; returns whether they were.
   bool WaitForBlockedCalls(int count, absl::Duration timeout) const;
 
