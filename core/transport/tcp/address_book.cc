@@ -78,8 +78,8 @@ std::string EncodeAddressBook(const std::vector<std::string>& records) {
   return book;
 }
 
-absl::StatusOr<std::vector<PeerRecord>> DecodeAddressBook(
-    absl::string_view text, int size) {
+absl::StatusOr<AddressBook> AddressBook::Decode(absl::string_view text,
+                                                int size) {
   if (absl::ConsumePrefix(&text, kError)) {
     return absl::InvalidArgumentError(text);
   }
@@ -90,48 +90,53 @@ absl::StatusOr<std::vector<PeerRecord>> DecodeAddressBook(
       lines.size() != 3 + 2 * shape_count) {
     return Unreadable("format");
   }
-  std::vector<PeerRecord> shapes(shape_count);
+  AddressBook book;
+  book.shapes_.resize(shape_count);
   for (size_t s = 0; s < shape_count; ++s) {
-    shapes[s].hostname = std::string(lines[2 + 2 * s]);
+    PeerRecord& shape = book.shapes_[s];
+    shape.hostname = std::string(lines[2 + 2 * s]);
     for (absl::string_view a : absl::StrSplit(lines[3 + 2 * s], ',')) {
       const std::optional<Ipv4> ip = ParseIpv4(a);
       if (!ip) return Unreadable(absl::StrCat("address '", a, "'"));
-      shapes[s].endpoints.emplace_back(*ip, 0);  // each rank's port below
+      shape.endpoints.emplace_back(*ip, 0);  // each rank's port below
     }
   }
-  std::vector<PeerRecord> records;
-  records.reserve(size);
+  book.ranks_.reserve(size);
   for (absl::string_view entry : absl::StrSplit(lines.back(), ',')) {
     const std::pair<absl::string_view, absl::string_view> f =
         absl::StrSplit(entry, absl::MaxSplits(':', 1));
-    size_t shape = 0;
+    uint32_t shape = 0;
     const std::optional<unsigned short> port = ParsePort(f.second);
     if (!absl::SimpleAtoi(f.first, &shape) || shape >= shape_count || !port) {
       return Unreadable(absl::StrCat("entry '", entry, "'"));
     }
-    PeerRecord record = shapes[shape];
-    for (Endpoint& e : record.endpoints) e.port(*port);
-    records.push_back(std::move(record));
+    book.ranks_.push_back(Entry{shape, *port});
   }
-  if (static_cast<int>(records.size()) != size) {
-    return Unreadable(
-        absl::StrCat(records.size(), " ranks for a job of ", size));
+  if (book.size() != size) {
+    return Unreadable(absl::StrCat(book.size(), " ranks for a job of ", size));
   }
-  return records;
+  return book;
 }
 
-absl::StatusOr<std::vector<PeerRecord>> ExchangeAddressBook(
-    int rank, int size, const PeerRecord& mine, Store& store,
-    absl::Duration timeout) {
+PeerRecord AddressBook::Record(int rank) const {
+  const Entry& entry = ranks_[rank];
+  PeerRecord record = shapes_[entry.shape];
+  for (Endpoint& e : record.endpoints) e.port(entry.port);
+  return record;
+}
+
+absl::StatusOr<AddressBook> ExchangeAddressBook(int rank, int size,
+                                                const PeerRecord& mine,
+                                                Store& store,
+                                                absl::Duration timeout) {
   const std::string who = absl::StrCat("rank ", rank);
   absl::StatusOr<std::string> book = GatherThroughRoot(
       store, "tcp/", rank, size, EncodePeerRecord(mine),
       "every rank's TCP address", EncodeAddressBook, timeout);
   if (!book.ok()) return Annotate(book.status(), who);
-  absl::StatusOr<std::vector<PeerRecord>> records =
-      DecodeAddressBook(*book, size);
-  if (!records.ok()) return Annotate(records.status(), who);
-  return records;
+  absl::StatusOr<AddressBook> decoded = AddressBook::Decode(*book, size);
+  if (!decoded.ok()) return Annotate(decoded.status(), who);
+  return decoded;
 }
 
 }  // namespace hvd::transport::tcp_internal

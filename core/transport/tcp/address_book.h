@@ -11,6 +11,7 @@
 #ifndef HVD_CORE_TRANSPORT_TCP_ADDRESS_BOOK_H_
 #define HVD_CORE_TRANSPORT_TCP_ADDRESS_BOOK_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,23 +25,40 @@ namespace hvd::transport::tcp_internal {
 
 // The book of `records` (encoded PeerRecords, by rank), or, when one cannot
 // be read or its endpoints do not share one port, an error value naming
-// the rank, which DecodeAddressBook returns as InvalidArgument: rank 0
+// the rank, which AddressBook::Decode returns as InvalidArgument: rank 0
 // publishes it in place of the book so that every rank fails alike.
 std::string EncodeAddressBook(const std::vector<std::string>& records);
 
-// Every rank's PeerRecord, by rank; InvalidArgument when the book is
-// unreadable, holds another number of ranks than `size`, or is the error
-// value above.
-absl::StatusOr<std::vector<PeerRecord>> DecodeAddressBook(
-    absl::string_view text, int size);
+// Every rank's PeerRecord, held as the book holds them: each distinct (host
+// name, addresses) once, and a shape index and a port per rank, so that
+// reading a book of N ranks costs N small entries, not N records.
+class AddressBook {
+ public:
+  // InvalidArgument when `text` is unreadable, holds another number of ranks
+  // than `size`, or is the error value above.
+  static absl::StatusOr<AddressBook> Decode(absl::string_view text, int size);
+
+  int size() const { return static_cast<int>(ranks_.size()); }
+  // Rank `rank`'s record (0 <= rank < size()).
+  PeerRecord Record(int rank) const;
+
+ private:
+  struct Entry {
+    uint32_t shape;
+    unsigned short port;
+  };
+  std::vector<PeerRecord> shapes_;  // with port 0
+  std::vector<Entry> ranks_;
+};
 
 // Publishes `mine` as rank `rank` of `size` under "tcp/<rank>" and returns
 // every rank's record, from the book rank 0 gathers and publishes under
 // "tcp/all" (GatherThroughRoot). Errors name `rank`: the store's, or
-// InvalidArgument as DecodeAddressBook.
-absl::StatusOr<std::vector<PeerRecord>> ExchangeAddressBook(
-    int rank, int size, const PeerRecord& mine, Store& store,
-    absl::Duration timeout);
+// InvalidArgument as AddressBook::Decode.
+absl::StatusOr<AddressBook> ExchangeAddressBook(int rank, int size,
+                                                const PeerRecord& mine,
+                                                Store& store,
+                                                absl::Duration timeout);
 
 }  // namespace hvd::transport::tcp_internal
 

@@ -26,12 +26,12 @@ TEST(AddressBook, EveryRanksRecordComesBackInOrder) {
       Record("a", {Ep("10.0.0.1", 4002), Ep("127.0.0.1", 4002)}),
       Record("b", {Ep("10.0.0.2", 5001)}),
       Record("a", {Ep("10.0.0.1", 4003), Ep("127.0.0.1", 4003)})};
-  absl::StatusOr<std::vector<PeerRecord>> book =
-      DecodeAddressBook(EncodeAddressBook(records), 4);
+  absl::StatusOr<AddressBook> book =
+      AddressBook::Decode(EncodeAddressBook(records), 4);
   ASSERT_TRUE(book.ok()) << book.status();
-  ASSERT_EQ(book->size(), 4u);
+  ASSERT_EQ(book->size(), 4);
   for (int r = 0; r < 4; ++r) {
-    EXPECT_EQ(EncodePeerRecord((*book)[r]), records[r]) << "rank " << r;
+    EXPECT_EQ(EncodePeerRecord(book->Record(r)), records[r]) << "rank " << r;
   }
 }
 
@@ -48,18 +48,19 @@ TEST(AddressBook, RanksOfOneHostShareTheirAddressesInTheBook) {
   const std::string book = EncodeAddressBook(records);
   // 512 hosts once each, and an index and a port per rank.
   EXPECT_LT(book.size(), apart / 3);
-  absl::StatusOr<std::vector<PeerRecord>> decoded =
-      DecodeAddressBook(book, 4096);
+  absl::StatusOr<AddressBook> decoded = AddressBook::Decode(book, 4096);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
-  EXPECT_EQ(EncodePeerRecord((*decoded)[4095]), records[4095]);
+  for (int r : {0, 7, 8, 4095}) {
+    EXPECT_EQ(EncodePeerRecord(decoded->Record(r)), records[r]) << r;
+  }
 }
 
 TEST(AddressBook, AnUnusableRecordFailsEveryRankNamingIt) {
   const std::vector<std::string> records = {
       Record("a", {Ep("10.0.0.1", 4001)}), "garbage",
       Record("c", {Ep("10.0.0.3", 4001)})};
-  absl::StatusOr<std::vector<PeerRecord>> book =
-      DecodeAddressBook(EncodeAddressBook(records), 3);
+  absl::StatusOr<AddressBook> book =
+      AddressBook::Decode(EncodeAddressBook(records), 3);
   EXPECT_EQ(book.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(book.status().message(),
               HasSubstr("rank 1's TCP address is unusable: bad TCP peer "
@@ -67,7 +68,7 @@ TEST(AddressBook, AnUnusableRecordFailsEveryRankNamingIt) {
   const std::vector<std::string> two_ports = {
       Record("a", {Ep("10.0.0.1", 4001), Ep("127.0.0.1", 4002)})};
   EXPECT_THAT(
-      DecodeAddressBook(EncodeAddressBook(two_ports), 1).status().message(),
+      AddressBook::Decode(EncodeAddressBook(two_ports), 1).status().message(),
       HasSubstr("rank 0's TCP address is unusable: its endpoints are "
                 "on several ports"));
 }
@@ -76,14 +77,14 @@ TEST(AddressBook, ABookForAnotherSizeOrMangledIsRefused) {
   const std::string book =
       EncodeAddressBook({Record("a", {Ep("10.0.0.1", 4001)}),
                          Record("a", {Ep("10.0.0.1", 4002)})});
-  EXPECT_THAT(DecodeAddressBook(book, 3).status().message(),
+  EXPECT_THAT(AddressBook::Decode(book, 3).status().message(),
               HasSubstr("2 ranks for a job of 3"));
   for (const std::string& bad :
        {std::string("hvd-tcp-book-1\n1\na\n10.0.0.1\n1:4001"),
         std::string("hvd-tcp-book-1\n1\na\n10.0.0.300\n0:4001"),
         std::string("hvd-tcp-book-1\n1\na\n10.0.0.1\n0:0"),
         std::string("hvd-tcp-book-2\n0\n"), std::string("")}) {
-    EXPECT_EQ(DecodeAddressBook(bad, 1).status().code(),
+    EXPECT_EQ(AddressBook::Decode(bad, 1).status().code(),
               absl::StatusCode::kInvalidArgument)
         << bad;
   }

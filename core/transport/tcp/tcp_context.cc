@@ -73,19 +73,19 @@ absl::Status Prepare(int rank, int size, Store* store,
   }
   const tcp_internal::PeerRecord own =
       OwnRecord(*bind, acceptor.local_endpoint().port(), options);
-  absl::StatusOr<std::vector<tcp_internal::PeerRecord>> records =
+  absl::StatusOr<tcp_internal::AddressBook> book =
       tcp_internal::ExchangeAddressBook(rank, size, own, *store,
                                         options.connect_timeout);
-  if (!records.ok()) return records.status();
+  if (!book.ok()) return book.status();
   std::vector<std::vector<Endpoint>> candidates(size);
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
-    candidates[peer] =
-        tcp_internal::DialCandidates((*records)[peer], options.hostname);
+    const tcp_internal::PeerRecord record = book->Record(peer);
+    candidates[peer] = tcp_internal::DialCandidates(record, options.hostname);
     // Messages name the endpoint this rank would dial first.
     std::string address =
         candidates[peer].empty()
-            ? (*records)[peer].hostname
+            ? record.hostname
             : tcp_internal::EndpointString(candidates[peer].front());
     core.AddPair(std::make_unique<tcp_internal::Pair>(
         rank, peer, std::move(address), core.io(), &core));
