@@ -202,19 +202,20 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
   const transport::TcpOptions tcp_options = TcpOptionsOf(config);
   rdma::RdmaOptions rdma_options = RdmaOptionsOf(config);
   rdma_options.provider = rdma_provider;
-  std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
-      int, int, Store*)>
-      make_context;
+  runtime::ContextFactory make_context;
   if (use_rdma) {
-    make_context = [rdma_options](int rank, int size, Store* store) {
-      return rdma::CreateRdmaContext(rank, size, store, rdma_options);
+    make_context = [rdma_options](int rank, int size,
+                                  std::shared_ptr<Store> store) {
+      return rdma::CreateRdmaContext(rank, size, store.get(), rdma_options);
     };
   } else {
-    make_context = [tcp_options](int rank, int size, Store* store) {
-      return transport::CreateTcpContext(rank, size, store, tcp_options);
+    make_context = [tcp_options](int rank, int size,
+                                 std::shared_ptr<Store> store) {
+      return transport::CreateTcpContext(rank, size, std::move(store),
+                                         tcp_options);
     };
   }
-  auto tcp = make_context(config.rank, config.size, parts.store.get());
+  auto tcp = make_context(config.rank, config.size, parts.store);
   if (!tcp.ok()) return tcp.status();
   HVD_LOG(INFO) << "rank " << config.rank << ": ranks on other hosts over "
                 << (use_rdma ? absl::StrCat("rdma (", rdma_provider, ")")

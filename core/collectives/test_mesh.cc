@@ -72,7 +72,8 @@ namespace {
 // Rank `rank`'s context: TCP to other hosts (skipped when there are none),
 // shared memory to its own host's ranks, composed when both are needed.
 absl::StatusOr<std::unique_ptr<transport::Context>> Connect(
-    int rank, const std::vector<int>& hosts, Store* store) {
+    int rank, const std::vector<int>& hosts,
+    const std::shared_ptr<Store>& store) {
   const int size = static_cast<int>(hosts.size());
   std::vector<int> local;
   for (int r = 0; r < size; ++r) {
@@ -89,7 +90,7 @@ absl::StatusOr<std::unique_ptr<transport::Context>> Connect(
     tcp = *std::move(context);
   }
   if (local.size() == 1) return tcp;
-  auto mesh = transport::CreateShmContext(rank, size, local, store, {});
+  auto mesh = transport::CreateShmContext(rank, size, local, store.get(), {});
   if (!mesh.ok()) return mesh.status();
   if (mesh->peers.size() + 1 != local.size()) {
     return absl::InternalError(
@@ -104,14 +105,13 @@ absl::StatusOr<std::unique_ptr<transport::Context>> Connect(
   return transport::NewCompositeContext(std::move(children), std::move(route));
 }
 
-absl::StatusOr<std::unique_ptr<transport::Context>> ConnectRdma(int rank,
-                                                                int size,
-                                                                Store* store) {
+absl::StatusOr<std::unique_ptr<transport::Context>> ConnectRdma(
+    int rank, int size, const std::shared_ptr<Store>& store) {
   rdma::RdmaOptions options;
   options.provider = "tcp";
   options.hostname = "localhost";
   options.token = "collectives-test";
-  return rdma::CreateRdmaContext(rank, size, store, options);
+  return rdma::CreateRdmaContext(rank, size, store.get(), options);
 }
 
 std::vector<int> HostsOf(int size, MeshTransport transport) {
@@ -133,14 +133,15 @@ absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Create(
   if (transport != MeshTransport::kRdma) {
     return CreateOnHosts(HostsOf(size, transport));
   }
-  return Build(HostsOf(size, transport), [size](int rank, Store* store) {
-    return ConnectRdma(rank, size, store);
-  });
+  return Build(HostsOf(size, transport),
+               [size](int rank, const std::shared_ptr<Store>& store) {
+                 return ConnectRdma(rank, size, store);
+               });
 }
 
 absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::CreateOnHosts(
     const std::vector<int>& hosts) {
-  return Build(hosts, [&hosts](int rank, Store* store) {
+  return Build(hosts, [&hosts](int rank, const std::shared_ptr<Store>& store) {
     return Connect(rank, hosts, store);
   });
 }
@@ -148,7 +149,7 @@ absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::CreateOnHosts(
 absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Build(
     const std::vector<int>& hosts,
     const std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
-        int rank, Store* store)>& connect) {
+        int rank, const std::shared_ptr<Store>& store)>& connect) {
   const int size = static_cast<int>(hosts.size());
   std::unique_ptr<TestMesh> mesh(new TestMesh);
   mesh->store_ = NewInMemoryStore();
@@ -158,7 +159,7 @@ absl::StatusOr<std::unique_ptr<TestMesh>> TestMesh::Build(
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
-      auto context = connect(rank, mesh->store_.get());
+      auto context = connect(rank, mesh->store_);
       if (context.ok()) {
         mesh->contexts_[rank] = *std::move(context);
       } else {

@@ -70,9 +70,9 @@ class TestMesh {
   static absl::StatusOr<std::unique_ptr<TestMesh>> Build(
       const std::vector<int>& hosts,
       const std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
-          int rank, Store* store)>& connect);
+          int rank, const std::shared_ptr<Store>& store)>& connect);
 
-  std::unique_ptr<Store> store_;
+  std::shared_ptr<Store> store_;
   std::vector<std::unique_ptr<transport::Context>> contexts_;
   std::vector<int> hosts_;
 };

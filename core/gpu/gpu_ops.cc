@@ -422,8 +422,8 @@ absl::StatusOr<std::shared_ptr<Comm>> GpuOps::MakeStaged(
       return absl::FailedPreconditionError(
           absl::StrCat(who, ": the staged path needs the rendezvous store"));
     }
-    PrefixStore scoped(env_.store, prefix);
-    auto made = env_.make_context(rank, size, &scoped);
+    auto made = env_.make_context(
+        rank, size, std::make_shared<PrefixStore>(env_.store, prefix));
     if (!made.ok()) {
       return absl::Status(made.status().code(),
                           absl::StrCat(who, ": staged path connections: ",

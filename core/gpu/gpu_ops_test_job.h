@@ -53,8 +53,9 @@ class Job {
       tcp.iface = "127.0.0.1";
       tcp.hostname = options.ranks[r].host;
       tcp.token = "gpu-ops-test-token";
-      auto make_context = [tcp](int rank, int size, Store* store) {
-        return transport::CreateTcpContext(rank, size, store, tcp);
+      auto make_context = [tcp](int rank, int size,
+                                std::shared_ptr<Store> store) {
+        return transport::CreateTcpContext(rank, size, std::move(store), tcp);
       };
       runtime::DeviceEnv env;
       env.config.rank = r;

@@ -156,8 +156,9 @@ absl::StatusOr<std::unique_ptr<Comm>> HostPlatform::NewNcclComm(
   if (!options_.nccl) return absl::UnimplementedError("no NCCL here");
   std::unique_ptr<transport::Context> context;
   if (size > 1) {
-    PrefixStore scoped(options_.store, absl::StrCat(id, "/"));
-    auto made = options_.make_context(rank, size, &scoped);
+    auto made = options_.make_context(
+        rank, size,
+        std::make_shared<PrefixStore>(options_.store, absl::StrCat(id, "/")));
     if (!made.ok()) return made.status();
     context = std::move(*made);
   }

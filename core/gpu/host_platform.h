@@ -30,7 +30,7 @@ struct HostPlatformOptions {
   // For the fake NCCL communicators; not owned.
   Store* store = nullptr;
   std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
-      int rank, int size, Store* store)>
+      int rank, int size, std::shared_ptr<Store> store)>
       make_context;
   collectives::CollectiveOptions collective_options;
   // How the events the devices record answer a poll (on whichever thread

@@ -74,10 +74,11 @@ class DeviceOps {
 };
 
 // Makes a CPU data-plane context for `rank` of `size` processes that meet
-// in `store` (each under its own key prefix).
+// in `store` (each under its own key prefix); the context may keep `store`
+// (a TCP context looks its peers up there as it first reaches them).
 using ContextFactory =
     std::function<absl::StatusOr<std::unique_ptr<transport::Context>>(
-        int rank, int size, Store* store)>;
+        int rank, int size, std::shared_ptr<Store> store)>;
 
 // What a backend is built from. `store` is not owned and outlives the
 // backend.

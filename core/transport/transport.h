@@ -70,7 +70,9 @@ class Context {
   // OK, or the first failure recorded (peer lost, Abort, ...).
   virtual absl::Status status() const = 0;
 
-  // Human-readable address of `peer`'s endpoint, for error messages.
+  // Human-readable address of `peer`'s endpoint, for error messages. A
+  // transport that connects lazily knows it once connected (TCP: the far
+  // end of the pair's connection, "not connected" before).
   virtual std::string PeerAddress(int peer) const = 0;
 };
 

@@ -71,7 +71,7 @@ double Seconds(Clock::duration d) {
 // Runs `iters` timed allreduces (after one warm-up) on `n` ranks; returns
 // rank 0's per-iteration times, or an empty vector after printing an error.
 std::vector<double> TimeAllreduce(int n, const Flags& flags) {
-  auto store = NewInMemoryStore();
+  std::shared_ptr<Store> store = NewInMemoryStore();
   const size_t count = flags.mib * (size_t{1} << 20) / sizeof(float);
   CollectiveOptions options;
   options.algorithm = AllreduceAlgorithm::kRing;
@@ -85,7 +85,7 @@ std::vector<double> TimeAllreduce(int n, const Flags& flags) {
       tcp.iface = "127.0.0.1";
       tcp.hostname = "localhost";
       tcp.token = "bench";
-      auto context = transport::CreateTcpContext(rank, n, store.get(), tcp);
+      auto context = transport::CreateTcpContext(rank, n, store, tcp);
       if (!context.ok()) {
         statuses[rank] = context.status();
         return;

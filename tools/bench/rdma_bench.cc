@@ -60,12 +60,13 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
 }
 
 absl::StatusOr<std::unique_ptr<transport::Context>> Connect(
-    bool rdma, int rank, int n, Store* store, const Flags& flags) {
+    bool rdma, int rank, int n, const std::shared_ptr<Store>& store,
+    const Flags& flags) {
   if (rdma) {
     rdma::RdmaOptions options;
     options.provider = flags.provider;
     options.token = "bench";
-    return rdma::CreateRdmaContext(rank, n, store, options);
+    return rdma::CreateRdmaContext(rank, n, store.get(), options);
   }
   transport::TcpOptions tcp;
   tcp.iface = "127.0.0.1";
@@ -108,13 +109,13 @@ absl::Status RunRank(transport::Context& c, const Flags& flags, Result* out) {
 }
 
 Result Time(bool rdma, int n, const Flags& flags) {
-  auto store = NewInMemoryStore();
+  std::shared_ptr<Store> store = NewInMemoryStore();
   Result result;
   std::vector<absl::Status> statuses(n);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < n; ++rank) {
     threads.emplace_back([&, rank] {
-      auto context = Connect(rdma, rank, n, store.get(), flags);
+      auto context = Connect(rdma, rank, n, store, flags);
       statuses[rank] = context.ok() ? RunRank(**context, flags, &result)
                                     : context.status();
       store->Barrier("done", n, absl::Minutes(5)).IgnoreError();

@@ -6,11 +6,11 @@
 //   rank's host (the core's own exchange: rank 0 reads the records and
 //   publishes the layout once; --layout=every: each rank reads every
 //   record, as the core did before); Set its TCP address and learn those
-//   of the ranks below it, which it dials: by the core's own exchange
-//   (--tcp-peers=book: rank 0 gathers an address book and publishes it
-//   once), by reading each lower rank's (--tcp-peers=lower, as the core
-//   did before), or only its two ring neighbours' (--tcp-peers=ring, what
-//   a rank that connects lazily would read).
+//   of the peers it dials: as the core does (--tcp-peers=lookup: its own
+//   record published and its two ring neighbours' looked up, one Get each,
+//   as a ring's first messages would), by reading each lower rank's
+//   (--tcp-peers=lower, the full mesh the core once dialed at init), or its
+//   two ring neighbours' with one GetMany (--tcp-peers=ring).
 //
 // --reads=batched reads each list with one GetMany (what the core does);
 // --reads=per-key with one Get per key (what it did before GetMany; implies
@@ -19,9 +19,9 @@
 //
 //   bazel run -c opt //tools/bench:rendezvous_load --
 //       [--workers=256,1024,4096] [--reads=batched|per-key]
-//       [--layout=gathered|every] [--tcp-peers=book|lower|ring]
-//       [--value-bytes=48]  (the lower and ring values; a book holds real
-//                            records of 8 ranks a host)
+//       [--layout=gathered|every] [--tcp-peers=lookup|lower|ring]
+//       [--value-bytes=48]  (the lower and ring values; lookup publishes
+//                            real records of 8 ranks a host)
 //
 // Prints one row per size: the time until the last worker has its peers
 // (from the moment all are connected), the median worker's, the store
@@ -53,7 +53,7 @@
 #include "core/rendezvous/grpc_store.h"
 #include "core/rendezvous/rendezvous_server.h"
 #include "core/transport/tcp/address.h"
-#include "core/transport/tcp/address_book.h"
+#include "core/transport/tcp/peer_lookup.h"
 
 extern char** environ;
 
@@ -66,7 +66,7 @@ constexpr absl::Duration kTimeout = absl::Minutes(5);
 struct Flags {
   std::vector<int> workers = {256, 1024, 4096};
   bool batched = true;
-  enum class TcpPeers { kBook, kLower, kRing } tcp_peers = TcpPeers::kBook;
+  enum class TcpPeers { kLookup, kLower, kRing } tcp_peers = TcpPeers::kLookup;
   bool every = false;  // each rank reads every layout record
   int value_bytes = 48;
   int serve = 0;  // > 0: be the server for a job of this size
@@ -86,8 +86,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       flags->batched = a == "--reads=batched";
     } else if (a == "--layout=every" || a == "--layout=gathered") {
       flags->every = a == "--layout=every";
-    } else if (a == "--tcp-peers=book") {
-      flags->tcp_peers = Flags::TcpPeers::kBook;
+    } else if (a == "--tcp-peers=lookup") {
+      flags->tcp_peers = Flags::TcpPeers::kLookup;
     } else if (a == "--tcp-peers=lower") {
       flags->tcp_peers = Flags::TcpPeers::kLower;
     } else if (a == "--tcp-peers=ring") {
@@ -226,10 +226,12 @@ absl::Status ReadLayout(Store& store, int rank, int size, const Flags& flags,
       .status();
 }
 
-// The TCP addresses as the core exchanges them (tcp_context.cc): a record
-// like a real rank's (8 ranks a host, one address and loopback), gathered
-// by rank 0 into the address book every rank reads.
-absl::Status ReadAddressBook(Store& store, int rank, int size, int* calls) {
+// The TCP addresses as the core exchanges them (tcp_context.cc,
+// peer_lookup.h): a record like a real rank's (8 ranks a host, one address
+// and loopback) published, and the two ring neighbours' looked up as a
+// ring's first messages would (one Get each).
+absl::Status LookUpRingNeighbours(std::shared_ptr<Store> store, int rank,
+                                  int size, int* calls) {
   namespace tcp = transport::tcp_internal;
   const unsigned short port = static_cast<unsigned short>(30000 + rank % 8);
   const int host = rank / 8;
@@ -238,8 +240,19 @@ absl::Status ReadAddressBook(Store& store, int rank, int size, int* calls) {
       {tcp::Endpoint(tcp::Ipv4(0x0a000000u + static_cast<uint32_t>(host)),
                      port),
        tcp::Endpoint(tcp::Ipv4::loopback(), port)}};
-  *calls += rank == 0 ? 3 : 2;  // Set; then GetMany and Set, or one Get
-  return tcp::ExchangeAddressBook(rank, size, mine, store, kTimeout).status();
+  ++*calls;
+  if (absl::Status s = store->Set(absl::StrCat(tcp::kRecordKey, rank),
+                                  tcp::EncodePeerRecord(mine));
+      !s.ok()) {
+    return s;
+  }
+  const tcp::PeerConnector::Lookup lookup =
+      tcp::StoreLookup(std::move(store), mine.hostname);
+  for (int peer : {(rank + size - 1) % size, (rank + 1) % size}) {
+    ++*calls;
+    if (absl::Status s = lookup(peer, kTimeout).status(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 WorkerResult Work(GrpcStore& store, int rank, int size, const Flags& flags,
@@ -254,8 +267,10 @@ WorkerResult Work(GrpcStore& store, int rank, int size, const Flags& flags,
         !s.ok()) {
       return s;
     }
-    if (flags.tcp_peers == Flags::TcpPeers::kBook) {
-      return ReadAddressBook(store, rank, size, &result.calls);
+    if (flags.tcp_peers == Flags::TcpPeers::kLookup) {
+      return LookUpRingNeighbours(
+          std::shared_ptr<Store>(&store, [](Store*) {}), rank, size,
+          &result.calls);
     }
     ++result.calls;
     if (absl::Status s = store.Set(absl::StrCat("tcp/", rank), value);
@@ -341,10 +356,10 @@ int Main(int argc, char** argv) {
   printf("reads: %s; layout %s; TCP addresses of %s; values of %d bytes\n",
          flags.batched ? "batched (GetMany)" : "per key (Get)",
          flags.every ? "read by every rank" : "gathered by rank 0",
-         flags.tcp_peers == Flags::TcpPeers::kBook
-             ? "every rank, in rank 0's address book"
+         flags.tcp_peers == Flags::TcpPeers::kLookup
+             ? "the two ring neighbours, looked up one by one"
          : flags.tcp_peers == Flags::TcpPeers::kRing
-             ? "the two ring neighbours"
+             ? "the two ring neighbours, in one GetMany"
              : "every lower rank",
          flags.value_bytes);
   printf("| workers | all have their peers (s) | median worker (s) | store "

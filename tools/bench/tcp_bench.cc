@@ -171,7 +171,8 @@ void Bidirectional(Context& c, size_t len, int reps) {
       len >> 20, gbps[gbps.size() / 2], gbps.front(), gbps.back(), reps);
 }
 
-void RunRank(int rank, Store* store, const Flags& flags) {
+void RunRank(int rank, const std::shared_ptr<Store>& store,
+             const Flags& flags) {
   absl::StatusOr<hvd::runtime::Config> config = hvd::runtime::ConfigFromEnv();
   Check(config.status());
   TcpOptions options;
@@ -215,23 +216,23 @@ int Main(int argc, char** argv) {
               std::thread::hardware_concurrency());
   std::fflush(stdout);
   if (flags.threads) {
-    auto store = NewInMemoryStore();
-    std::thread peer([&] { RunRank(1, store.get(), flags); });
-    RunRank(0, store.get(), flags);
+    std::shared_ptr<Store> store = NewInMemoryStore();
+    std::thread peer([&] { RunRank(1, store, flags); });
+    RunRank(0, store, flags);
     peer.join();
     return 0;
   }
   char dir_template[] = "/tmp/tcp_bench.XXXXXX";
   const char* dir = mkdtemp(dir_template);
   if (dir == nullptr) return 1;
-  FileStore store(dir);
+  auto store = std::make_shared<FileStore>(dir);
   const pid_t child = fork();
   if (child == 0) {
-    RunRank(1, &store, flags);
+    RunRank(1, store, flags);
     std::fflush(stdout);
     _exit(0);
   }
-  RunRank(0, &store, flags);
+  RunRank(0, store, flags);
   int status = 0;
   waitpid(child, &status, 0);
   std::filesystem::remove_all(dir);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/transport/tcp/address.h"
 #include "core/transport/transport.h"
 
 namespace hvd::transport::tcp_internal {
@@ -29,13 +30,13 @@ bool PeerGone(const error_code& ec) {
 
 }  // namespace
 
-Pair::Pair(int rank, int peer, std::string address, asio::io_context& io,
-           PairObserver* observer)
-    : rank_(rank),
-      peer_(peer),
-      address_(std::move(address)),
-      observer_(observer),
-      socket_(io) {}
+Pair::Pair(int rank, int peer, asio::io_context& io, PairObserver* observer)
+    : rank_(rank), peer_(peer), observer_(observer), socket_(io) {}
+
+std::string Pair::address() const {
+  absl::MutexLock lock(&address_mu_);
+  return address_;
+}
 
 Pair::~Pair() { Close(absl::CancelledError("pair destroyed")); }
 
@@ -48,6 +49,11 @@ void Pair::Attach(asio::ip::tcp::socket socket) {
     if (connected_.load() || send_.closed) {
       socket.close(ignored);
       return;
+    }
+    {
+      absl::MutexLock lock(&address_mu_);
+      const asio::ip::tcp::endpoint far = socket.remote_endpoint(ignored);
+      address_ = ignored ? std::string("unknown address") : EndpointString(far);
     }
     socket_ = std::move(socket);
     socket_.non_blocking(true, ignored);
@@ -75,12 +81,12 @@ void Pair::NoteFirstPost() {
 absl::Status Pair::IoError(absl::string_view what, const error_code& ec) const {
   if (PeerGone(ec)) {
     return absl::UnavailableError(absl::StrCat(
-        "rank ", rank_, ": connection to rank ", peer_, " (", address_,
+        "rank ", rank_, ": connection to rank ", peer_, " (", address(),
         ") closed by peer",
         ec == asio::error::eof ? "" : absl::StrCat(" (", ec.message(), ")")));
   }
   return absl::UnavailableError(absl::StrCat("rank ", rank_, ": ", what,
-                                             " rank ", peer_, " (", address_,
+                                             " rank ", peer_, " (", address(),
                                              ") failed: ", ec.message()));
 }
 
@@ -210,14 +216,14 @@ absl::Status Pair::CheckHeader(Op& op, size_t payload_got) {
   }
   if (len > kMaxMessageBytes) {
     return absl::InternalError(absl::StrCat(
-        "rank ", rank_, ": message header from rank ", peer_, " (", address_,
+        "rank ", rank_, ": message header from rank ", peer_, " (", address(),
         ") claims ", len, " bytes; the stream is corrupt"));
   }
   if (op.kind() == Op::Kind::kRecvAny) {
     if (len > kMaxRecvAnyBytes) {
       return absl::InternalError(absl::StrCat(
           "rank ", rank_, ": control message header from rank ", peer_, " (",
-          address_, ") claims ", len, " bytes, more than the ",
+          address(), ") claims ", len, " bytes, more than the ",
           kMaxRecvAnyBytes, " allowed; the stream is corrupt"));
     }
     op.SetAnyLength(len);
@@ -225,7 +231,7 @@ absl::Status Pair::CheckHeader(Op& op, size_t payload_got) {
   }
   if (len == op.len()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(
-      "rank ", rank_, ": message from rank ", peer_, " (", address_, ") is ",
+      "rank ", rank_, ": message from rank ", peer_, " (", address(), ") is ",
       len, " bytes but the receive posted for it expects ", op.len(),
       " bytes"));
 }
@@ -265,7 +271,7 @@ absl::Status Pair::ReadStopNotice(const Op& op, size_t len,
     reason.append(buf, n);
   }
   return absl::UnavailableError(absl::StrCat("rank ", rank_, ": rank ", peer_,
-                                             " (", address_,
+                                             " (", address(),
                                              ") stopped: ", Printable(reason)));
 }
 

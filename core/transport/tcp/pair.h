@@ -62,17 +62,18 @@ class PairObserver {
 
 class Pair {
  public:
-  // Not connected yet (Attach). `address` names the peer's endpoint in
-  // messages. `io` (which will hold the socket) and `observer` must outlive
-  // the Pair.
-  Pair(int rank, int peer, std::string address, boost::asio::io_context& io,
+  // Not connected yet (Attach). `io` (which will hold the socket) and
+  // `observer` must outlive the Pair.
+  Pair(int rank, int peer, boost::asio::io_context& io,
        PairObserver* observer);
   ~Pair();
   Pair(const Pair&) = delete;
   Pair& operator=(const Pair&) = delete;
 
   int peer() const { return peer_; }
-  const std::string& address() const { return address_; }
+  // The far end of the pair's connection ("address:port"), as messages
+  // name the peer; "not connected" before Attach.
+  std::string address() const ABSL_LOCKS_EXCLUDED(address_mu_);
   bool connected() const { return connected_.load(); }
 
   // Hands over the pair's connected, authenticated socket (of the
@@ -133,7 +134,8 @@ class Pair {
 
   const int rank_;
   const int peer_;
-  const std::string address_;
+  mutable absl::Mutex address_mu_;  // a leaf: held for no other lock
+  std::string address_ ABSL_GUARDED_BY(address_mu_) = "not connected";
   PairObserver* const observer_;
   // Replaced once, by Attach, under both locks.
   boost::asio::ip::tcp::socket socket_;

@@ -81,9 +81,7 @@ struct PeerConnector::Incoming {
 };
 
 PeerConnector::PeerConnector(asio::io_context& io, tcp::acceptor acceptor,
-                             Config config,
-                             std::vector<std::vector<Endpoint>> dial_candidates,
-                             Sink* sink)
+                             Config config, Lookup lookup, Sink* sink)
     : io_(io),
       acceptor_(std::move(acceptor)),
       config_(std::move(config)),
@@ -92,12 +90,11 @@ PeerConnector::PeerConnector(asio::io_context& io, tcp::acceptor acceptor,
         const tcp::endpoint local = acceptor_.local_endpoint(ec);
         return ec ? std::string("unknown address") : EndpointString(local);
       }()),
-      // One list per rank, so that every dialer can refer to its own.
-      candidates_([&] {
-        dial_candidates.resize(config_.size);
-        return std::move(dial_candidates);
-      }()),
+      lookup_(std::move(lookup)),
       sink_(sink) {
+  candidates_.resize(config_.size);
+  looked_up_.resize(config_.size, false);
+  looking_up_.resize(config_.size, false);
   dialers_.resize(config_.size);
   connected_.resize(config_.size, false);
 }
@@ -127,6 +124,10 @@ void PeerConnector::StartDial(int peer) {
       dialers_[peer] != nullptr || connected_[peer]) {
     return;
   }
+  if (!looked_up_[peer]) {
+    LookUp(peer);
+    return;
+  }
   dialers_[peer] = std::make_unique<Dialer>(
       io_, peer, candidates_[peer],
       EncodeHello(config_.rank, config_.size,
@@ -153,6 +154,12 @@ void PeerConnector::StopDialing(int peer) {
 }
 
 void PeerConnector::Close() {
+  {
+    absl::MutexLock lock(&lookup_mu_);
+    lookup_stop_ = true;
+    lookup_wake_.Signal();
+  }
+  if (lookup_thread_.joinable()) lookup_thread_.join();
   if (closed_) return;
   closed_ = true;
   error_code ignored;

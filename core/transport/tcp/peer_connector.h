@@ -12,6 +12,11 @@
 // carries the data, and its direction is fixed by the ranks, so two ranks
 // reaching for each other at once never end up on different sockets.
 //
+// Looking up: a peer's endpoints are looked up (Lookup: the rendezvous
+// store, where every rank publishes its own) when this rank first dials it,
+// on a thread of the connector's own, since a lookup may wait for the peer
+// to publish; so a rank reads the addresses of the peers it talks to, not
+// every rank's. A lookup that fails fails the dial.
 // Dialing: the candidates of a peer are tried in order, each attempt
 // (connect + handshake) bounded by `attempt_timeout`; when all fail the round
 // is retried with backoff until `connect_timeout` after Dial. Every rank
@@ -35,11 +40,16 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/transport/tcp/address.h"
 
@@ -66,6 +76,13 @@ class PeerConnector {
     absl::Duration callback_delay = absl::Milliseconds(50);
   };
 
+  // Where `peer` listens: the endpoints to dial, in order. Called on the
+  // connector's lookup thread; may wait for the peer to publish them, up to
+  // `timeout`, and then returns DeadlineExceeded (the connector calls it
+  // again while its connect_timeout allows). Other errors fail the dial.
+  using Lookup = std::function<absl::StatusOr<std::vector<Endpoint>>(
+      int peer, absl::Duration timeout)>;
+
   // What the connector tells its context; called on the io thread.
   class Sink {
    public:
@@ -81,11 +98,10 @@ class PeerConnector {
     virtual void OnConnectFailed(int peer, absl::Status status) = 0;
   };
 
-  // `dial_candidates[p]` for every peer p (ignored for this rank).
   // `acceptor` is listening. `io` and `sink` must outlive this object.
   PeerConnector(boost::asio::io_context& io,
                 boost::asio::ip::tcp::acceptor acceptor, Config config,
-                std::vector<std::vector<Endpoint>> dial_candidates, Sink* sink);
+                Lookup lookup, Sink* sink);
   ~PeerConnector();
   PeerConnector(const PeerConnector&) = delete;
   PeerConnector& operator=(const PeerConnector&) = delete;
@@ -96,15 +112,27 @@ class PeerConnector {
   // callback_delay, asked for (a higher one), unless it is under way or
   // done by then.
   void Dial(int peer);
-  // Closes the listener and every connection still in its handshake. `io`
-  // must no longer run; handlers still queued in it are not run.
+  // Closes the listener and every connection still in its handshake, and
+  // ends the lookup thread (a lookup under way ends within its slice of
+  // kLookupSlice). `io` must no longer run; handlers still queued in it are
+  // not run.
   void Close();
+
+  // How long one lookup call waits before the connector checks whether it
+  // is closing.
+  static constexpr absl::Duration kLookupSlice = absl::Milliseconds(200);
 
  private:
   struct Dialer;
   struct Incoming;
 
   void StartDial(int peer);
+  // Queues `peer` for the lookup thread (started at the first).
+  void LookUp(int peer);
+  // The lookup thread: looks up queued peers until Close.
+  void LookUpLoop();
+  // On the io thread: `peer`'s candidates, or why there are none.
+  void OnLookedUp(int peer, absl::StatusOr<std::vector<Endpoint>> candidates);
   void StartAccept();
   // Starts the handshake of an accepted connection, within the bounds.
   void Welcome(boost::asio::ip::tcp::socket socket);
@@ -133,8 +161,13 @@ class PeerConnector {
   boost::asio::ip::tcp::acceptor acceptor_;
   const Config config_;
   const std::string listen_address_;
-  const std::vector<std::vector<Endpoint>> candidates_;
+  const Lookup lookup_;
   Sink* const sink_;
+  // By peer rank, on the io thread: its candidates once looked up (the
+  // outer vector never changes size: dialers refer to its elements).
+  std::vector<std::vector<Endpoint>> candidates_;
+  std::vector<bool> looked_up_;
+  std::vector<bool> looking_up_;
   // By peer rank; created on the io thread at the peer's first Dial.
   std::vector<std::unique_ptr<Dialer>> dialers_;
   std::vector<bool> connected_;  // by peer rank: handed to the sink
@@ -142,6 +175,12 @@ class PeerConnector {
   int64_t refused_ = 0;  // connections refused or timed out
   int64_t accept_errors_ = 0;
   bool closed_ = false;
+
+  absl::Mutex lookup_mu_;
+  absl::CondVar lookup_wake_;
+  std::deque<int> lookup_queue_ ABSL_GUARDED_BY(lookup_mu_);
+  bool lookup_stop_ ABSL_GUARDED_BY(lookup_mu_) = false;
+  std::thread lookup_thread_;  // started by the first LookUp (io thread)
 };
 
 }  // namespace hvd::transport::tcp_internal

@@ -3,7 +3,9 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <atomic>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -40,14 +42,26 @@ class Rank final : public PeerConnector::Sink {
     return config;
   }
 
-  // Builds the connector over `candidates` (every peer's endpoint, by rank)
-  // and starts its io thread unless `run` is false (Run later).
+  // Builds the connector over `peers` (every peer's endpoint, by rank, as
+  // its lookup finds them) and starts its io thread unless `run` is false
+  // (Run later).
   void Start(PeerConnector::Config config, std::vector<Endpoint> peers,
              bool run = true) {
-    std::vector<std::vector<Endpoint>> candidates;
-    for (const Endpoint& e : peers) candidates.push_back({e});
+    PeerConnector::Lookup lookup =
+        [peers](int peer,
+                absl::Duration) -> absl::StatusOr<std::vector<Endpoint>> {
+      if (peer >= static_cast<int>(peers.size())) {
+        return absl::DeadlineExceededError("not published");
+      }
+      return std::vector<Endpoint>{peers[peer]};
+    };
+    StartLookingUp(std::move(config), std::move(lookup), run);
+  }
+  // The same with `lookup` as the connector's.
+  void StartLookingUp(PeerConnector::Config config,
+                      PeerConnector::Lookup lookup, bool run = true) {
     connector_.emplace(io_, std::move(acceptor_), std::move(config),
-                       std::move(candidates), this);
+                       std::move(lookup), this);
     connector_->Start();
     if (run) Run();
   }
@@ -378,6 +392,75 @@ TEST(PeerConnectorTest, AFloodOfConnectionsKeepsOnlyTheNewestPending) {
   r1.Start(r1.Config(1, 2), {r0.endpoint(), r1.endpoint()});
   r1.Dial(0);
   EXPECT_NE(r0.AwaitConnection(1), nullptr);
+}
+
+
+// ---- Looking peers up ------------------------------------------------------
+
+TEST(PeerConnectorTest, ALookupThatFailsFailsTheDialWithItsReason) {
+  Rank r1;
+  r1.StartLookingUp(r1.Config(1, 2), [](int peer, absl::Duration)
+                                         -> absl::StatusOr<std::vector<Endpoint>> {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", peer, "'s record is unreadable"));
+  });
+  r1.Dial(0);
+  EXPECT_EQ(r1.AwaitFailure(),
+            absl::InvalidArgumentError("rank 1: looking up rank 0's address: "
+                                       "rank 0's record is unreadable"));
+}
+
+// A lookup that waits its whole slice and finds nothing, as the store's Get
+// of a key nobody sets.
+absl::StatusOr<std::vector<Endpoint>> NeverPublished(int,
+                                                     absl::Duration timeout) {
+  absl::SleepFor(timeout);
+  return absl::DeadlineExceededError("not set");
+}
+
+TEST(PeerConnectorTest, APeerThatNeverPublishesFailsAtTheConnectTimeout) {
+  Rank r1;
+  PeerConnector::Config config = r1.Config(1, 2);
+  config.connect_timeout = absl::Milliseconds(500);
+  r1.StartLookingUp(config, NeverPublished);
+  const absl::Time start = absl::Now();
+  r1.Dial(0);
+  EXPECT_EQ(r1.AwaitFailure(),
+            absl::DeadlineExceededError(
+                "rank 1: rank 0 published no address to connect to within "
+                "500ms (has its process started?)"));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(450));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST(PeerConnectorTest, CloseEndsALookupUnderWayWithinItsSlice) {
+  Rank r1;
+  r1.StartLookingUp(r1.Config(1, 2), NeverPublished);  // 10 s to connect
+  r1.Dial(0);
+  absl::SleepFor(absl::Milliseconds(50));
+  const absl::Time start = absl::Now();
+  r1.Stop();
+  EXPECT_LT(absl::Now() - start,
+            PeerConnector::kLookupSlice + absl::Milliseconds(500));
+  EXPECT_TRUE(r1.AwaitFailure(absl::ZeroDuration()).ok());
+}
+
+TEST(PeerConnectorTest, APeerIsLookedUpOnceHoweverOftenItIsDialed) {
+  Rank r0, r1;
+  r0.Start(r0.Config(0, 2), {r0.endpoint(), r1.endpoint()});
+  auto lookups = std::make_shared<std::atomic<int>>(0);
+  const Endpoint at = r0.endpoint();
+  r1.StartLookingUp(r1.Config(1, 2),
+                    [lookups, at](int, absl::Duration)
+                        -> absl::StatusOr<std::vector<Endpoint>> {
+                      lookups->fetch_add(1);
+                      return std::vector<Endpoint>{at};
+                    });
+  for (int i = 0; i < 5; ++i) r1.Dial(0);
+  ASSERT_NE(r1.AwaitConnection(0), nullptr);
+  for (int i = 0; i < 5; ++i) r1.Dial(0);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(lookups->load(), 1);
 }
 
 }  // namespace

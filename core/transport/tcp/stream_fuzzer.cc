@@ -53,8 +53,8 @@ void ReadAll(asio::ip::tcp::socket& socket, void* data, size_t size,
 // Dials rank 0 as rank 1 and completes the hello; says which step failed,
 // or returns an empty string.
 std::string Handshake(hvd::Store& store, asio::ip::tcp::socket& socket) {
-  // Rank 0 gathers every rank's address before it accepts: rank 1's, never
-  // dialled, completes the book.
+  // Rank 1's address, never dialled (rank 0 would look it up only to ask
+  // for a call-back).
   tcp::PeerRecord mine{
       "fuzz", {asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), 1)}};
   if (!store.Set("tcp/1", tcp::EncodePeerRecord(mine)).ok()) {
@@ -87,7 +87,7 @@ std::string Handshake(hvd::Store& store, asio::ip::tcp::socket& socket) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::unique_ptr<hvd::Store> store = hvd::NewInMemoryStore();
+  std::shared_ptr<hvd::Store> store = hvd::NewInMemoryStore();
   hvd::transport::TcpOptions options;
   options.iface = "127.0.0.1";
   options.hostname = "fuzz";
@@ -95,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.connect_timeout = absl::Seconds(5);
   absl::StatusOr<std::unique_ptr<hvd::transport::Context>> rank0;
   std::thread accept([&] {
-    rank0 = hvd::transport::CreateTcpContext(0, 2, store.get(), options);
+    rank0 = hvd::transport::CreateTcpContext(0, 2, store, options);
   });
   asio::io_context io;
   asio::ip::tcp::socket socket(io);

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/annotate.h"
 #include "core/transport/tcp/address.h"
-#include "core/transport/tcp/address_book.h"
 #include "core/transport/tcp/context_core.h"
 #include "core/transport/tcp/peer_connector.h"
+#include "core/transport/tcp/peer_lookup.h"
 #include "core/transport/tcp/socket_options.h"
 #include "core/transport/tcp/tcp_context_impl.h"
 
@@ -57,10 +57,10 @@ tcp_internal::PeerRecord OwnRecord(
   return record;
 }
 
-// Listens, publishes this rank's record and reads every rank's from the
-// address book; adds one unconnected pair per peer to `core`, and the
-// connector that connects them.
-absl::Status Prepare(int rank, int size, Store* store,
+// Listens and publishes this rank's record; adds one unconnected pair per
+// peer to `core`, and the connector that looks peers up in `store` and
+// connects them.
+absl::Status Prepare(int rank, int size, std::shared_ptr<Store> store,
                      const TcpOptions& options, tcp_internal::Core& core) {
   absl::StatusOr<std::optional<tcp_internal::Ipv4>> bind =
       tcp_internal::ResolveInterface(options.iface);
@@ -73,22 +73,15 @@ absl::Status Prepare(int rank, int size, Store* store,
   }
   const tcp_internal::PeerRecord own =
       OwnRecord(*bind, acceptor.local_endpoint().port(), options);
-  absl::StatusOr<tcp_internal::AddressBook> book =
-      tcp_internal::ExchangeAddressBook(rank, size, own, *store,
-                                        options.connect_timeout);
-  if (!book.ok()) return book.status();
-  std::vector<std::vector<Endpoint>> candidates(size);
+  if (absl::Status s = store->Set(absl::StrCat(tcp_internal::kRecordKey, rank),
+                                  tcp_internal::EncodePeerRecord(own));
+      !s.ok()) {
+    return Annotate(s, absl::StrCat("rank ", rank, ": publishing its address"));
+  }
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
-    const tcp_internal::PeerRecord record = book->Record(peer);
-    candidates[peer] = tcp_internal::DialCandidates(record, options.hostname);
-    // Messages name the endpoint this rank would dial first.
-    std::string address =
-        candidates[peer].empty()
-            ? record.hostname
-            : tcp_internal::EndpointString(candidates[peer].front());
-    core.AddPair(std::make_unique<tcp_internal::Pair>(
-        rank, peer, std::move(address), core.io(), &core));
+    core.AddPair(std::make_unique<tcp_internal::Pair>(rank, peer, core.io(),
+                                                      &core));
   }
   tcp_internal::PeerConnector::Config config;
   config.rank = rank;
@@ -97,15 +90,16 @@ absl::Status Prepare(int rank, int size, Store* store,
   config.connect_timeout = options.connect_timeout;
   config.socket_buffer_bytes = options.tuning.socket_buffer_bytes;
   core.SetConnector(std::make_unique<tcp_internal::PeerConnector>(
-      core.io(), std::move(acceptor), std::move(config), std::move(candidates),
-      &core));
+      core.io(), std::move(acceptor), std::move(config),
+      tcp_internal::StoreLookup(std::move(store), options.hostname), &core));
   return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Context>> CreateTcpContext(
-    int rank, int size, Store* store, const TcpOptions& options) {
+    int rank, int size, std::shared_ptr<Store> store,
+    const TcpOptions& options) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CreateTcpContext: rank ", rank, " is not in a job of size ", size));
@@ -116,7 +110,8 @@ absl::StatusOr<std::unique_ptr<Context>> CreateTcpContext(
   auto core = std::make_shared<tcp_internal::Core>(
       rank, size, std::make_unique<asio::io_context>(), options.tuning);
   if (size > 1) {
-    if (absl::Status s = Prepare(rank, size, store, options, *core); !s.ok()) {
+    if (absl::Status s = Prepare(rank, size, std::move(store), options, *core);
+        !s.ok()) {
       return s;
     }
   }

@@ -3,12 +3,13 @@
 //
 // Design
 // - Bootstrap: every rank listens (TcpOptions::iface or 0.0.0.0, ephemeral
-//   port), publishes its host name and candidate endpoints under
-//   "tcp/<rank>" (address.h), and reads every rank's from the book rank 0
-//   gathers under "tcp/all" (address_book.h). Nothing is connected yet.
+//   port) and publishes its host name and candidate endpoints under
+//   "tcp/<rank>" (address.h). Nothing is read or connected yet.
 // - Connections (peer_connector.h): a pair of ranks connects when the first
 //   message between them is posted, so a rank holds sockets only to the
-//   peers its algorithms use (ring neighbours, the coordinator), not N - 1.
+//   peers its algorithms use (ring neighbours, the coordinator), not N - 1,
+//   and reads the addresses of those peers only, from the store, as it first
+//   dials each: the store answers each rank's few reads, not N.
 //   The higher rank dials; a lower rank that needs the connection first asks
 //   the higher one to call it back. The dialer's Hello carries its rank and
 //   the job token; the acceptor compares the token in constant time and
@@ -45,18 +46,18 @@
 
 namespace hvd::transport {
 
-// Listens, publishes this rank's addresses under key "tcp/<rank>" in `store`
-// (callers pass a PrefixStore to scope it), and reads every peer's from the
-// book rank 0 publishes under "tcp/all". Returns without connecting: each
-// pair connects at its first message, and a failure to connect (a peer
-// refusing the token or this rank, nothing listening where a peer
+// Listens and publishes this rank's addresses under key "tcp/<rank>" in
+// `store` (callers pass a PrefixStore to scope it). Returns without
+// connecting or reading: each pair connects at its first message, looking
+// the peer's addresses up in `store` (kept for that), and a failure to
+// connect (a peer publishing no address within `connect_timeout`, or an
+// unusable one, refusing the token or this rank, nothing listening where it
 // published, no answer within `connect_timeout`) fails the context with a
 // status naming the peer rank and address. Errors here: InvalidArgument for
-// bad arguments, an unknown `iface`, or (on every rank) a rank's unusable
-// published address; the store's DeadlineExceeded when the book does not
-// come. `store` is used only during the call.
+// bad arguments or an unknown `iface`; the store's when publishing fails.
 absl::StatusOr<std::unique_ptr<Context>> CreateTcpContext(
-    int rank, int size, Store* store, const TcpOptions& options);
+    int rank, int size, std::shared_ptr<Store> store,
+    const TcpOptions& options);
 
 }  // namespace hvd::transport
 

@@ -48,18 +48,19 @@ absl::Status TcpRequest::DeadlineError() const {
           ? absl::StrCat(op_->bytes_done(), " payload bytes received")
           : absl::StrCat(op_->bytes_done(), " of ", op_->len(),
                          " bytes transferred");
+  const bool connected = pair_->connected();
   const std::string connection =
-      pair_->connected()
+      connected
           ? std::string()
           : absl::StrCat(" (not connected yet: rank ", op_->peer(),
                          op_->peer() > core_->rank()
                              ? " has not dialed this rank back)"
                              : " could not be reached yet)");
-  return absl::DeadlineExceededError(
-      absl::StrCat("rank ", core_->rank(), ": ", OpKindName(op_->kind()),
-                   op_->is_send() ? " to rank " : " from rank ", op_->peer(),
-                   " (", pair_->address(),
-                   ") not complete by the deadline: ", progress, connection));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rank ", core_->rank(), ": ", OpKindName(op_->kind()),
+      op_->is_send() ? " to rank " : " from rank ", op_->peer(),
+      connected ? absl::StrCat(" (", pair_->address(), ")") : std::string(),
+      " not complete by the deadline: ", progress, connection));
 }
 
 TcpContext::TcpContext(std::shared_ptr<Core> core) : core_(std::move(core)) {}

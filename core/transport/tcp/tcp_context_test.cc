@@ -2,6 +2,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -12,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "core/transport/context_contract.h"
-#include "core/transport/tcp/address_book.h"
+#include "core/transport/tcp/address.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -40,25 +41,28 @@ class TcpContextTest : public ::testing::Test {
   std::vector<testing::ContextOrError> TryConnect(
       int size, std::function<TcpOptions(int)> options_for) {
     return testing::TryConnectRanks(size, [&](int rank) {
-      return CreateTcpContext(rank, size, store_.get(), options_for(rank));
+      return CreateTcpContext(rank, size, store_, options_for(rank));
     });
   }
 
   std::vector<std::unique_ptr<Context>> Connect(
       int size, const TcpOptions& options = TestOptions()) {
     return testing::ConnectRanks(size, [&](int rank) {
-      return CreateTcpContext(rank, size, store_.get(), options);
+      return CreateTcpContext(rank, size, store_, options);
     });
   }
 
-  std::unique_ptr<Store> store_ = NewInMemoryStore();
+  std::shared_ptr<Store> store_ = NewInMemoryStore();
 };
 
 // The interface's contract (core/transport/context_contract.h) over Tcp.
 struct TcpTraits {
   static constexpr char kName[] = "TCP";
   static testing::ContextOrError Create(int rank, int size, Store* store) {
-    return CreateTcpContext(rank, size, store, TestOptions());
+    // The suite's store outlives its contexts.
+    return CreateTcpContext(rank, size,
+                            std::shared_ptr<Store>(store, [](Store*) {}),
+                            TestOptions());
   }
 };
 }  // namespace
@@ -107,11 +111,11 @@ TEST_F(TcpContextTest, FullMeshOfEightRanksEachSendingToAll) {
 
 TEST_F(TcpContextTest, AbortReasonReachesAReceiveOfAnyLength) {
   auto contexts = Connect(2);
-  const std::string address = contexts[0]->PeerAddress(1);
   contexts[1]->Abort(absl::AbortedError(std::string(5000, 'x')));
   std::string message;
   const absl::Status status =
       contexts[0]->RecvAny(1, &message)->Wait(Deadline());
+  const std::string address = contexts[0]->PeerAddress(1);
   EXPECT_EQ(status.message(),
             absl::StrCat("rank 0: rank 1 (", address,
                          ") stopped: ", std::string(1024, 'x')));
@@ -122,11 +126,11 @@ TEST_F(TcpContextTest, AbortReasonReachesAReceiveOfAnyLength) {
 // control bytes (terminal escapes) are shown escaped, text as it is.
 TEST_F(TcpContextTest, ControlBytesInAStopNoticeArePrintedEscaped) {
   auto contexts = Connect(2);
-  const std::string address = contexts[0]->PeerAddress(1);
   contexts[1]->Abort(absl::AbortedError("line\x1b[2J\tend\x7f\n"));
   std::string message;
   const absl::Status status =
       contexts[0]->RecvAny(1, &message)->Wait(Deadline());
+  const std::string address = contexts[0]->PeerAddress(1);
   EXPECT_EQ(status.message(),
             absl::StrCat("rank 0: rank 1 (", address,
                          ") stopped: line\\x1b[2J\tend\\x7f\n"));
@@ -167,16 +171,15 @@ TEST_F(TcpContextTest, RankWaitingOnAFailedPeerLearnsWhichRankWasLost) {
 // then is reported at once, not at the connect timeout (20 s here).
 TEST_F(TcpContextTest, APeerGoneBeforeItWasConnectedFailsTheFirstOpAtOnce) {
   auto contexts = Connect(3);
-  const std::string address_of_2 = contexts[0]->PeerAddress(2);
   contexts[2].reset();
   const absl::Time start = absl::Now();
   char data[16];
   const absl::Status status =
       contexts[0]->Recv(2, data, sizeof(data))->Wait(Deadline());
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-  // Every address rank 2 published, the one messages name first.
+  // Every address rank 2 published, loopback first on the same host.
   EXPECT_THAT(std::string(status.message()),
-              StartsWith(absl::StrCat("rank 0: rank 2 at ", address_of_2)));
+              StartsWith("rank 0: rank 2 at 127.0.0.1:"));
   EXPECT_THAT(std::string(status.message()),
               HasSubstr(" refused the connection: nothing listens there (has "
                         "its process exited?)"));
@@ -247,7 +250,6 @@ TEST_F(TcpContextTest, ARankConnectsOnlyToThePeersItExchangesMessagesWith) {
 
 TEST_F(TcpContextTest, AbortMidMessageOnlyClosesTheConnection) {
   auto contexts = Connect(2);
-  const std::string address = contexts[0]->PeerAddress(1);
   const size_t len = 64 << 20;  // far more than the socket buffers hold
   std::string out = Pattern(len, 3), in(len, '\0');
   auto send = contexts[1]->Send(0, out.data(), len);
@@ -256,6 +258,7 @@ TEST_F(TcpContextTest, AbortMidMessageOnlyClosesTheConnection) {
   const absl::Status status =
       contexts[0]->Recv(1, in.data(), len)->Wait(Deadline());
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  const std::string address = contexts[0]->PeerAddress(1);
   EXPECT_EQ(status.message(), absl::StrCat("rank 0: connection to rank 1 (",
                                            address, ") closed by peer"));
 }
@@ -343,7 +346,6 @@ TEST_F(TcpContextTest, BindsInterfaceByName) {
   options.hostname = "";  // no same-host shortcut: only the bound address
   auto contexts = Connect(2, options);
   ASSERT_NE(contexts[1], nullptr);
-  EXPECT_THAT(contexts[1]->PeerAddress(0), StartsWith("127.0.0.1:"));
   RunRanks(contexts, [](Context& c) {
     std::string got;
     auto recv = c.RecvAny(1 - c.rank(), &got);
@@ -358,6 +360,8 @@ TEST_F(TcpContextTest, BindsInterfaceByAddress) {
   options.iface = "127.0.0.1";
   auto contexts = Connect(2, options);
   ASSERT_NE(contexts[0], nullptr);
+  EXPECT_EQ(contexts[0]->PeerAddress(1), "not connected");
+  Exchange(*contexts[0], *contexts[1]);
   EXPECT_THAT(contexts[0]->PeerAddress(1), StartsWith("127.0.0.1:"));
   EXPECT_THAT(contexts[1]->PeerAddress(0), StartsWith("127.0.0.1:"));
 }
@@ -365,7 +369,7 @@ TEST_F(TcpContextTest, BindsInterfaceByAddress) {
 TEST_F(TcpContextTest, UnknownInterfaceIsInvalidArgument) {
   TcpOptions options = TestOptions();
   options.iface = "nosuchif0";
-  auto context = CreateTcpContext(0, 2, store_.get(), options);
+  auto context = CreateTcpContext(0, 2, store_, options);
   EXPECT_EQ(context.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(context.status().message()),
               StartsWith("rank 0: network interface 'nosuchif0' is neither an "
@@ -381,13 +385,12 @@ TEST_F(TcpContextTest, APeerNobodyListensForFailsNamingRankAndAddress) {
               boost::asio::ip::address_v4::loopback(), 0));
   const int port = probe.local_endpoint().port();
   probe.close();
-  // Rank 0's book, as if rank 0 had gathered it.
-  const std::string dead =
-      absl::StrCat("hvd-tcp-1\ntesthost\n127.0.0.1:", port);
-  ASSERT_TRUE(
-      store_->Set("tcp/all", tcp_internal::EncodeAddressBook({dead, dead}))
-          .ok());
-  auto context = CreateTcpContext(1, 2, store_.get(), TestOptions());
+  // Rank 0's record, as if rank 0 had published it.
+  ASSERT_TRUE(store_
+                  ->Set("tcp/0",
+                        absl::StrCat("hvd-tcp-1\ntesthost\n127.0.0.1:", port))
+                  .ok());
+  auto context = CreateTcpContext(1, 2, store_, TestOptions());
   ASSERT_TRUE(context.ok()) << context.status();
   char byte = 0;
   const absl::Status status = (*context)->Send(0, &byte, 1)->Wait(Deadline());
@@ -398,24 +401,64 @@ TEST_F(TcpContextTest, APeerNobodyListensForFailsNamingRankAndAddress) {
   EXPECT_EQ((*context)->status(), status);
 }
 
-TEST_F(TcpContextTest, MissingAddressBookTimesOutNamingTheKey) {
+// A rank reads nothing while its context is created, and looks a peer up
+// at its first message to it: a peer that never publishes fails that
+// message, naming the peer, at the connect timeout.
+TEST_F(TcpContextTest, APeerThatPublishesNoAddressFailsTheFirstMessageToIt) {
   TcpOptions options = TestOptions();
-  options.connect_timeout = absl::Milliseconds(100);
-  auto context = CreateTcpContext(1, 2, store_.get(), options);
-  EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(std::string(context.status().message()),
-              StartsWith("rank 1: reading what member 0 gathers of every "
-                         "rank's TCP address: key 'tcp/all' not set within "));
+  options.connect_timeout = absl::Milliseconds(300);
+  auto context = CreateTcpContext(1, 2, store_, options);
+  ASSERT_TRUE(context.ok()) << context.status();
+  char byte = 0;
+  const absl::Status status = (*context)->Send(0, &byte, 1)->Wait(Deadline());
+  EXPECT_EQ(status, absl::DeadlineExceededError(
+                        "rank 1: rank 0 published no address to connect to "
+                        "within 300ms (has its process started?)"));
+  EXPECT_EQ((*context)->status(), status);
 }
 
-TEST_F(TcpContextTest, RankZeroWaitsForEveryRanksAddress) {
-  TcpOptions options = TestOptions();
-  options.connect_timeout = absl::Milliseconds(100);
-  auto context = CreateTcpContext(0, 2, store_.get(), options);
-  EXPECT_EQ(context.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(std::string(context.status().message()),
-              StartsWith("rank 0: reading every rank's TCP address: key "
-                         "'tcp/1' not set within "));
+// Every rank's store reads, counted: a ring reads its neighbours' addresses
+// only, not every rank's.
+class CountingStore : public Store {
+ public:
+  absl::Status Set(absl::string_view key, absl::string_view value) override {
+    return base_->Set(key, value);
+  }
+  absl::StatusOr<std::string> Get(absl::string_view key,
+                                  absl::Duration timeout) override {
+    reads_.fetch_add(1);
+    return base_->Get(key, timeout);
+  }
+  absl::Status Barrier(absl::string_view name, int count,
+                       absl::Duration timeout) override {
+    return base_->Barrier(name, count, timeout);
+  }
+  int reads() const { return reads_.load(); }
+
+ private:
+  std::unique_ptr<Store> base_ = NewInMemoryStore();
+  std::atomic<int> reads_{0};
+};
+
+TEST_F(TcpContextTest, ARingReadsOnlyItsNeighboursAddresses) {
+  constexpr int kSize = 16;
+  auto counting = std::make_shared<CountingStore>();
+  store_ = counting;
+  auto contexts = Connect(kSize);
+  EXPECT_EQ(counting->reads(), 0);
+  RunRanks(contexts, [](Context& c) {
+    const int next = (c.rank() + 1) % kSize;
+    const int prev = (c.rank() + kSize - 1) % kSize;
+    int in = -1;
+    const int out = c.rank();
+    auto recv = c.Recv(prev, &in, sizeof(in));
+    ASSERT_TRUE(c.Send(next, &out, sizeof(out))->Wait(Deadline()).ok());
+    ASSERT_TRUE(recv->Wait(Deadline()).ok());
+  });
+  // One read a connection: the dialer's of the lower rank's address (a
+  // lower rank asking to be called back reads the higher one's too).
+  EXPECT_GE(counting->reads(), kSize);
+  EXPECT_LE(counting->reads(), 2 * kSize);
 }
 
 }  // namespace
