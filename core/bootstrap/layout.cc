@@ -1,5 +1,6 @@
 #include "core/bootstrap/layout.h"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,10 +15,58 @@
 namespace hvd::bootstrap {
 namespace {
 
-// The published layout: "ok <all_rdma 0|1> <host index>,<host index>,..."
-// or "error <message>".
+// The published layout: "ok <all_rdma 0|1> <group>,<group>,..." or "error
+// <message>". A group "<first>-<last>x<count>" stands for hosts first to
+// last (indices in order of appearance) in turn, each holding the next
+// `count` ranks: a job placed host by host, every host with the same number
+// of ranks, is one group whatever its size, and every rank reads a few
+// bytes, not a host index per rank.
 constexpr absl::string_view kOk = "ok";
 constexpr absl::string_view kError = "error";
+
+// The groups of `hosts`, each as (first, last, count).
+struct Group {
+  int first, last, count;
+};
+
+std::vector<Group> GroupsOf(const std::vector<int>& hosts) {
+  std::vector<Group> groups;
+  size_t r = 0;
+  while (r < hosts.size()) {
+    const int host = hosts[r];
+    int count = 0;
+    while (r < hosts.size() && hosts[r] == host) ++r, ++count;
+    if (!groups.empty() && groups.back().last + 1 == host &&
+        groups.back().count == count) {
+      groups.back().last = host;
+    } else {
+      groups.push_back({host, host, count});
+    }
+  }
+  return groups;
+}
+
+// Appends group `text`'s ranks' hosts to `hosts`; false when it is
+// unreadable or would take `hosts` past `size` ranks.
+bool AppendGroup(absl::string_view text, int size, std::vector<int>& hosts) {
+  const std::pair<absl::string_view, absl::string_view> range_count =
+      absl::StrSplit(text, absl::MaxSplits('x', 1));
+  const std::pair<absl::string_view, absl::string_view> range =
+      absl::StrSplit(range_count.first, absl::MaxSplits('-', 1));
+  int first = -1, last = -1, count = 0;
+  if (!absl::SimpleAtoi(range.first, &first) ||
+      !absl::SimpleAtoi(range.second, &last) ||
+      !absl::SimpleAtoi(range_count.second, &count) || first < 0 ||
+      last < first || last >= size || count < 1 ||
+      static_cast<int64_t>(last - first + 1) * count >
+          size - static_cast<int64_t>(hosts.size())) {
+    return false;
+  }
+  for (int host = first; host <= last; ++host) {
+    hosts.insert(hosts.end(), count, host);
+  }
+  return true;
+}
 
 std::string EncodeRecord(const LayoutRecord& record) {
   return absl::StrCat(record.rdma ? "rdma" : "tcp", "\n", record.host);
@@ -46,8 +95,12 @@ absl::StatusOr<Layout> Gather(const std::vector<std::string>& records) {
 
 std::string EncodeLayout(const absl::StatusOr<Layout>& layout) {
   if (!layout.ok()) return absl::StrCat(kError, " ", layout.status().message());
-  return absl::StrCat(kOk, " ", layout->all_rdma ? 1 : 0, " ",
-                      absl::StrJoin(layout->hosts, ","));
+  return absl::StrCat(
+      kOk, " ", layout->all_rdma ? 1 : 0, " ",
+      absl::StrJoin(GroupsOf(layout->hosts), ",",
+                    [](std::string* out, const Group& g) {
+                      absl::StrAppend(out, g.first, "-", g.last, "x", g.count);
+                    }));
 }
 
 absl::StatusOr<Layout> DecodeLayout(absl::string_view value, int size) {
@@ -59,10 +112,8 @@ absl::StatusOr<Layout> DecodeLayout(absl::string_view value, int size) {
   Layout layout;
   if (tagged.first == kOk && (fields.first == "0" || fields.first == "1")) {
     layout.all_rdma = fields.first == "1";
-    for (absl::string_view index : absl::StrSplit(fields.second, ',')) {
-      int host = -1;
-      if (!absl::SimpleAtoi(index, &host) || host < 0 || host >= size) break;
-      layout.hosts.push_back(host);
+    for (absl::string_view group : absl::StrSplit(fields.second, ',')) {
+      if (!AppendGroup(group, size, layout.hosts)) break;
     }
   }
   if (static_cast<int>(layout.hosts.size()) != size) {

@@ -69,7 +69,49 @@ TEST(ExchangeLayoutTest, RankZeroPublishesOneValueTheOthersRead) {
   Exchange({{"a", false}, {"a", false}, {"b", false}}, *store);
   absl::StatusOr<std::string> all = store->Get("layout/all", kTimeout);
   ASSERT_TRUE(all.ok()) << all.status();
-  EXPECT_EQ(*all, "ok 0 0,0,1");
+  EXPECT_EQ(*all, "ok 0 0-0x2,1-1x1");
+}
+
+// A job placed host by host, the same number of ranks on each, publishes
+// one group whatever its size; any other placement still comes through.
+TEST(ExchangeLayoutTest, AHostByHostLayoutIsOneGroupAndAnyOtherRoundTrips) {
+  std::vector<LayoutRecord> regular;
+  for (int r = 0; r < 512; ++r) regular.push_back({absl::StrCat("n", r / 8)});
+  std::unique_ptr<Store> store = NewInMemoryStore();
+  auto results = Exchange(regular, *store);
+  EXPECT_EQ(*store->Get("layout/all", kTimeout), "ok 0 0-63x8");
+  for (int r : {0, 7, 8, 511}) {
+    ASSERT_TRUE(results[r].ok()) << results[r].status();
+    ASSERT_EQ(results[r]->hosts.size(), 512u);
+    EXPECT_EQ(results[r]->hosts[r], r / 8);
+    EXPECT_EQ(results[r]->hosts[511], 63);
+  }
+  std::vector<LayoutRecord> mixed;
+  std::vector<int> want;
+  for (int r = 0; r < 40; ++r) {
+    const int host = r < 10 ? r % 3 : r < 25 ? 3 + (r - 10) / 5 : 6;
+    mixed.push_back({absl::StrCat("h", host)});
+    want.push_back(host);
+  }
+  std::unique_ptr<Store> other = NewInMemoryStore();
+  for (const auto& result : Exchange(mixed, *other)) {
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->hosts, want);
+  }
+}
+
+TEST(ExchangeLayoutTest, AGroupThatOverrunsTheJobOrIsMalformedIsRefused) {
+  for (const char* bad :
+       {"ok 0 0-1x2", "ok 0 0-3x1", "ok 0 1-0x1", "ok 0 0-0x0", "ok 0 0x3",
+        "ok 0 0-0x4294967297", "ok 0 0-2147483647x2147483647"}) {
+    std::unique_ptr<Store> store = NewInMemoryStore();
+    ASSERT_TRUE(store->Set("layout/all", bad).ok());
+    // Rank 1 of 3 reads what rank 0 would publish.
+    absl::StatusOr<Layout> layout =
+        ExchangeLayout(1, 3, {"a", false}, *store, kTimeout);
+    EXPECT_EQ(layout.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
 }
 
 TEST(ExchangeLayoutTest, AnUnreadableRecordFailsEveryRankNamingIt) {
