@@ -7,8 +7,8 @@
 //   publishes the layout once; --layout=every: each rank reads every
 //   record, as the core did before); Set its TCP address and learn those
 //   of the peers it dials: as the core does (--tcp-peers=lookup: its own
-//   record published and its two ring neighbours' looked up, one Get each,
-//   as a ring's first messages would), by reading each lower rank's
+//   record published and its two ring neighbours' looked up together, as a
+//   ring's first messages would), by reading each lower rank's
 //   (--tcp-peers=lower, the full mesh the core once dialed at init), or its
 //   two ring neighbours' with one GetMany (--tcp-peers=ring).
 //
@@ -228,8 +228,8 @@ absl::Status ReadLayout(Store& store, int rank, int size, const Flags& flags,
 
 // The TCP addresses as the core exchanges them (tcp_context.cc,
 // peer_lookup.h): a record like a real rank's (8 ranks a host, one address
-// and loopback) published, and the two ring neighbours' looked up as a
-// ring's first messages would (one Get each).
+// and loopback) published, and the two ring neighbours' looked up together,
+// as a ring's first messages would.
 absl::Status LookUpRingNeighbours(std::shared_ptr<Store> store, int rank,
                                   int size, int* calls) {
   namespace tcp = transport::tcp_internal;
@@ -248,11 +248,9 @@ absl::Status LookUpRingNeighbours(std::shared_ptr<Store> store, int rank,
   }
   const tcp::PeerConnector::Lookup lookup =
       tcp::StoreLookup(std::move(store), mine.hostname);
-  for (int peer : {(rank + size - 1) % size, (rank + 1) % size}) {
-    ++*calls;
-    if (absl::Status s = lookup(peer, kTimeout).status(); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+  ++*calls;
+  return lookup({(rank + size - 1) % size, (rank + 1) % size}, kTimeout)
+      .status();
 }
 
 WorkerResult Work(GrpcStore& store, int rank, int size, const Flags& flags,
@@ -357,7 +355,7 @@ int Main(int argc, char** argv) {
          flags.batched ? "batched (GetMany)" : "per key (Get)",
          flags.every ? "read by every rank" : "gathered by rank 0",
          flags.tcp_peers == Flags::TcpPeers::kLookup
-             ? "the two ring neighbours, looked up one by one"
+             ? "the two ring neighbours, looked up together"
          : flags.tcp_peers == Flags::TcpPeers::kRing
              ? "the two ring neighbours, in one GetMany"
              : "every lower rank",

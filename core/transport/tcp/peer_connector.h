@@ -76,12 +76,16 @@ class PeerConnector {
     absl::Duration callback_delay = absl::Milliseconds(50);
   };
 
-  // Where `peer` listens: the endpoints to dial, in order. Called on the
-  // connector's lookup thread; may wait for the peer to publish them, up to
-  // `timeout`, and then returns DeadlineExceeded (the connector calls it
-  // again while its connect_timeout allows). Other errors fail the dial.
-  using Lookup = std::function<absl::StatusOr<std::vector<Endpoint>>(
-      int peer, absl::Duration timeout)>;
+  // Where each of `peers` listens: for each, the endpoints to dial, in
+  // order, all in one round trip where the store allows. Called on the
+  // connector's lookup thread with the peers whose first dials came
+  // together; may wait for them to publish, up to `timeout`, and then
+  // returns DeadlineExceeded (the connector hands over those found, and asks
+  // again for the others while its connect_timeout allows). Other errors
+  // fail the dials.
+  using Lookup =
+      std::function<absl::StatusOr<std::vector<std::vector<Endpoint>>>(
+          const std::vector<int>& peers, absl::Duration timeout)>;
 
   // What the connector tells its context; called on the io thread.
   class Sink {
@@ -131,6 +135,11 @@ class PeerConnector {
   void LookUp(int peer);
   // The lookup thread: looks up queued peers until Close.
   void LookUpLoop();
+  // Looks up `batch` until each is found or fails; false when Close came
+  // first.
+  bool LookUpBatch(std::vector<int> batch);
+  // Hands `peer`'s candidates, or why there are none, to the io thread.
+  void PostLookedUp(int peer, absl::StatusOr<std::vector<Endpoint>> found);
   // On the io thread: `peer`'s candidates, or why there are none.
   void OnLookedUp(int peer, absl::StatusOr<std::vector<Endpoint>> candidates);
   void StartAccept();

@@ -24,43 +24,77 @@ void PeerConnector::LookUp(int peer) {
 
 void PeerConnector::LookUpLoop() {
   while (true) {
-    int peer;
+    std::vector<int> batch;
     {
       absl::MutexLock lock(&lookup_mu_);
       while (!lookup_stop_ && lookup_queue_.empty()) {
         lookup_wake_.Wait(&lookup_mu_);
       }
       if (lookup_stop_) return;
-      peer = lookup_queue_.front();
-      lookup_queue_.pop_front();
+      batch.assign(lookup_queue_.begin(), lookup_queue_.end());
+      lookup_queue_.clear();
     }
-    const absl::Time deadline = absl::Now() + config_.connect_timeout;
-    absl::StatusOr<std::vector<Endpoint>> found;
-    while (true) {
-      found = lookup_(peer, std::min(kLookupSlice, deadline - absl::Now()));
-      if (!absl::IsDeadlineExceeded(found.status()) ||
-          absl::Now() >= deadline) {
-        break;
-      }
-      absl::MutexLock lock(&lookup_mu_);
-      if (lookup_stop_) return;
-    }
-    if (absl::IsDeadlineExceeded(found.status())) {
-      found = absl::DeadlineExceededError(absl::StrCat(
-          "rank ", config_.rank, ": rank ", peer,
-          " published no address to connect to within ",
-          absl::FormatDuration(config_.connect_timeout),
-          " (has its process started?)"));
-    } else if (!found.ok()) {
-      found = absl::Status(
-          found.status().code(),
-          absl::StrCat("rank ", config_.rank, ": looking up rank ", peer,
-                       "'s address: ", found.status().message()));
-    }
-    asio::post(io_, [this, peer, found = std::move(found)]() mutable {
-      OnLookedUp(peer, std::move(found));
-    });
+    if (!LookUpBatch(std::move(batch))) return;
   }
+}
+
+bool PeerConnector::LookUpBatch(std::vector<int> batch) {
+  const absl::Time deadline = absl::Now() + config_.connect_timeout;
+  while (!batch.empty()) {
+    absl::StatusOr<std::vector<std::vector<Endpoint>>> found =
+        lookup_(batch, std::min(kLookupSlice, deadline - absl::Now()));
+    if (found.ok()) {
+      for (size_t i = 0; i < batch.size(); ++i) {
+        PostLookedUp(batch[i], std::move((*found)[i]));
+      }
+      return true;
+    }
+    if (!absl::IsDeadlineExceeded(found.status())) {
+      for (int peer : batch) PostLookedUp(peer, found.status());
+      return true;
+    }
+    if (batch.size() > 1) {
+      // Some have not published yet: hand over those that have.
+      std::vector<int> missing;
+      for (int peer : batch) {
+        auto one = lookup_({peer}, absl::ZeroDuration());
+        if (absl::IsDeadlineExceeded(one.status())) {
+          missing.push_back(peer);
+        } else if (one.ok()) {
+          PostLookedUp(peer, std::move(one->front()));
+        } else {
+          PostLookedUp(peer, one.status());
+        }
+      }
+      batch = std::move(missing);
+    }
+    if (absl::Now() >= deadline) {
+      for (int peer : batch) {
+        PostLookedUp(peer, absl::DeadlineExceededError(absl::StrCat(
+                               "rank ", config_.rank, ": rank ", peer,
+                               " published no address to connect to within ",
+                               absl::FormatDuration(config_.connect_timeout),
+                               " (has its process started?)")));
+      }
+      return true;
+    }
+    absl::MutexLock lock(&lookup_mu_);
+    if (lookup_stop_) return false;
+  }
+  return true;
+}
+
+void PeerConnector::PostLookedUp(int peer,
+                                 absl::StatusOr<std::vector<Endpoint>> found) {
+  if (!found.ok() && !absl::IsDeadlineExceeded(found.status())) {
+    found = absl::Status(
+        found.status().code(),
+        absl::StrCat("rank ", config_.rank, ": looking up rank ", peer,
+                     "'s address: ", found.status().message()));
+  }
+  asio::post(io_, [this, peer, found = std::move(found)]() mutable {
+    OnLookedUp(peer, std::move(found));
+  });
 }
 
 void PeerConnector::OnLookedUp(

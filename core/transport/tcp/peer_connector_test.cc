@@ -47,13 +47,17 @@ class Rank final : public PeerConnector::Sink {
   // (Run later).
   void Start(PeerConnector::Config config, std::vector<Endpoint> peers,
              bool run = true) {
-    PeerConnector::Lookup lookup =
-        [peers](int peer,
-                absl::Duration) -> absl::StatusOr<std::vector<Endpoint>> {
-      if (peer >= static_cast<int>(peers.size())) {
-        return absl::DeadlineExceededError("not published");
+    PeerConnector::Lookup lookup = [peers](const std::vector<int>& asked,
+                                           absl::Duration)
+        -> absl::StatusOr<std::vector<std::vector<Endpoint>>> {
+      std::vector<std::vector<Endpoint>> found;
+      for (int peer : asked) {
+        if (peer >= static_cast<int>(peers.size())) {
+          return absl::DeadlineExceededError("not published");
+        }
+        found.push_back({peers[peer]});
       }
-      return std::vector<Endpoint>{peers[peer]};
+      return found;
     };
     StartLookingUp(std::move(config), std::move(lookup), run);
   }
@@ -399,10 +403,11 @@ TEST(PeerConnectorTest, AFloodOfConnectionsKeepsOnlyTheNewestPending) {
 
 TEST(PeerConnectorTest, ALookupThatFailsFailsTheDialWithItsReason) {
   Rank r1;
-  r1.StartLookingUp(r1.Config(1, 2), [](int peer, absl::Duration)
-                                         -> absl::StatusOr<std::vector<Endpoint>> {
+  r1.StartLookingUp(r1.Config(1, 2), [](const std::vector<int>& peers,
+                                         absl::Duration)
+                        -> absl::StatusOr<std::vector<std::vector<Endpoint>>> {
     return absl::InvalidArgumentError(
-        absl::StrCat("rank ", peer, "'s record is unreadable"));
+        absl::StrCat("rank ", peers.front(), "'s record is unreadable"));
   });
   r1.Dial(0);
   EXPECT_EQ(r1.AwaitFailure(),
@@ -412,8 +417,8 @@ TEST(PeerConnectorTest, ALookupThatFailsFailsTheDialWithItsReason) {
 
 // A lookup that waits its whole slice and finds nothing, as the store's Get
 // of a key nobody sets.
-absl::StatusOr<std::vector<Endpoint>> NeverPublished(int,
-                                                     absl::Duration timeout) {
+absl::StatusOr<std::vector<std::vector<Endpoint>>> NeverPublished(
+    const std::vector<int>&, absl::Duration timeout) {
   absl::SleepFor(timeout);
   return absl::DeadlineExceededError("not set");
 }
@@ -451,16 +456,60 @@ TEST(PeerConnectorTest, APeerIsLookedUpOnceHoweverOftenItIsDialed) {
   auto lookups = std::make_shared<std::atomic<int>>(0);
   const Endpoint at = r0.endpoint();
   r1.StartLookingUp(r1.Config(1, 2),
-                    [lookups, at](int, absl::Duration)
-                        -> absl::StatusOr<std::vector<Endpoint>> {
-                      lookups->fetch_add(1);
-                      return std::vector<Endpoint>{at};
+                    [lookups, at](const std::vector<int>& peers, absl::Duration)
+                        -> absl::StatusOr<std::vector<std::vector<Endpoint>>> {
+                      lookups->fetch_add(static_cast<int>(peers.size()));
+                      return std::vector<std::vector<Endpoint>>{{at}};
                     });
   for (int i = 0; i < 5; ++i) r1.Dial(0);
   ASSERT_NE(r1.AwaitConnection(0), nullptr);
   for (int i = 0; i < 5; ++i) r1.Dial(0);
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(lookups->load(), 1);
+}
+
+// Peers dialed together are looked up together; one that has not published
+// yet holds up neither the others' lookups nor their connections.
+TEST(PeerConnectorTest, PeersDialedTogetherAreLookedUpTogether) {
+  Rank r0, r1;
+  Rank r3;  // dials ranks 0, 1 and 2, all lower; rank 2 never publishes
+  r0.Start(r0.Config(0, 4), {});
+  r1.Start(r1.Config(1, 4), {});
+  auto calls = std::make_shared<std::vector<std::vector<int>>>();
+  auto mu = std::make_shared<absl::Mutex>();
+  const std::vector<Endpoint> at = {r0.endpoint(), r1.endpoint()};
+  r3.StartLookingUp(
+      r3.Config(3, 4),
+      [calls, mu, at](const std::vector<int>& peers, absl::Duration timeout)
+          -> absl::StatusOr<std::vector<std::vector<Endpoint>>> {
+        {
+          absl::MutexLock lock(mu.get());
+          calls->push_back(peers);
+        }
+        std::vector<std::vector<Endpoint>> found;
+        for (int peer : peers) {
+          if (peer >= static_cast<int>(at.size())) {
+            absl::SleepFor(timeout);
+            return absl::DeadlineExceededError("not set");
+          }
+          found.push_back({at[peer]});
+        }
+        return found;
+      },
+      /*run=*/false);
+  r3.Dial(0);
+  r3.Dial(1);
+  r3.Dial(2);
+  const absl::Time start = absl::Now();
+  r3.Run();  // the three first dials are usually queued together
+  // Well within the connect timeout (10 s) that rank 2's lookup waits for.
+  ASSERT_NE(r3.AwaitConnection(0, absl::Seconds(3)), nullptr);
+  ASSERT_NE(r3.AwaitConnection(1, absl::Seconds(3)), nullptr);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  r3.Stop();  // ends rank 2's lookup
+  absl::MutexLock lock(mu.get());
+  ASSERT_FALSE(calls->empty());
+  EXPECT_EQ(calls->back(), std::vector<int>{2});  // looked for to the end
 }
 
 }  // namespace

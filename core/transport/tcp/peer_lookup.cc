@@ -10,18 +10,23 @@ namespace hvd::transport::tcp_internal {
 PeerConnector::Lookup StoreLookup(std::shared_ptr<Store> store,
                                   std::string hostname) {
   return [store = std::move(store), hostname = std::move(hostname)](
-             int peer, absl::Duration timeout)
-             -> absl::StatusOr<std::vector<Endpoint>> {
-    absl::StatusOr<std::string> text =
-        store->Get(absl::StrCat(kRecordKey, peer), timeout);
-    if (!text.ok()) return text.status();
-    absl::StatusOr<PeerRecord> record = DecodePeerRecord(*text);
-    if (!record.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rank ", peer, "'s published TCP address is unusable: ",
-                       record.status().message()));
+             const std::vector<int>& peers, absl::Duration timeout)
+             -> absl::StatusOr<std::vector<std::vector<Endpoint>>> {
+    absl::StatusOr<std::vector<std::string>> texts =
+        GetOfRanks(*store, kRecordKey, peers, timeout);
+    if (!texts.ok()) return texts.status();
+    std::vector<std::vector<Endpoint>> candidates;
+    candidates.reserve(peers.size());
+    for (size_t i = 0; i < peers.size(); ++i) {
+      absl::StatusOr<PeerRecord> record = DecodePeerRecord((*texts)[i]);
+      if (!record.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rank ", peers[i], "'s published TCP address is unusable: ",
+            record.status().message()));
+      }
+      candidates.push_back(DialCandidates(*record, hostname));
     }
-    return DialCandidates(*record, hostname);
+    return candidates;
   };
 }
 
