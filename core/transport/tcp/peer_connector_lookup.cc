@@ -43,6 +43,11 @@ bool PeerConnector::LookUpBatch(std::vector<int> batch) {
   while (!batch.empty()) {
     absl::StatusOr<std::vector<std::vector<Endpoint>>> found =
         lookup_(batch, std::min(kLookupSlice, deadline - absl::Now()));
+    if (found.ok() && found->size() != batch.size()) {
+      found = absl::InternalError(absl::StrCat(
+          "the lookup answered ", found->size(), " of ", batch.size(),
+          " peers"));
+    }
     if (found.ok()) {
       for (size_t i = 0; i < batch.size(); ++i) {
         PostLookedUp(batch[i], std::move((*found)[i]));
