@@ -340,7 +340,7 @@ int Main(int argc, char** argv) {
     fprintf(stderr,
             "usage: rendezvous_load [--workers=N,N,...] "
             "[--reads=batched|per-key] [--layout=gathered|every] "
-            "[--tcp-peers=book|lower|ring] [--value-bytes=B]\n");
+            "[--tcp-peers=lookup|lower|ring] [--value-bytes=B]\n");
     return 2;
   }
   if (flags.serve > 0) return Serve(flags.serve);
