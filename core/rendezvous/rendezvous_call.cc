@@ -135,10 +135,7 @@ void RendezvousServer::Impl::Call::OnDone() {
 std::optional<grpc::Status> RendezvousServer::Impl::WaitLocked(Call& call,
                                                                Wait wait) {
   if (wait.ready()) return grpc::Status::OK;
-  if (shutting_down_) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "rendezvous server is shutting down");
-  }
+  if (shutting_down_) return ShuttingDown();
   if (call.context().IsCancelled()) {
     return grpc::Status(grpc::StatusCode::CANCELLED,
                         "the client cancelled the call");
@@ -170,20 +167,26 @@ bool RendezvousServer::Impl::UnfileLocked(Call& call) {
   return true;
 }
 
+void RendezvousServer::Impl::AnswerOrWait(Call& call, Wait wait) {
+  std::optional<grpc::Status> now;
+  {
+    absl::MutexLock lock(&mu_);
+    now = WaitLocked(call, std::move(wait));
+  }
+  if (now) call.Answer(*now);
+}
+
 void RendezvousServer::Impl::WakeLocked(const std::string& topic,
                                         Answers& answers) {
   auto [begin, end] = waiters_.equal_range(topic);
-  if (begin == end) return;
   std::vector<Call*> woken;
   for (auto it = begin; it != end; ++it) woken.push_back(it->second);
-  waiters_.erase(begin, end);
   for (Call* call : woken) {
     if (call->wait.ready()) {
-      deadlines_.erase(call->by_deadline);
-      call->waiting = false;
-      --blocked_;
+      UnfileLocked(*call);
       answers.emplace_back(call, grpc::Status::OK);
     } else {
+      waiters_.erase(call->by_topic);
       call->by_topic = waiters_.emplace(call->wait.topic(), call);
     }
   }

@@ -127,9 +127,7 @@ void RendezvousServer::Impl::Shutdown() {
     while (!deadlines_.empty()) {
       Call* call = deadlines_.begin()->second;
       UnfileLocked(*call);
-      waiting.emplace_back(
-          call, grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                             "rendezvous server is shutting down"));
+      waiting.emplace_back(call, ShuttingDown());
     }
   }
   Deliver(waiting);

@@ -9,6 +9,7 @@
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -132,6 +133,19 @@ class RendezvousServer::Impl final : public grpc::CallbackGenericService {
   absl::StatusOr<bool> RegisterLocked(WorkerInfo* info)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // How long a call asking for `timeout_ms` waits: at most kMaxWait, and
+  // not at all for a timeout <= 0.
+  static absl::Duration WaitOf(int64_t timeout_ms) {
+    return std::clamp(absl::Milliseconds(timeout_ms), absl::ZeroDuration(),
+                      rendezvous_internal::kMaxWait);
+  }
+  // What a call the server cannot answer any more is told.
+  static grpc::Status ShuttingDown() {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "rendezvous server is shutting down");
+  }
+  // Answers `call` now or files it (WaitLocked), taking the lock.
+  void AnswerOrWait(Call& call, Wait wait) ABSL_LOCKS_EXCLUDED(mu_);
   // The answer to `call` if it can be given now: `wait.ready()` holds, the
   // wait is zero (wait.expired()), the server is shutting down
   // (UNAVAILABLE), the client has cancelled (CANCELLED), or the call may not

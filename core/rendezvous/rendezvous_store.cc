@@ -1,6 +1,5 @@
 // The rendezvous store's RPCs: Set, Get, GetMany and Barrier, within the
 // bounds of RendezvousLimits.
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,7 +12,6 @@ namespace hvd {
 using rendezvous::kBarrierArrivedKey;
 using rendezvous::kMaxGetManyAnswerBytes;
 using rendezvous::kMaxKeysPerGetMany;
-using rendezvous_internal::kMaxWait;
 using rendezvous_internal::Quote;
 using rendezvous_internal::Refused;
 namespace pb = ::hvd::rendezvous;
@@ -67,8 +65,7 @@ void RendezvousServer::Impl::Get(Call& call, const pb::GetRequest& request) {
   const std::string& key = request.key();
   if (grpc::Status s = CheckName("key", key); !s.ok()) return call.Answer(s);
   Wait wait;
-  wait.wait = std::clamp(absl::Milliseconds(request.timeout_ms()),
-                         absl::ZeroDuration(), kMaxWait);
+  wait.wait = WaitOf(request.timeout_ms());
   auto& response = call.response<pb::GetResponse>();
   wait.ready = [this, key, &response]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = values_.find(key);
@@ -82,12 +79,7 @@ void RendezvousServer::Impl::Get(Call& call, const pb::GetRequest& request) {
                         absl::StrCat("key ", Quote(key), " not set within ",
                                      absl::FormatDuration(duration)));
   };
-  std::optional<grpc::Status> now;
-  {
-    absl::MutexLock lock(&mu_);
-    now = WaitLocked(call, std::move(wait));
-  }
-  if (now) call.Answer(*now);
+  AnswerOrWait(call, std::move(wait));
 }
 
 void RendezvousServer::Impl::GetMany(Call& call,
@@ -115,8 +107,7 @@ void RendezvousServer::Impl::GetMany(Call& call,
   keys->keys.assign(asked.begin(), asked.end());
   keys->unchecked = keys->keys.size();
   Wait wait;
-  wait.wait = std::clamp(absl::Milliseconds(request.timeout_ms()),
-                         absl::ZeroDuration(), kMaxWait);
+  wait.wait = WaitOf(request.timeout_ms());
   auto& response = call.response<pb::GetManyResponse>();
   wait.ready = [this, keys, &response]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (keys->unchecked > 0 &&
@@ -150,12 +141,7 @@ void RendezvousServer::Impl::GetMany(Call& call,
                      " other(s) of ", keys->keys.size(), " not set within ",
                      absl::FormatDuration(duration)));
   };
-  std::optional<grpc::Status> now;
-  {
-    absl::MutexLock lock(&mu_);
-    now = WaitLocked(call, std::move(wait));
-  }
-  if (now) call.Answer(*now);
+  AnswerOrWait(call, std::move(wait));
 }
 
 grpc::Status RendezvousServer::Impl::CheckBarrier(
@@ -223,8 +209,7 @@ void RendezvousServer::Impl::Barrier(Call& call,
                                      const pb::BarrierRequest& request) {
   if (grpc::Status s = CheckBarrier(request); !s.ok()) return call.Answer(s);
   Wait wait;
-  wait.wait = std::clamp(absl::Milliseconds(request.timeout_ms()),
-                         absl::ZeroDuration(), kMaxWait);
+  wait.wait = WaitOf(request.timeout_ms());
   std::optional<grpc::Status> now;
   Answers woken;
   {

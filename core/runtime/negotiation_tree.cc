@@ -3,23 +3,12 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/little_endian.h"
 
 namespace hvd::runtime {
 namespace {
 
-constexpr size_t kFrameHeader = 8;
-
-void PutU32(uint32_t v, std::string* out) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-uint32_t GetU32(absl::string_view at) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) {
-    v |= uint32_t{static_cast<unsigned char>(at[i])} << (8 * i);
-  }
-  return v;
-}
+constexpr size_t kFrameHeader = 8;  // the rank, then the list's length
 
 }  // namespace
 
@@ -37,8 +26,10 @@ std::vector<int> NegotiationChildren(int rank, int size, int fanout) {
 }
 
 void AppendToBundle(int rank, absl::string_view list, std::string* bundle) {
-  PutU32(static_cast<uint32_t>(rank), bundle);
-  PutU32(static_cast<uint32_t>(list.size()), bundle);
+  char header[kFrameHeader];
+  StoreLE32(static_cast<uint32_t>(rank), header);
+  StoreLE32(static_cast<uint32_t>(list.size()), header + 4);
+  bundle->append(header, kFrameHeader);
   bundle->append(list.data(), list.size());
 }
 
@@ -51,8 +42,8 @@ absl::Status SplitBundle(absl::string_view bundle, int from,
   };
   while (!bundle.empty()) {
     if (bundle.size() < kFrameHeader) return malformed("a frame is cut short");
-    const uint32_t rank = GetU32(bundle);
-    const uint32_t len = GetU32(bundle.substr(4));
+    const uint32_t rank = LoadLE32(bundle.data());
+    const uint32_t len = LoadLE32(bundle.data() + 4);
     bundle.remove_prefix(kFrameHeader);
     if (len > bundle.size()) return malformed("a frame is cut short");
     if (rank >= lists->size()) {

@@ -4,25 +4,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/little_endian.h"
 #include "core/transport/shm/futex.h"
 #include "core/transport/transport.h"
 
 namespace hvd::transport::shm_internal {
-namespace {
-
-void StoreLE64(char* at, uint64_t v) {
-  for (int i = 0; i < 8; ++i) at[i] = static_cast<char>(v >> (8 * i));
-}
-
-uint64_t LoadLE64(const char* at) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) {
-    v |= static_cast<uint64_t>(static_cast<unsigned char>(at[i])) << (8 * i);
-  }
-  return v;
-}
-
-}  // namespace
 
 void RingBell(Doorbell* bell) {
   // Pairs with the sleeper's sleepers.fetch_add before its last check: either
@@ -151,7 +137,7 @@ int SendChannel::ProgressLocked(absl::Status* failure) {
       if (!ReserveFor(op, &free, failure)) return result | kCompleted;
       if (!op.header_done_) {
         if (free < kSlot) break;
-        StoreLE64(ring_.data + head_ % cap, op.len_);
+        StoreLE64(op.len_, ring_.data + head_ % cap);
         head_ += kSlot;
         free -= kSlot;
         op.header_done_ = true;

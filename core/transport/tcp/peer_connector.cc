@@ -93,7 +93,6 @@ PeerConnector::PeerConnector(asio::io_context& io, tcp::acceptor acceptor,
       lookup_(std::move(lookup)),
       sink_(sink) {
   candidates_.resize(config_.size);
-  looked_up_.resize(config_.size, false);
   looking_up_.resize(config_.size, false);
   dialers_.resize(config_.size);
   connected_.resize(config_.size, false);
@@ -124,12 +123,12 @@ void PeerConnector::StartDial(int peer) {
       dialers_[peer] != nullptr || connected_[peer]) {
     return;
   }
-  if (!looked_up_[peer]) {
+  if (!candidates_[peer]) {
     LookUp(peer);
     return;
   }
   dialers_[peer] = std::make_unique<Dialer>(
-      io_, peer, candidates_[peer],
+      io_, peer, *candidates_[peer],
       EncodeHello(config_.rank, config_.size,
                   HelloProof(config_.token, config_.rank, peer, config_.size)),
       absl::Now() + config_.connect_timeout);

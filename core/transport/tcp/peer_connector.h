@@ -43,6 +43,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -174,8 +175,7 @@ class PeerConnector {
   Sink* const sink_;
   // By peer rank, on the io thread: its candidates once looked up (the
   // outer vector never changes size: dialers refer to its elements).
-  std::vector<std::vector<Endpoint>> candidates_;
-  std::vector<bool> looked_up_;
+  std::vector<std::optional<std::vector<Endpoint>>> candidates_;
   std::vector<bool> looking_up_;
   // By peer rank; created on the io thread at the peer's first Dial.
   std::vector<std::unique_ptr<Dialer>> dialers_;

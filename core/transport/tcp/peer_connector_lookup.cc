@@ -110,7 +110,6 @@ void PeerConnector::OnLookedUp(
     return;
   }
   candidates_[peer] = *std::move(candidates);
-  looked_up_[peer] = true;
   StartDial(peer);
 }
 
