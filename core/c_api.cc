@@ -31,6 +31,7 @@ std::shared_ptr<runtime::Runtime> g_runtime ABSL_GUARDED_BY(g_mu);
 std::unique_ptr<bootstrap::SelfRendezvous> g_self_rendezvous
     ABSL_GUARDED_BY(g_mu);
 int g_inits ABSL_GUARDED_BY(g_mu) = 0;  // hvd_init calls that read a Config
+bootstrap::PmixRecord g_pmix_record ABSL_GUARDED_BY(g_mu);
 absl::Mutex g_names_mu;
 std::map<std::pair<std::string, int>, int64_t>& NameCounters() {
   static auto* counters = new std::map<std::pair<std::string, int>, int64_t>();
@@ -121,7 +122,8 @@ int hvd_init(void) {
     return hvd::api::SetLastError(s);
   }
   // A job srun, torchrun or mpirun started meets at rank 0's rendezvous.
-  auto self_rendezvous = hvd::bootstrap::SelfRendezvous::Prepare(&*config);
+  auto self_rendezvous = hvd::bootstrap::SelfRendezvous::Prepare(
+      &*config, &hvd::api::g_pmix_record);
   if (!self_rendezvous.ok()) {
     return hvd::api::SetLastError(self_rendezvous.status());
   }

@@ -3,11 +3,17 @@
 #include <dlfcn.h>
 #include <pmix.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "core/common/annotate.h"
+#include "core/common/logging.h"
 
 namespace hvd::bootstrap {
 namespace {
@@ -55,6 +61,11 @@ struct Pmix {
 
   absl::Status Check(pmix_status_t rc, const char* call) const {
     if (rc == PMIX_SUCCESS) return absl::OkStatus();
+    if (rc == PMIX_ERR_TIMEOUT) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          call, " timed out (HVD_START_TIMEOUT): did every rank call "
+          "hvd.init()?"));
+    }
     return absl::UnavailableError(
         absl::StrCat(call, " failed: ", error(rc),
                      " (was the job started by mpirun with PMIx?)"));
@@ -74,14 +85,27 @@ absl::Status Publish(const Pmix& pmix, const std::string& record) {
   return pmix.Check(pmix.commit(), "PMIx_Commit");
 }
 
-absl::StatusOr<std::string> Read(const Pmix& pmix, const pmix_proc_t& me) {
+// PMIX_TIMEOUT: whole seconds, at least 1 (0 would be no timeout).
+pmix_info_t TimeoutInfo(absl::Duration timeout) {
+  pmix_info_t info;
+  std::memset(&info, 0, sizeof(info));
+  std::strncpy(info.key, PMIX_TIMEOUT, PMIX_MAX_KEYLEN);
+  info.value.type = PMIX_INT;
+  info.value.data.integer = static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Seconds(absl::Ceil(timeout, absl::Seconds(1))), 1,
+      std::numeric_limits<int>::max()));
+  return info;
+}
+
+absl::StatusOr<std::string> Read(const Pmix& pmix, const pmix_proc_t& me,
+                                 pmix_info_t* timeout) {
   pmix_proc_t root;
   std::memset(&root, 0, sizeof(root));
   std::memcpy(root.nspace, me.nspace, sizeof(root.nspace));
   root.rank = 0;
   pmix_value_t* value = nullptr;
-  if (absl::Status s =
-          pmix.Check(pmix.get(&root, kKey, nullptr, 0, &value), "PMIx_Get");
+  if (absl::Status s = pmix.Check(pmix.get(&root, kKey, timeout, 1, &value),
+                                  "PMIx_Get");
       !s.ok()) {
     return s;
   }
@@ -98,19 +122,23 @@ absl::StatusOr<std::string> Read(const Pmix& pmix, const pmix_proc_t& me) {
 absl::Status Exchange(const Pmix& pmix, const pmix_proc_t& me,
                       runtime::Config* config) {
   if (config->rank == 0) {
+    HVD_LOG(DEBUG) << "rank 0: publishing its rendezvous "
+                   << config->rendezvous_addr << " over PMIx";
     if (absl::Status s =
             Publish(pmix, config->rendezvous_addr + "\n" + config->token);
         !s.ok()) {
       return s;
     }
   }
-  // Every rank; afterwards rank 0's record is there to get.
-  if (absl::Status s = pmix.Check(pmix.fence(nullptr, 0, nullptr, 0),
+  // Every rank; afterwards rank 0's record is there to get. Neither call
+  // waits longer than the start timeout.
+  pmix_info_t timeout = TimeoutInfo(config->start_timeout);
+  if (absl::Status s = pmix.Check(pmix.fence(nullptr, 0, &timeout, 1),
                                   "PMIx_Fence");
       !s.ok() || config->rank == 0) {
     return s;
   }
-  absl::StatusOr<std::string> record = Read(pmix, me);
+  absl::StatusOr<std::string> record = Read(pmix, me, &timeout);
   if (!record.ok()) return record.status();
   const size_t newline = record->find('\n');
   if (newline == std::string::npos) {
@@ -118,6 +146,8 @@ absl::Status Exchange(const Pmix& pmix, const pmix_proc_t& me,
                                "malformed");
   }
   config->rendezvous_addr = record->substr(0, newline);
+  HVD_LOG(DEBUG) << "rank " << config->rank << ": rank 0's rendezvous is at "
+                 << config->rendezvous_addr << " (read over PMIx)";
   if (config->token.empty()) config->token = record->substr(newline + 1);
   return absl::OkStatus();
 }
@@ -133,11 +163,11 @@ absl::Status ExchangeOverPmix(runtime::Config* config) {
       !s.ok()) {
     return s;
   }
-  absl::Status status = Exchange(pmix, me, config);
+  const absl::Status status = Exchange(pmix, me, config);
   // Finalized at once: the launcher counts a process that exits between
-  // the two as failed, and the next init starts afresh.
+  // the two as failed.
   pmix.finalize(nullptr, 0);
-  return status;
+  return Annotate(status, absl::StrCat("rank ", config->rank));
 }
 
 }  // namespace hvd::bootstrap

@@ -12,7 +12,14 @@ namespace hvd::bootstrap {
 
 // On rank 0 publishes config->rendezvous_addr and config->token; on the
 // others fills them in. FailedPrecondition saying what to install or set
-// when PMIx cannot be loaded or reached.
+// when PMIx cannot be loaded or reached; DeadlineExceeded when rank 0's
+// record does not come within config->start_timeout.
+//
+// Once per process: a record that rank 0 puts again after PMIx_Finalize
+// and a new PMIx_Init is not reliably delivered (Open MPI's server may drop
+// it when it sees the old connection end: the others' get then fails
+// NOT-FOUND or waits for good), so a later hvd_init of the process keeps
+// the first one's address and token (SelfRendezvous).
 absl::Status ExchangeOverPmix(runtime::Config* config);
 
 }  // namespace hvd::bootstrap

@@ -92,9 +92,16 @@ SelfRendezvous::~SelfRendezvous() {
 }
 
 absl::StatusOr<std::unique_ptr<SelfRendezvous>> SelfRendezvous::Prepare(
-    runtime::Config* config) {
+    runtime::Config* config, PmixRecord* pmix_record) {
   runtime::Config& c = *config;
   if (c.launched_by.empty() || c.size <= 1) return nullptr;
+  // A later init of a process mpirun started keeps the first one's record.
+  const bool exchange =
+      c.rendezvous_over_pmix && pmix_record->rendezvous_addr.empty();
+  if (c.rendezvous_over_pmix && !exchange) {
+    c.rendezvous_addr = pmix_record->rendezvous_addr;
+    if (c.token.empty()) c.token = pmix_record->token;
+  }
   const bool serve = c.rank == 0 && (c.serve_rendezvous ||
                                      c.rendezvous_over_pmix);
   if (c.token.empty() && c.rendezvous_over_pmix && c.rank == 0) {
@@ -113,15 +120,16 @@ absl::StatusOr<std::unique_ptr<SelfRendezvous>> SelfRendezvous::Prepare(
   }
   std::unique_ptr<RendezvousServer> server;
   if (serve) {
-    RendezvousServerOptions options;
+    // The same port and token at each init: the others may come early.
+    // Over PMIx the first init's port is the system's choice.
     const std::string port =
-        c.serve_rendezvous ? c.rendezvous_addr.substr(
-                                 c.rendezvous_addr.rfind(':') + 1)
-                           : "0";
+        c.rendezvous_addr.empty()
+            ? "0"
+            : c.rendezvous_addr.substr(c.rendezvous_addr.rfind(':') + 1);
+    RendezvousServerOptions options;
     options.address = absl::StrCat("0.0.0.0:", port);
     options.token = c.token;
     options.size = c.size;
-    // The same port and token at each init: the others may come early.
     options.init_count = c.init_count;
     server = std::make_unique<RendezvousServer>(std::move(options));
     if (absl::Status s = server->Start(); !s.ok()) {
@@ -130,12 +138,13 @@ absl::StatusOr<std::unique_ptr<SelfRendezvous>> SelfRendezvous::Prepare(
           ") cannot serve hvd's rendezvous on port ", port, ": ",
           s.message(), "; set HVD_RENDEZVOUS_ADDR to a free host:port"));
     }
-    if (c.rendezvous_over_pmix) {
+    if (exchange) {
       c.rendezvous_addr = absl::StrCat(c.hostname, ":", server->port());
     }
   }
-  if (c.rendezvous_over_pmix) {
+  if (exchange) {
     if (absl::Status s = ExchangeOverPmix(&c); !s.ok()) return s;
+    *pmix_record = {c.rendezvous_addr, c.token};
   }
   return std::unique_ptr<SelfRendezvous>(
       new SelfRendezvous(std::move(server), c.rank_hosts));

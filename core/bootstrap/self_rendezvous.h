@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,13 +25,22 @@
 
 namespace hvd::bootstrap {
 
+// What the first PMIx exchange of a process gave it: rank 0's rendezvous
+// address and the job token. There is one exchange per process (see
+// pmix_exchange.h for why); rank 0 serves every later init on that port.
+struct PmixRecord {
+  std::string rendezvous_addr;  // "" until the first exchange
+  std::string token;
+};
+
 class SelfRendezvous {
  public:
   // For a config with launched_by set and size > 1: fills in
   // rendezvous_addr and token, and on rank 0 starts serving. Null for any
   // other config. Errors name the contract and what to set instead.
+  // `pmix_record` is the process's, kept from one init to the next.
   static absl::StatusOr<std::unique_ptr<SelfRendezvous>> Prepare(
-      runtime::Config* config);
+      runtime::Config* config, PmixRecord* pmix_record);
   ~SelfRendezvous();  // stops serving
 
   // On rank 0, `status` (a failed connect) with the ranks that never
