@@ -90,8 +90,14 @@ PeerConnector::PeerConnector(asio::io_context& io, tcp::acceptor acceptor,
         const tcp::endpoint local = acceptor_.local_endpoint(ec);
         return ec ? std::string("unknown address") : EndpointString(local);
       }()),
-      lookup_(std::move(lookup)),
-      sink_(sink) {
+      sink_(sink),
+      lookups_(config_.rank, config_.connect_timeout, std::move(lookup),
+               [this](int peer, absl::StatusOr<std::vector<Endpoint>> found) {
+                 boost::asio::post(io_, [this, peer,
+                                         found = std::move(found)]() mutable {
+                   OnLookedUp(peer, std::move(found));
+                 });
+               }) {
   candidates_.resize(config_.size);
   looking_up_.resize(config_.size, false);
   dialers_.resize(config_.size);
@@ -124,7 +130,8 @@ void PeerConnector::StartDial(int peer) {
     return;
   }
   if (!candidates_[peer]) {
-    LookUp(peer);
+    if (!looking_up_[peer]) lookups_.Add(peer);
+    looking_up_[peer] = true;
     return;
   }
   dialers_[peer] = std::make_unique<Dialer>(
@@ -152,13 +159,19 @@ void PeerConnector::StopDialing(int peer) {
   if (d->socket) d->socket->close(ignored);
 }
 
-void PeerConnector::Close() {
-  {
-    absl::MutexLock lock(&lookup_mu_);
-    lookup_stop_ = true;
-    lookup_wake_.Signal();
+void PeerConnector::OnLookedUp(
+    int peer, absl::StatusOr<std::vector<Endpoint>> candidates) {
+  if (closed_) return;
+  if (!candidates.ok()) {
+    sink_->OnConnectFailed(peer, candidates.status());
+    return;
   }
-  if (lookup_thread_.joinable()) lookup_thread_.join();
+  candidates_[peer] = *std::move(candidates);
+  StartDial(peer);
+}
+
+void PeerConnector::Close() {
+  lookups_.Close();
   if (closed_) return;
   closed_ = true;
   error_code ignored;

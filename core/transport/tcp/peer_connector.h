@@ -52,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/transport/lookup_thread.h"
 #include "core/transport/tcp/address.h"
 
 namespace hvd::transport::tcp_internal {
@@ -125,22 +126,14 @@ class PeerConnector {
 
   // How long one lookup call waits before the connector checks whether it
   // is closing.
-  static constexpr absl::Duration kLookupSlice = absl::Milliseconds(200);
+  static constexpr absl::Duration kLookupSlice =
+      LookupThread<std::vector<Endpoint>>::kSlice;
 
  private:
   struct Dialer;
   struct Incoming;
 
   void StartDial(int peer);
-  // Queues `peer` for the lookup thread (started at the first).
-  void LookUp(int peer);
-  // The lookup thread: looks up queued peers until Close.
-  void LookUpLoop();
-  // Looks up `batch` until each is found or fails; false when Close came
-  // first.
-  bool LookUpBatch(std::vector<int> batch);
-  // Hands `peer`'s candidates, or why there are none, to the io thread.
-  void PostLookedUp(int peer, absl::StatusOr<std::vector<Endpoint>> found);
   // On the io thread: `peer`'s candidates, or why there are none.
   void OnLookedUp(int peer, absl::StatusOr<std::vector<Endpoint>> candidates);
   void StartAccept();
@@ -171,7 +164,6 @@ class PeerConnector {
   boost::asio::ip::tcp::acceptor acceptor_;
   const Config config_;
   const std::string listen_address_;
-  const Lookup lookup_;
   Sink* const sink_;
   // By peer rank, on the io thread: its candidates once looked up (the
   // outer vector never changes size: dialers refer to its elements).
@@ -185,11 +177,8 @@ class PeerConnector {
   int64_t accept_errors_ = 0;
   bool closed_ = false;
 
-  absl::Mutex lookup_mu_;
-  absl::CondVar lookup_wake_;
-  std::deque<int> lookup_queue_ ABSL_GUARDED_BY(lookup_mu_);
-  bool lookup_stop_ ABSL_GUARDED_BY(lookup_mu_) = false;
-  std::thread lookup_thread_;  // started by the first LookUp (io thread)
+  // Its results are posted to the io thread.
+  LookupThread<std::vector<Endpoint>> lookups_;
 };
 
 }  // namespace hvd::transport::tcp_internal
