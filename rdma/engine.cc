@@ -25,7 +25,7 @@ constexpr absl::Duration kProbeAfter = absl::Milliseconds(250);
 }  // namespace
 
 Engine::Engine(int rank, int size, std::unique_ptr<Fabric> fabric,
-               const RdmaOptions& options)
+               const RdmaOptions& options, NameLookup lookup)
     : rank_(rank),
       size_(size),
       options_(options),
@@ -33,7 +33,11 @@ Engine::Engine(int rank, int size, std::unique_ptr<Fabric> fabric,
       cache_(std::make_unique<RegistrationCache>(
           fabric_->domain(), fabric_->virt_addr(), fabric_->prov_key(),
           options.tuning.max_registration_bytes)),
-      peers_(size) {
+      peers_(size),
+      lookups_(rank, options.connect_timeout, std::move(lookup),
+               [this](int peer, absl::StatusOr<std::string> name) {
+                 OnNameFound(peer, std::move(name));
+               }) {
   for (Peer& p : peers_) p.credits = options_.tuning.credits;
   ordered_writes_ = fabric_->ordered_writes(
       std::min(options_.tuning.write_piece_bytes,
@@ -42,7 +46,7 @@ Engine::Engine(int rank, int size, std::unique_ptr<Fabric> fabric,
 
 Engine::~Engine() { Shutdown(); }
 
-absl::Status Engine::Start(const std::vector<std::string>& names) {
+absl::Status Engine::Start() {
   const size_t per_peer = options_.tuning.credits + kSlackSlots;
   rx_slots_ = (size_ - 1) * per_peer;
   slots_.resize(2 * rx_slots_);
@@ -54,16 +58,6 @@ absl::Status Engine::Start(const std::vector<std::string>& names) {
                              nullptr);
     if (rc != 0) return absl::UnavailableError(FiError("fi_mr_reg", rc));
     slab_desc_ = fi_mr_desc(slab_mr_);
-  }
-  for (int r = 0; r < size_; ++r) {
-    fi_addr_t addr = FI_ADDR_NOTAVAIL;
-    if (fi_av_insert(fabric_->av(), names[r].data(), 1, &addr, 0, nullptr) !=
-            1 ||
-        addr != static_cast<fi_addr_t>(r)) {
-      return absl::UnavailableError(
-          absl::StrCat("fi_av_insert of rank ", r, "'s address failed"));
-    }
-    addresses_.push_back(fabric_->AddressString(names[r]));
   }
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -81,12 +75,77 @@ absl::Status Engine::Start(const std::vector<std::string>& names) {
 }
 
 std::string Engine::PeerAddress(int peer) const {
-  if (peer < 0 || peer >= static_cast<int>(addresses_.size())) return "";
-  return addresses_[peer];
+  absl::MutexLock lock(&mu_);
+  return AddressLocked(peer);
+}
+
+std::string Engine::AddressLocked(int peer) const {
+  if (peer < 0 || peer >= size_) return "";
+  const Peer& p = peers_[peer];
+  return Known(p) ? p.address : "not connected";
 }
 
 std::string Engine::Who(int peer) const {
-  return absl::StrCat("rank ", peer, " (", PeerAddress(peer), ")");
+  return absl::StrCat("rank ", peer, " (", AddressLocked(peer), ")");
+}
+
+void Engine::Contact(int peer) {
+  Peer& p = peers_[peer];
+  if (p.looking_up || Known(p)) return;
+  p.looking_up = true;  // the lookup fails itself when it finds nothing
+  lookups_.Add(peer);
+}
+
+void Engine::OnNameFound(int peer, absl::StatusOr<std::string> name) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  if (!name.ok()) return FailLocked(name.status());
+  if (absl::Status s = Insert(peer, *name); !s.ok()) return FailLocked(s);
+  PumpPeer(peer);
+}
+
+absl::Status Engine::Insert(int peer, const std::string& name) {
+  Peer& p = peers_[peer];
+  if (Known(p)) return absl::OkStatus();
+  fi_addr_t addr = FI_ADDR_NOTAVAIL;
+  const int rc =
+      fi_av_insert(fabric_->av(), name.data(), 1, &addr, 0, nullptr);
+  if (rc != 1 || addr == FI_ADDR_NOTAVAIL) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", rank_, ": fi_av_insert of rank ", peer, "'s address ",
+        fabric_->AddressString(name), " failed"));
+  }
+  p.fi_addr = addr;
+  p.address = fabric_->AddressString(name);
+  p.contact_deadline = absl::Now() + options_.connect_timeout;
+  SendHellos();
+  return absl::OkStatus();
+}
+
+void Engine::CheckContacts() {
+  const absl::Time now = absl::Now();
+  for (int peer = 0; peer < size_; ++peer) {
+    const Peer& p = peers_[peer];
+    if (peer != rank_ && !Ready(p) && now > p.contact_deadline) {
+      return FailLocked(HandshakeTimeout(peer));
+    }
+  }
+}
+
+void Engine::Handshaken(int peer) {
+  Peer& p = peers_[peer];
+  if (!status_.ok() && !shut_down_) {
+    // This rank failed before the peer reached it: the peer learns why.
+    const std::string reason(status_.message().substr(
+        0, std::min(status_.message().size(), kMaxReasonBytes)));
+    Queue(peer, MsgType::kAbort, 0, reason);
+  }
+  if (p.early_end) {
+    const auto [header, body] = *std::move(p.early_end);
+    p.early_end.reset();
+    OnMessage(peer, header, body.data());
+  }
+  PumpPeer(peer);
 }
 
 absl::Status Engine::status() const {
@@ -108,6 +167,7 @@ void Engine::Post(std::shared_ptr<Op> op) {
     op->Complete(status_);
     return;
   }
+  Contact(peer);
   if (op->kind() == Op::Kind::kSend) {
     PostSend(op);
   } else {
@@ -175,8 +235,11 @@ void Engine::Queue(int peer, MsgType type, uint16_t seq, std::string body) {
 }
 
 void Engine::Pump() {
-  if (!HandshakeDone()) SendHellos();
-  if (status_.ok() && !shut_down_) ProbePeers();
+  SendHellos();
+  if (status_.ok() && !shut_down_) {
+    CheckContacts();
+    ProbePeers();
+  }
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_) PumpPeer(peer);
   }
@@ -184,9 +247,11 @@ void Engine::Pump() {
 
 void Engine::PumpPeer(int peer) {
   Peer& p = peers_[peer];
+  if (!Known(p)) return;
   while (!p.free.empty() && PostControl(peer, p.free.front())) {
     p.free.pop_front();
   }
+  if (!Ready(p)) return;
   while (!p.credited.empty() && p.credits > 0 &&
          PostControl(peer, p.credited.front())) {
     --p.credits;
@@ -211,7 +276,7 @@ bool Engine::PostControl(int peer, const OutMsg& msg) {
   std::memcpy(slot->buf + kHeaderBytes, msg.body.data(), msg.body.size());
   const ssize_t rc =
       fi_send(fabric_->ep(), slot->buf, kHeaderBytes + msg.body.size(),
-              slab_desc_, static_cast<fi_addr_t>(peer), &slot->fi);
+              slab_desc_, p.fi_addr, &slot->fi);
   if (rc == -FI_EAGAIN) {
     retry_ = true;
     return false;
@@ -257,11 +322,16 @@ void Engine::SendHellos() {
   const absl::Time now = absl::Now();
   for (int peer = 0; peer < size_; ++peer) {
     Peer& p = peers_[peer];
-    if (peer == rank_ || p.accepted || p.hello_in_flight || now < p.hello_due)
+    if (peer == rank_ || !Known(p) || p.accepted || p.hello_in_flight ||
+        now < p.hello_due) {
       continue;
+    }
     p.hello_in_flight = true;
+    // The token, then this rank's endpoint name: the peer may not have
+    // looked it up.
     Queue(peer, MsgType::kHello, 0,
-          transport::tcp_internal::EncodeHello(rank_, size_, options_.token));
+          transport::tcp_internal::EncodeHello(rank_, size_, options_.token) +
+              fabric_->endpoint_name());
   }
 }
 
@@ -334,6 +404,7 @@ void Engine::WaitForSendsToDrain(absl::Duration limit) {
 }
 
 void Engine::Shutdown() {
+  lookups_.Close();  // its answers take mu_
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;

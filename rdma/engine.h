@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/transport/lookup_thread.h"
 #include "rdma/fabric.h"
 #include "rdma/op.h"
 #include "rdma/rdma_options.h"
@@ -52,29 +54,36 @@ struct WriteCtx {
   bool last = false;
 };
 
+// Peers are reached lazily: a peer's endpoint name is looked up (`lookup`,
+// on a thread of its own) at this rank's first op with it, or arrives in
+// the peer's Hello, whichever comes first; it is then inserted into the
+// address vector and the two ranks exchange Hellos with the job token. Ops
+// with a peer wait for that handshake; one not done within
+// options.connect_timeout of the first contact, a refused token and a
+// lookup that fails each fail the context naming the peer.
 class Engine {
  public:
-  // `fabric` is open; `names[r]` is rank r's endpoint name.
+  // The endpoint names (fi_getname's bytes) of peers, as LookupThread
+  // looks them up.
+  using NameLookup = transport::LookupThread<std::string>::Lookup;
+
+  // `fabric` is open.
   Engine(int rank, int size, std::unique_ptr<Fabric> fabric,
-         const RdmaOptions& options);
+         const RdmaOptions& options, NameLookup lookup);
   ~Engine();  // Shutdown()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Registers the control buffers, inserts the peers' addresses, posts the
-  // receive buffers and starts the progress thread. Unavailable on failure.
-  absl::Status Start(const std::vector<std::string>& names);
-  // Sends Hello to every peer and waits until every peer has accepted this
-  // rank's token and sent an acceptable one, or until `deadline`
-  // (DeadlineExceeded naming the first missing peer) or a refusal
-  // (Unauthenticated / FailedPrecondition).
-  absl::Status Handshake(absl::Time deadline);
+  // Registers the control buffers, posts the receive buffers and starts
+  // the progress thread. Unavailable on failure.
+  absl::Status Start();
   // Tells the peers this context goes, stops the progress thread, fails
   // pending ops with Cancelled and closes the endpoint. Idempotent.
   void Shutdown();
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // The peer's endpoint address once known, "not connected" before.
   std::string PeerAddress(int peer) const;
   RegistrationStats registration_stats() const { return cache_->stats(); }
 
@@ -97,7 +106,15 @@ class Engine {
     std::string body;
   };
   struct Peer {
+    // Its endpoint: known once inserted into the address vector.
+    bool looking_up = false;
+    fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
     std::string address;
+    // The handshake must be done by then (from when its name was known).
+    absl::Time contact_deadline = absl::InfiniteFuture();
+    // An Abort or Bye that came before its Hello, applied once the Hello
+    // has shown the token.
+    std::optional<std::pair<Header, std::string>> early_end;
     bool authenticated = false;  // its Hello carried our token
     bool accepted = false;       // it accepted our Hello
     absl::Time hello_due = absl::InfinitePast();
@@ -134,6 +151,19 @@ class Engine {
   void FinishSend(int peer, Op* op, absl::Status status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendHellos() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts reaching `peer` (its name looked up) unless under way or done.
+  void Contact(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The lookup's answer for `peer`.
+  void OnNameFound(int peer, absl::StatusOr<std::string> name);
+  // Inserts `peer`'s endpoint (and says Hello) unless it is known.
+  absl::Status Insert(int peer, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the context for a peer whose handshake is past its deadline.
+  void CheckContacts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Both sides of `peer`'s handshake are done: what waited for it goes.
+  void Handshaken(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static bool Known(const Peer& p) { return p.fi_addr != FI_ADDR_NOTAVAIL; }
+  static bool Ready(const Peer& p) { return p.authenticated && p.accepted; }
   // Pings peers that owe this rank data and were silent for a while: a
   // peer whose endpoint is gone then fails the ping's send.
   void ProbePeers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -142,7 +172,9 @@ class Engine {
   template <typename Why>
   void FailAllOps(const Why& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WaitForSendsToDrain(absl::Duration limit);
-  std::string Who(int peer) const;  // "rank P (address)"
+  std::string Who(int peer) const  // "rank P (address)"
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string AddressLocked(int peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- engine_writes.cc: a send's writes -----------------------------------
   void StartSend(int peer, const std::shared_ptr<Op>& op, Advert advert)
@@ -174,11 +206,10 @@ class Engine {
   void OnLength(int peer, uint16_t seq, uint64_t len)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRemoteWrite(uint64_t data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool HandshakeDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnWriteDone(WriteCtx* ctx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReceivedCredited(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RepostReceive(Slot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status HandshakeTimeout(absl::Duration timeout) const
+  absl::Status HandshakeTimeout(int peer) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int rank_;
@@ -197,19 +228,19 @@ class Engine {
   void* slab_desc_ = nullptr;
   std::vector<Slot> slots_;
   size_t rx_slots_ = 0;
-  std::vector<std::string> addresses_;  // by rank; fixed after Start
 
   std::thread progress_;
   std::atomic<bool> stopping_{false};
 
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  absl::Status handshake_error_ ABSL_GUARDED_BY(mu_);
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot*> free_tx_ ABSL_GUARDED_BY(mu_);
   std::map<WriteCtx*, std::unique_ptr<WriteCtx>> writes_ ABSL_GUARDED_BY(mu_);
   bool retry_ ABSL_GUARDED_BY(mu_) = false;  // a post met a full queue
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Declared last: closed first, its callback needing the rest.
+  transport::LookupThread<std::string> lookups_;
 };
 
 }  // namespace hvd::rdma

@@ -138,8 +138,14 @@ void Engine::OnControl(const char* buf, size_t len) {
   if (h.type == MsgType::kHelloReply)
     return OnHelloReply(peer, body, h.body_len);
   Peer& p = peers_[peer];
-  // Only a peer that showed the job token may use this rank's buffers.
-  if (!p.authenticated) return;
+  // Only a peer that showed the job token may use this rank's buffers. Its
+  // Abort or Bye may overtake its Hello, and waits for it.
+  if (!p.authenticated) {
+    if (h.type == MsgType::kAbort || h.type == MsgType::kBye) {
+      p.early_end.emplace(h, std::string(body, h.body_len));
+    }
+    return;
+  }
   p.last_heard = absl::Now();
   p.credits += static_cast<int>(h.credits);
   OnMessage(peer, h, body);
@@ -275,11 +281,14 @@ void Engine::ReceivedCredited(int peer) {
 void Engine::OnHello(int peer, const char* body, size_t len) {
   using transport::tcp_internal::kHelloFixedBytes;
   HelloReply reply = HelloReply::kBadProtocol;
+  std::string name;
   if (len >= kHelloFixedBytes) {
     auto header = transport::tcp_internal::DecodeHelloHeader(
         reinterpret_cast<const unsigned char*>(body));
     if (header.ok() && header->size == static_cast<uint32_t>(size_) &&
-        len == kHelloFixedBytes + header->token_bytes) {
+        len > kHelloFixedBytes + header->token_bytes) {
+      const size_t token_end = kHelloFixedBytes + header->token_bytes;
+      name.assign(body + token_end, len - token_end);
       if (header->rank != static_cast<uint32_t>(peer)) {
         reply = HelloReply::kBadRank;
       } else if (!transport::tcp_internal::TokensEqual(
@@ -288,12 +297,20 @@ void Engine::OnHello(int peer, const char* body, size_t len) {
         reply = HelloReply::kBadToken;
       } else {
         reply = HelloReply::kAccepted;
-        peers_[peer].authenticated = true;
       }
     }
   }
+  // The reply needs the peer's endpoint, which its hello carries (a name
+  // that cannot be inserted is dropped: the hello proved nothing yet).
+  if (name.empty() || !Insert(peer, name).ok()) return;
   Queue(peer, MsgType::kHelloReply, 0,
         std::string(1, static_cast<char>(reply)));
+  Peer& p = peers_[peer];
+  if (reply == HelloReply::kAccepted && !p.authenticated) {
+    p.authenticated = true;
+    if (Ready(p)) return Handshaken(peer);
+  }
+  PumpPeer(peer);
 }
 
 void Engine::OnHelloReply(int peer, const char* body, size_t len) {
@@ -301,57 +318,31 @@ void Engine::OnHelloReply(int peer, const char* body, size_t len) {
   Peer& p = peers_[peer];
   const auto reply = static_cast<HelloReply>(body[0]);
   if (reply == HelloReply::kAccepted) {
+    if (p.accepted) return;
     p.accepted = true;
+    if (Ready(p)) Handshaken(peer);
     return;
   }
-  if (!handshake_error_.ok()) return;
   const std::string who = absl::StrCat("rank ", rank_, ": peer rank ", peer,
-                                       " at ", PeerAddress(peer), " refused ");
-  handshake_error_ =
-      reply == HelloReply::kBadToken
-          ? absl::UnauthenticatedError(absl::StrCat(who, "the job token"))
-          : absl::FailedPreconditionError(
-                absl::StrCat(who, "this rank or job size"));
+                                       " at ", AddressLocked(peer),
+                                       " refused ");
+  FailLocked(reply == HelloReply::kBadToken
+                 ? absl::UnauthenticatedError(absl::StrCat(who, "the job token"))
+                 : absl::FailedPreconditionError(
+                       absl::StrCat(who, "this rank or job size")));
 }
 
-bool Engine::HandshakeDone() const {
-  for (int peer = 0; peer < size_; ++peer) {
-    const Peer& p = peers_[peer];
-    if (peer != rank_ && !(p.authenticated && p.accepted)) return false;
+absl::Status Engine::HandshakeTimeout(int peer) const {
+  const Peer& p = peers_[peer];
+  std::string what = !p.authenticated
+                         ? "it sent no hello with the job token"
+                         : "it did not answer this rank's hello";
+  if (!p.last_error.empty()) {
+    absl::StrAppend(&what, " (last error: ", p.last_error, ")");
   }
-  return true;
-}
-
-absl::Status Engine::Handshake(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  Pump();
-  auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !status_.ok() || !handshake_error_.ok() || HandshakeDone();
-  };
-  mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
-  if (!status_.ok()) return status_;
-  if (!handshake_error_.ok()) return handshake_error_;
-  if (HandshakeDone()) return absl::OkStatus();
-  return HandshakeTimeout(options_.connect_timeout);
-}
-
-absl::Status Engine::HandshakeTimeout(absl::Duration timeout) const {
-  for (int peer = 0; peer < size_; ++peer) {
-    const Peer& p = peers_[peer];
-    if (peer == rank_ || (p.authenticated && p.accepted)) continue;
-    std::string what =
-        !p.authenticated
-            ? absl::StrCat("rank ", peer, " at ", PeerAddress(peer),
-                           " sent no hello with the job token")
-            : absl::StrCat("rank ", peer, " at ", PeerAddress(peer),
-                           " did not answer this rank's hello");
-    if (!p.last_error.empty())
-      absl::StrAppend(&what, " (last error: ", p.last_error, ")");
-    return absl::DeadlineExceededError(
-        absl::StrCat("rank ", rank_, ": RDMA mesh not connected within ",
-                     absl::FormatDuration(timeout), ": ", what));
-  }
-  return absl::OkStatus();
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rank ", rank_, ": no RDMA connection to ", Who(peer), " within ",
+      absl::FormatDuration(options_.connect_timeout), ": ", what));
 }
 
 }  // namespace hvd::rdma

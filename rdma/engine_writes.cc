@@ -123,7 +123,7 @@ ssize_t Engine::PostWrite(int peer, const Op& op, const Piece& piece,
   msg.msg_iov = &iov;
   msg.desc = &desc;
   msg.iov_count = 1;
-  msg.addr = static_cast<fi_addr_t>(peer);
+  msg.addr = peers_[peer].fi_addr;
   msg.rma_iov = &rma;
   msg.rma_iov_count = 1;
   msg.context = context;

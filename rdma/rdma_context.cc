@@ -5,7 +5,6 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/common/annotate.h"
 #include "rdma/engine.h"
@@ -16,6 +15,7 @@ namespace hvd::rdma {
 namespace {
 
 constexpr char kRecordMagic[] = "hvd-rdma-1";
+constexpr char kRecordKey[] = "rdma/";
 
 class RdmaRequest final : public transport::Request {
  public:
@@ -82,59 +82,47 @@ class RdmaContext final : public transport::Context {
   const std::shared_ptr<Engine> engine_;
 };
 
-// Every rank's endpoint name, by rank: each publishes its record under
-// "rdma/<rank>", rank 0 gathers them and publishes them joined under
-// "rdma/all" (GatherThroughRoot), so a rank reads one value instead of
-// every peer's record and the store's load grows linearly in the ranks.
-// Records hold no spaces (the magic, a provider name, hex): they are
-// joined by one.
-absl::StatusOr<std::vector<std::string>> ExchangeNames(
-    int rank, int size, Store* store, const Fabric& fabric,
-    absl::Time deadline) {
-  std::vector<std::string> names(size);
-  names[rank] = fabric.endpoint_name();
-  const std::string provider = fabric.provider_name();
-  if (size == 1) return names;
-  const std::string who = absl::StrCat("rank ", rank);
-  absl::StatusOr<std::string> book = GatherThroughRoot(
-      *store, "rdma/", rank, size,
-      absl::StrCat(kRecordMagic, "\n", provider, "\n",
-                   absl::BytesToHexString(names[rank])),
-      "every rank's RDMA address",
-      [](const std::vector<std::string>& records) {
-        return absl::StrJoin(records, " ");
-      },
-      deadline - absl::Now());
-  if (!book.ok()) return Annotate(book.status(), who);
-  const std::vector<std::string> records = absl::StrSplit(*book, ' ');
-  if (static_cast<int>(records.size()) != size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        who, ": the RDMA address book in the store holds ", records.size(),
-        " records for a job of ", size, " ranks"));
-  }
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    std::vector<std::string> fields = absl::StrSplit(records[peer], '\n');
-    if (fields.size() != 3 || fields[0] != kRecordMagic) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(who, ": rank ", peer,
-                       "'s RDMA address in the store is not an hvd RDMA "
-                       "address record"));
+// A rank's record in the store, under kRecordKey + its rank: the magic,
+// its provider and its endpoint name in hex, a line each.
+std::string EncodeRecord(const Fabric& fabric) {
+  return absl::StrCat(kRecordMagic, "\n", fabric.provider_name(), "\n",
+                      absl::BytesToHexString(fabric.endpoint_name()));
+}
+
+// Looks peers' records up in `store`, all in one GetMany, and checks that
+// each is hvd's and of `provider`.
+Engine::NameLookup StoreLookup(std::shared_ptr<Store> store,
+                               std::string provider) {
+  return [store = std::move(store), provider = std::move(provider)](
+             const std::vector<int>& peers, absl::Duration timeout)
+             -> absl::StatusOr<std::vector<std::string>> {
+    absl::StatusOr<std::vector<std::string>> records =
+        GetOfRanks(*store, kRecordKey, peers, timeout);
+    if (!records.ok()) return records.status();
+    std::vector<std::string> names;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      std::vector<std::string> fields = absl::StrSplit((*records)[i], '\n');
+      if (fields.size() != 3 || fields[0] != kRecordMagic) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rank ", peers[i], "'s RDMA address in the store is not an hvd "
+            "RDMA address record"));
+      }
+      if (fields[1] != provider) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rank ", peers[i], " uses libfabric provider '", fields[1],
+            "', this rank '", provider, "'"));
+      }
+      names.push_back(absl::HexStringToBytes(fields[2]));
     }
-    if (fields[1] != provider) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          who, ": rank ", peer, " uses libfabric provider '", fields[1],
-          "', this rank '", provider, "'"));
-    }
-    names[peer] = absl::HexStringToBytes(fields[2]);
-  }
-  return names;
+    return names;
+  };
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<transport::Context>> CreateRdmaContext(
-    int rank, int size, Store* store, const RdmaOptions& options) {
+    int rank, int size, std::shared_ptr<Store> store,
+    const RdmaOptions& options) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CreateRdmaContext: rank ", rank, " is not in a job of size ", size));
@@ -146,21 +134,28 @@ absl::StatusOr<std::unique_ptr<transport::Context>> CreateRdmaContext(
     return absl::InvalidArgumentError(
         "CreateRdmaContext: more than 65536 ranks do not fit remote CQ data");
   }
-  const absl::Time deadline = absl::Now() + options.connect_timeout;
   const size_t cq_entries = 4 * static_cast<size_t>(size) *
                             (options.tuning.credits + 8);
   auto fabric = Fabric::Open(options.provider, cq_entries);
   if (!fabric.ok()) {
     return Annotate(fabric.status(), absl::StrCat("rank ", rank));
   }
-  auto names = ExchangeNames(rank, size, store, **fabric, deadline);
-  if (!names.ok()) return names.status();
-  auto engine =
-      std::make_shared<Engine>(rank, size, *std::move(fabric), options);
-  if (absl::Status s = engine->Start(*names); !s.ok()) {
+  const std::string record = EncodeRecord(**fabric);
+  Engine::NameLookup lookup =
+      StoreLookup(store, (*fabric)->provider_name());
+  auto engine = std::make_shared<Engine>(rank, size, *std::move(fabric),
+                                         options, std::move(lookup));
+  if (absl::Status s = engine->Start(); !s.ok()) {
     return Annotate(s, absl::StrCat("rank ", rank));
   }
-  if (absl::Status s = engine->Handshake(deadline); !s.ok()) return s;
+  // Published once the endpoint is up: a peer that finds it can say Hello.
+  if (size > 1) {
+    if (absl::Status s = store->Set(absl::StrCat(kRecordKey, rank), record);
+        !s.ok()) {
+      return Annotate(s, absl::StrCat("rank ", rank,
+                                      ": publishing its RDMA address"));
+    }
+  }
   return std::make_unique<RdmaContext>(std::move(engine));
 }
 

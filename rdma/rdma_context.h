@@ -4,13 +4,15 @@
 // Design (docs/rdma.md has the diagram)
 // - Provider (fabric.h): FI_EP_RDM endpoints with RMA and remote CQ data:
 //   verbs;ofi_rxm on InfiniBand/RoCE, efa on AWS, tcp;ofi_rxm in software.
-// - Bootstrap: every rank opens one endpoint, publishes its name under
-//   "rdma/<rank>" in the store (callers pass a PrefixStore to scope it),
-//   reads every peer's, and inserts them into its address vector (index =
-//   rank). Each rank then sends every peer a Hello carrying its rank and
-//   the job token (the tcp transport's encoding) and answers each Hello
-//   with one byte; a peer's buffers are advertised only to ranks whose
-//   token matched (engine.h).
+// - Bootstrap: every rank opens one endpoint and publishes its name under
+//   "rdma/<rank>" in the store (callers pass a PrefixStore to scope it). A
+//   rank reaches a peer lazily, at its first op with it: it looks the
+//   peer's name up, inserts it into its address vector and sends a Hello
+//   carrying its rank, the job token (the tcp transport's encoding) and its
+//   own name, so the peer need not look it up; each Hello is answered with
+//   one byte, and a peer's buffers are advertised only to ranks whose
+//   token matched (engine.h). A rank reads the names of the peers it talks
+//   to only.
 // - Data: the receiver registers its buffer (registration_cache.h) and
 //   advertises (address, key, length) in a control message; the sender
 //   writes it with fi_write, the last piece with fi_writedata whose remote
@@ -36,16 +38,17 @@
 
 namespace hvd::rdma {
 
-// Opens the provider, publishes this rank's endpoint, reads every peer's
-// and completes the token handshake with each. Returns once all peers are
-// authenticated, or an error naming the peer rank and address that failed:
-// DeadlineExceeded, Unauthenticated (a peer refused our token),
-// FailedPrecondition (peers chose different providers), NotFound (no
-// provider offers what the transport needs; the message names what was
-// looked for). `store` is used only during the call; it may be null when
-// size is 1.
+// Opens the provider and publishes this rank's endpoint under
+// "rdma/<rank>" in `store` (callers pass a PrefixStore to scope it); the
+// context keeps `store` to look up the peers it talks to (Engine). Errors
+// here: NotFound (no provider offers what the transport needs; the message
+// names what was looked for), Unavailable. A peer that cannot be reached,
+// refuses the token (Unauthenticated) or uses another provider
+// (FailedPrecondition) fails the context at the first op with it, naming
+// the peer rank and address. `store` may be null when size is 1.
 absl::StatusOr<std::unique_ptr<transport::Context>> CreateRdmaContext(
-    int rank, int size, Store* store, const RdmaOptions& options);
+    int rank, int size, std::shared_ptr<Store> store,
+    const RdmaOptions& options);
 
 // The registration counters of an RDMA context (zeros for other contexts).
 RegistrationStats RdmaRegistrationStats(const transport::Context& context);

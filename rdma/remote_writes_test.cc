@@ -42,7 +42,7 @@ RdmaOptions TcpOptions(size_t max_registration_bytes) {
   return options;
 }
 
-std::vector<std::unique_ptr<Context>> ConnectTwo(Store* store,
+std::vector<std::unique_ptr<Context>> ConnectTwo(std::shared_ptr<Store> store,
                                                  size_t max_registration) {
   return ConnectRanks(2, [&](int rank) {
     return CreateRdmaContext(rank, 2, store, TcpOptions(max_registration));
@@ -68,14 +68,14 @@ void ExchangeAt(std::vector<std::unique_ptr<Context>>& contexts, size_t len,
 // rdma_bench's first failure: the ring allreduce of 1 MiB over two ranks
 // receives a 512 KiB chunk into a buffer that does not start a page.
 TEST(RemoteWritesTest, HalfMebibyteRingChunkLandsInAnUnalignedReceiveBuffer) {
-  auto store = NewInMemoryStore();
-  auto contexts = ConnectTwo(store.get(), size_t{64} << 20);
+  std::shared_ptr<Store> store = NewInMemoryStore();
+  auto contexts = ConnectTwo(store, size_t{64} << 20);
   ExchangeAt(contexts, size_t{512} << 10, 0x150);
 }
 
 TEST(RemoteWritesTest, WritesOfEverySizeLandFromTheFirstByteOfTheirRegion) {
-  auto store = NewInMemoryStore();
-  auto contexts = ConnectTwo(store.get(), size_t{64} << 20);
+  std::shared_ptr<Store> store = NewInMemoryStore();
+  auto contexts = ConnectTwo(store, size_t{64} << 20);
   for (size_t len : {size_t{4096}, size_t{128} << 10, size_t{256} << 10,
                      size_t{1} << 20, size_t{16} << 20}) {
     ExchangeAt(contexts, len, 8);
@@ -84,8 +84,8 @@ TEST(RemoteWritesTest, WritesOfEverySizeLandFromTheFirstByteOfTheirRegion) {
 
 // Several registrations per receive, each its own region (offset 0 each).
 TEST(RemoteWritesTest, AReceiveSplitIntoRegistrationsTakesEveryPiece) {
-  auto store = NewInMemoryStore();
-  auto contexts = ConnectTwo(store.get(), size_t{1} << 20);
+  std::shared_ptr<Store> store = NewInMemoryStore();
+  auto contexts = ConnectTwo(store, size_t{1} << 20);
   ExchangeAt(contexts, (size_t{5} << 20) + 3, 0x150);
 }
 

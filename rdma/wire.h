@@ -22,7 +22,8 @@ inline constexpr size_t kControlBytes = 8192;
 inline constexpr size_t kHeaderBytes = 16;
 
 enum class MsgType : uint8_t {
-  kHello = 1,       // body: the tcp transport's Hello (rank, size, token)
+  kHello = 1,       // body: the tcp transport's Hello (rank, size, token),
+                    // then the sender's endpoint name
   kHelloReply = 2,  // body: one HelloReply byte
   kAdvert = 3,      // receiver -> sender: where to write message `seq`
   kAdvertAny = 4,   // receiver -> sender: a RecvAny awaits message `seq`

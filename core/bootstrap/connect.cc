@@ -206,7 +206,7 @@ absl::StatusOr<runtime::RuntimeParts> ConnectJob(
   if (use_rdma) {
     make_context = [rdma_options](int rank, int size,
                                   std::shared_ptr<Store> store) {
-      return rdma::CreateRdmaContext(rank, size, store.get(), rdma_options);
+      return rdma::CreateRdmaContext(rank, size, std::move(store), rdma_options);
     };
   } else {
     make_context = [tcp_options](int rank, int size,

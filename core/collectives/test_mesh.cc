@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<transport::Context>> ConnectRdma(
   options.provider = "tcp";
   options.hostname = "localhost";
   options.token = "collectives-test";
-  return rdma::CreateRdmaContext(rank, size, store.get(), options);
+  return rdma::CreateRdmaContext(rank, size, store, options);
 }
 
 std::vector<int> HostsOf(int size, MeshTransport transport) {

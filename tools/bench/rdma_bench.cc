@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<transport::Context>> Connect(
     rdma::RdmaOptions options;
     options.provider = flags.provider;
     options.token = "bench";
-    return rdma::CreateRdmaContext(rank, n, store.get(), options);
+    return rdma::CreateRdmaContext(rank, n, store, options);
   }
   transport::TcpOptions tcp;
   tcp.iface = "127.0.0.1";
