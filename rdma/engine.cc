@@ -17,8 +17,12 @@ namespace {
 // credit returns, abort, bye, and spare.
 constexpr size_t kSlackSlots = 8;
 constexpr size_t kMaxReasonBytes = 1024;
-// The slab's key when the application chooses keys (the cache counts up).
+// The first slab's key when the application chooses keys (the cache counts
+// up from 0, the slabs from here).
 constexpr uint64_t kSlabKey = uint64_t{1} << 40;
+// Receive and send slots for the hellos (and replies) of peers not known
+// yet; each known peer adds credits + kSlackSlots of each.
+constexpr size_t kUnknownPeerSlots = 32;
 // Silence from a peer with pending requests after which it is pinged.
 constexpr absl::Duration kProbeAfter = absl::Milliseconds(250);
 
@@ -47,31 +51,52 @@ Engine::Engine(int rank, int size, std::unique_ptr<Fabric> fabric,
 Engine::~Engine() { Shutdown(); }
 
 absl::Status Engine::Start() {
-  const size_t per_peer = options_.tuning.credits + kSlackSlots;
-  rx_slots_ = (size_ - 1) * per_peer;
-  slots_.resize(2 * rx_slots_);
-  slab_.resize(slots_.size() * kControlBytes);
-  if (!slab_.empty()) {
-    const int rc = fi_mr_reg(fabric_->domain(), slab_.data(), slab_.size(),
-                             FI_SEND | FI_RECV, 0,
-                             fabric_->prov_key() ? 0 : kSlabKey, 0, &slab_mr_,
-                             nullptr);
-    if (rc != 0) return absl::UnavailableError(FiError("fi_mr_reg", rc));
-    slab_desc_ = fi_mr_desc(slab_mr_);
-  }
   absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    Slot& slot = slots_[i];
-    slot.buf = slab_.data() + i * kControlBytes;
-    slot.kind = i < rx_slots_ ? CtxKind::kRecvSlot : CtxKind::kSendSlot;
-    if (i < rx_slots_) {
+  if (size_ > 1) {
+    if (absl::Status s = AddSlab(kUnknownPeerSlots, kUnknownPeerSlots);
+        !s.ok()) {
+      return s;
+    }
+  }
+  progress_ = std::thread([this] { ProgressLoop(); });
+  return status_;
+}
+
+absl::Status Engine::AddSlab(size_t rx, size_t tx) {
+  auto slab = std::make_unique<Slab>();
+  slab->mem.resize((rx + tx) * kControlBytes);
+  // Each slab its own key where the application chooses them.
+  const uint64_t key = fabric_->prov_key() ? 0 : kSlabKey + slabs_.size();
+  const int rc = fi_mr_reg(fabric_->domain(), slab->mem.data(),
+                           slab->mem.size(), FI_SEND | FI_RECV, 0, key, 0,
+                           &slab->mr, nullptr);
+  if (rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("rank ", rank_, ": ", FiError("fi_mr_reg", rc)));
+  }
+  void* desc = fi_mr_desc(slab->mr);
+  slab->slots.resize(rx + tx);
+  Slab& added = *slabs_.emplace_back(std::move(slab));
+  for (size_t i = 0; i < added.slots.size(); ++i) {
+    Slot& slot = added.slots[i];
+    slot.buf = added.mem.data() + i * kControlBytes;
+    slot.desc = desc;
+    slot.kind = i < rx ? CtxKind::kRecvSlot : CtxKind::kSendSlot;
+    if (i < rx) {
       RepostReceive(&slot);
     } else {
       free_tx_.push_back(&slot);
     }
   }
-  progress_ = std::thread([this] { ProgressLoop(); });
-  return status_;
+  tx_slots_ += tx;
+  return absl::OkStatus();
+}
+
+size_t Engine::control_buffer_bytes() const {
+  absl::MutexLock lock(&mu_);
+  size_t bytes = 0;
+  for (const auto& slab : slabs_) bytes += slab->mem.size();
+  return bytes;
 }
 
 std::string Engine::PeerAddress(int peer) const {
@@ -115,6 +140,8 @@ absl::Status Engine::Insert(int peer, const std::string& name) {
         "rank ", rank_, ": fi_av_insert of rank ", peer, "'s address ",
         fabric_->AddressString(name), " failed"));
   }
+  const size_t per_peer = options_.tuning.credits + kSlackSlots;
+  if (absl::Status s = AddSlab(per_peer, per_peer); !s.ok()) return s;
   p.fi_addr = addr;
   p.address = fabric_->AddressString(name);
   p.contact_deadline = absl::Now() + options_.connect_timeout;
@@ -276,7 +303,7 @@ bool Engine::PostControl(int peer, const OutMsg& msg) {
   std::memcpy(slot->buf + kHeaderBytes, msg.body.data(), msg.body.size());
   const ssize_t rc =
       fi_send(fabric_->ep(), slot->buf, kHeaderBytes + msg.body.size(),
-              slab_desc_, p.fi_addr, &slot->fi);
+              slot->desc, p.fi_addr, &slot->fi);
   if (rc == -FI_EAGAIN) {
     retry_ = true;
     return false;
@@ -392,13 +419,12 @@ void Engine::FailLocked(absl::Status status) {
 
 void Engine::WaitForSendsToDrain(absl::Duration limit) {
   const absl::Time deadline = absl::Now() + limit;
-  const size_t tx_slots = slots_.size() - rx_slots_;
   absl::MutexLock lock(&mu_);
-  auto drained = [this, tx_slots]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const Peer& p : peers_) {
       if (!p.free.empty()) return false;
     }
-    return free_tx_.size() == tx_slots;
+    return free_tx_.size() == tx_slots_;
   };
   mu_.AwaitWithDeadline(absl::Condition(&drained), deadline);
 }
@@ -436,12 +462,12 @@ void Engine::Shutdown() {
     progress_.join();
   }
   fabric_->CloseEndpoint();
-  {
-    absl::MutexLock lock(&mu_);
-    writes_.clear();
+  absl::MutexLock lock(&mu_);
+  writes_.clear();
+  for (auto& slab : slabs_) {
+    if (slab->mr != nullptr) fi_close(&slab->mr->fid);
+    slab->mr = nullptr;
   }
-  if (slab_mr_ != nullptr) fi_close(&slab_mr_->fid);
-  slab_mr_ = nullptr;
 }
 
 }  // namespace hvd::rdma

@@ -41,6 +41,7 @@ struct Slot {
   fi_context2 fi;
   CtxKind kind;
   char* buf;
+  void* desc = nullptr;     // its slab's registration
   int peer = -1;            // send slots: destination
   MsgType type = MsgType::kCredit;  // send slots: what they carry
 };
@@ -86,6 +87,8 @@ class Engine {
   // The peer's endpoint address once known, "not connected" before.
   std::string PeerAddress(int peer) const;
   RegistrationStats registration_stats() const { return cache_->stats(); }
+  // Bytes of registered control buffers (the slabs).
+  size_t control_buffer_bytes() const;
 
   // Posts `op`; completes it at once with the context's failure or an
   // InvalidArgument for a bad peer.
@@ -221,13 +224,19 @@ class Engine {
   // last write need not wait for the earlier ones to complete.
   bool ordered_writes_ = false;
 
-  // The control buffers: one registered slab cut into kControlBytes slots,
-  // the first rx_slots_ for receives (always posted), the rest for sends.
-  std::vector<char> slab_;
-  fid_mr* slab_mr_ = nullptr;
-  void* slab_desc_ = nullptr;
-  std::vector<Slot> slots_;
-  size_t rx_slots_ = 0;
+  // The control buffers: registered slabs cut into kControlBytes slots,
+  // some for receives (always posted), the rest for sends. One slab at
+  // Start, for the hellos of peers not known yet, and one for each peer as
+  // it becomes known (before it can send a credited message), so that a
+  // rank's buffers grow with the peers it talks to, not with the job.
+  struct Slab {
+    std::vector<char> mem;
+    fid_mr* mr = nullptr;
+    std::vector<Slot> slots;
+  };
+  absl::Status AddSlab(size_t rx, size_t tx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::unique_ptr<Slab>> slabs_ ABSL_GUARDED_BY(mu_);
+  size_t tx_slots_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread progress_;
   std::atomic<bool> stopping_{false};

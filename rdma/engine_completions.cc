@@ -48,7 +48,7 @@ void Engine::ProgressLoop() {
 void Engine::RepostReceive(Slot* slot) {
   if (shut_down_ && stopping_.load()) return;
   const ssize_t rc = fi_recv(fabric_->ep(), slot->buf, kControlBytes,
-                             slab_desc_, FI_ADDR_UNSPEC, &slot->fi);
+                             slot->desc, FI_ADDR_UNSPEC, &slot->fi);
   if (rc != 0) {
     FailLocked(absl::UnavailableError(
         absl::StrCat("rank ", rank_, ": ", FiError("fi_recv", rc))));

@@ -72,6 +72,9 @@ class RdmaContext final : public transport::Context {
   RegistrationStats registration_stats() const {
     return engine_->registration_stats();
   }
+  size_t control_buffer_bytes() const {
+    return engine_->control_buffer_bytes();
+  }
 
  private:
   std::unique_ptr<transport::Request> Post(std::shared_ptr<Op> op) {
@@ -162,6 +165,11 @@ absl::StatusOr<std::unique_ptr<transport::Context>> CreateRdmaContext(
 RegistrationStats RdmaRegistrationStats(const transport::Context& context) {
   const auto* rdma = dynamic_cast<const RdmaContext*>(&context);
   return rdma != nullptr ? rdma->registration_stats() : RegistrationStats{};
+}
+
+size_t RdmaControlBufferBytes(const transport::Context& context) {
+  const auto* rdma = dynamic_cast<const RdmaContext*>(&context);
+  return rdma != nullptr ? rdma->control_buffer_bytes() : 0;
 }
 
 }  // namespace hvd::rdma

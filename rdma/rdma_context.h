@@ -28,6 +28,7 @@
 #ifndef HVD_RDMA_RDMA_CONTEXT_H_
 #define HVD_RDMA_RDMA_CONTEXT_H_
 
+#include <cstddef>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -52,6 +53,12 @@ absl::StatusOr<std::unique_ptr<transport::Context>> CreateRdmaContext(
 
 // The registration counters of an RDMA context (zeros for other contexts).
 RegistrationStats RdmaRegistrationStats(const transport::Context& context);
+
+// The bytes of control buffers (registered, pre-posted) an RDMA context
+// holds: a fixed part for the hellos of peers not known yet, and a part for
+// each peer it has reached, so they grow with the peers a rank talks to,
+// not with the job (0 for other contexts).
+size_t RdmaControlBufferBytes(const transport::Context& context);
 
 }  // namespace hvd::rdma
 

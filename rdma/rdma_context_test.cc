@@ -329,6 +329,13 @@ TEST_F(RdmaContextTest, ARankReachesOnlyThePeersItExchangesMessagesWith) {
       }
     }
   }
+  // Control buffers: a fixed part, and one peer's part more on 0 and 1.
+  const size_t idle = RdmaControlBufferBytes(*contexts[2]);
+  EXPECT_GT(idle, 0u);
+  EXPECT_EQ(RdmaControlBufferBytes(*contexts[3]), idle);
+  EXPECT_EQ(RdmaControlBufferBytes(*contexts[0]),
+            RdmaControlBufferBytes(*contexts[1]));
+  EXPECT_GT(RdmaControlBufferBytes(*contexts[0]), idle);
 }
 
 TEST_F(RdmaContextTest, UnknownProviderFailsNamingWhatWasLookedFor) {
