@@ -100,8 +100,7 @@ void Engine::OnError(const fi_cq_err_entry& err) {
       free_tx_.push_back(slot);
       Peer& p = peers_[slot->peer];
       if (slot->type == MsgType::kHello) {
-        // The peer's endpoint may not be up yet: try again until the
-        // handshake's deadline.
+        // Tried again until the handshake's deadline (CheckContacts).
         p.hello_in_flight = false;
         p.hello_due = absl::Now() + kHelloRetry;
         p.last_error = what;
