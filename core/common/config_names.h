@@ -72,6 +72,7 @@ inline constexpr char kStartTimeout[] = "START_TIMEOUT";
 inline constexpr char kBackgroundSpinUs[] = "BACKGROUND_SPIN_US";
 inline constexpr char kWaitSpinUs[] = "WAIT_SPIN_US";
 inline constexpr char kCallerProgress[] = "CALLER_PROGRESS";
+inline constexpr char kCachedExchange[] = "CACHED_EXCHANGE";
 inline constexpr char kFusionInPlaceBytes[] = "FUSION_IN_PLACE_BYTES";
 inline constexpr char kAllreduceAlgorithm[] = "ALLREDUCE_ALGORITHM";
 inline constexpr char kSmallMessageBytes[] = "SMALL_MESSAGE_BYTES";

@@ -285,6 +285,7 @@ void ReadNegotiation(Reader& r, Config& c) {
   r.Duration(names::kBackgroundSpinUs, us, "microseconds", &c.background_spin);
   r.Duration(names::kWaitSpinUs, us, "microseconds", &c.wait_spin);
   r.Bool(names::kCallerProgress, &c.caller_progress);
+  r.Bool(names::kCachedExchange, &c.cached_exchange);
   LogLevel level;
   if (r.Parsed(names::kLogLevel, ParseLogLevel,
                "trace, debug, info, warning, error or fatal", &level)) {

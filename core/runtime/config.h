@@ -109,6 +109,11 @@ struct Config {
   // on its own thread when no other cycle runs (HVD_CALLER_PROGRESS; off:
   // only the background thread does).
   bool caller_progress = true;
+  // A cycle first tries to agree on a step of cached tensors by one
+  // exchange among all ranks, instead of the gather through rank 0
+  // (HVD_CACHED_EXCHANGE; off: every cycle is gathered). Every rank of a
+  // job must have the same value.
+  bool cached_exchange = true;
   // Set only when HVD_LOG_LEVEL is.
   std::optional<LogLevel> log_level;
   // Log lines without their timestamp (HVD_LOG_HIDE_TIME).

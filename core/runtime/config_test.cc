@@ -307,7 +307,7 @@ TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
         n::kStallShutdownTimeSeconds, n::kHierarchicalAllreduce, n::kLogLevel,
         n::kLogHideTime, n::kHierarchicalAllgather, n::kIdleCycleTime, n::kTimelineMarkCycles, n::kTimeoutSeconds,
         n::kStartTimeout, n::kBackgroundSpinUs, n::kWaitSpinUs,
-        n::kCallerProgress,
+        n::kCallerProgress, n::kCachedExchange,
         n::kFusionInPlaceBytes, n::kAllreduceAlgorithm, n::kSmallMessageBytes,
         n::kCrossHostSmallMessageBytes, n::kChunkBytes, n::kRingSegmentBytes,
         n::kShm,

@@ -323,26 +323,68 @@ Response Coordinator::MakeResponse(const Key& key, const Pending& pending) {
   return response;
 }
 
-void Coordinator::Fuse(std::vector<Response>& ready, ResponseList& out) {
+void FuseResponses(const std::vector<Response>& ready,
+                   int64_t fusion_threshold, ResponseList& out) {
   std::vector<bool> used(ready.size(), false);
   for (size_t i = 0; i < ready.size(); ++i) {
     if (used[i]) continue;
     Response fused = ready[i];
     if (fused.type() == ALLREDUCE && fused.error().empty() &&
-        options_.fusion_threshold > 0) {
+        fusion_threshold > 0) {
       int64_t bytes = ResponseBytes(fused);
       for (size_t j = i + 1; j < ready.size(); ++j) {
         if (used[j] || !Fusable(fused, ready[j])) continue;
         const int64_t more = ResponseBytes(ready[j]);
-        if (bytes + more > options_.fusion_threshold) continue;
+        if (bytes + more > fusion_threshold) continue;
         Append(fused, ready[j]);
         bytes += more;
         used[j] = true;
       }
     }
-    ++stats_.responses;
-    if (fused.names_size() > 1) stats_.fused_tensors += fused.names_size();
     *out.add_responses() = std::move(fused);
+  }
+}
+
+ResponseList CachedStepResponses(const std::string& bits,
+                                 const ResponseCache& cache,
+                                 const ProcessSetTable& sets,
+                                 int64_t fusion_threshold) {
+  ResponseList out;
+  const auto members = sets.Ranks(0);
+  if (!members) return out;
+  std::vector<Response> ready;
+  for (size_t byte = 0; byte < bits.size(); ++byte) {
+    for (int b = 0; b < 8 && bits[byte] != 0; ++b) {
+      if (((bits[byte] >> b) & 1) == 0) continue;
+      const Request* cached = cache.At(static_cast<int>(byte * 8) + b);
+      if (cached == nullptr || cached->process_set() != 0) return {};
+      // As the coordinator does: one request stands for every rank's bit.
+      std::map<int, Request> requests{{members->front(), *cached}};
+      requests.begin()->second.set_rank(members->front());
+      ready.push_back(BuildResponse(requests, *members, {}));
+    }
+  }
+  FuseResponses(ready, fusion_threshold, out);
+  return out;
+}
+
+void Coordinator::Fuse(const std::vector<Response>& ready, ResponseList& out) {
+  const int before = out.responses_size();
+  FuseResponses(ready, options_.fusion_threshold, out);
+  for (int i = before; i < out.responses_size(); ++i) {
+    ++stats_.responses;
+    const int names = out.responses(i).names_size();
+    if (names > 1) stats_.fused_tensors += names;
+  }
+}
+
+void Coordinator::CountCachedStep(const ResponseList& out) {
+  ++stats_.cycles;
+  ++stats_.agreed_steps;
+  for (const Response& response : out.responses()) {
+    ++stats_.responses;
+    stats_.cached_ready += response.names_size();
+    if (response.names_size() > 1) stats_.fused_tensors += response.names_size();
   }
 }
 

@@ -42,6 +42,23 @@ inline bool Announces(const RequestList& list) {
 // The bytes of one rank's tensors that `response` names (sizes x element).
 int64_t ResponseBytes(const Response& response);
 
+// Appends `ready` to `out` in order, each allreduce fused with the later
+// ones it can be fused with while the bytes stay within `fusion_threshold`
+// (0: none fused).
+void FuseResponses(const std::vector<Response>& ready,
+                   int64_t fusion_threshold, ResponseList& out);
+
+// What the coordinator answers a cycle in which every rank announced the
+// cache slots set in `bits` and nothing else, with nothing pending from
+// earlier cycles: each slot's cached allreduce, slots ascending, fused
+// under `fusion_threshold`. Every rank computes it alike from its own copy
+// of the cache (a cached step agreed without rank 0). Empty when a slot is
+// not in the cache or not of the global process set.
+ResponseList CachedStepResponses(const std::string& bits,
+                                 const ResponseCache& cache,
+                                 const ProcessSetTable& sets,
+                                 int64_t fusion_threshold);
+
 class Coordinator {
  public:
   Coordinator(CoordinatorOptions options, const ProcessSetTable* sets,
@@ -66,6 +83,15 @@ class Coordinator {
   bool Idle(const std::vector<RequestList>& lists,
             const ResponseList& out) const;
 
+  // Whether nothing waits from earlier cycles (tensors, partial bits,
+  // joined ranks): only then may a cycle be agreed without Compute.
+  bool Settled() const {
+    return table_.empty() && partial_bits_.empty() &&
+           bit_first_seen_.empty() && joined_.empty();
+  }
+  // Counts a cycle agreed without Compute that gave `out`.
+  void CountCachedStep(const ResponseList& out);
+
   // The autotuner's new threshold, for the cycles after this one.
   void set_fusion_threshold(int64_t bytes) {
     options_.fusion_threshold = bytes;
@@ -78,6 +104,7 @@ class Coordinator {
     int64_t cached_ready = 0;    // tensors agreed on by cache bits alone
     int64_t responses = 0;
     int64_t fused_tensors = 0;   // tensors in responses carrying several
+    int64_t agreed_steps = 0;    // cycles agreed without Compute
   };
   const Stats& stats() const { return stats_; }
   // The first tensor past the stall check time at the last Compute ("tensor
@@ -109,7 +136,7 @@ class Coordinator {
                            const std::vector<int>& members) const;
   void CollectReady(std::vector<Response>& ready);
   std::string CheckStalls(absl::Time now);
-  void Fuse(std::vector<Response>& ready, ResponseList& out);
+  void Fuse(const std::vector<Response>& ready, ResponseList& out);
   Response MakeResponse(const Key& key, const Pending& pending);
   void AddJoinResponse(ResponseList& out);
 

@@ -215,7 +215,8 @@ void Runtime::Shutdown() {
     }
     HVD_LOG(INFO) << "negotiation: " << s.cycles << " cycles, "
                   << s.full_requests << " requests in full, "
-                  << s.cached_ready << " tensors by cache bit, "
+                  << s.cached_ready << " tensors by cache bit ("
+                  << s.agreed_steps << " steps agreed by exchange), "
                   << s.responses << " responses, " << s.fused_tensors
                   << " tensors fused";
     coordinator_.reset();

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -172,6 +173,17 @@ class Runtime {
     return cycle_start_ + CycleTimeAfter(config_, idle_cycles_);
   }
   RequestList BuildRequests() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // A step of cached tensors agreed by one exchange among all ranks
+  // (HVD_CACHED_EXCHANGE), without rank 0's gather: when every rank's list
+  // `mine` holds the same cache bits and nothing else, and rank 0 has
+  // nothing pending, each rank computes the coordinator's answer itself.
+  // Nullopt: no agreement, negotiate as usual (every rank then does).
+  absl::StatusOr<std::optional<ResponseList>> AgreeCachedStep(
+      const RequestList& mine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // The exchange: `mine` combined with every other rank's, by recursive
+  // doubling; the same result on every rank.
+  absl::StatusOr<std::string> ExchangeVotes(std::string mine)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Size 1, or a rank other than 0: its subtree's lists up to its parent in
   // the negotiation tree (negotiation_tree.h), and the answer back down.
   absl::StatusOr<ResponseList> Negotiate(const RequestList& mine)

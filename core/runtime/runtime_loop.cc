@@ -198,7 +198,14 @@ bool Runtime::CycleBody(bool waited) {
     mine.set_shutdown(stop);
     busy = Announces(mine);
     negotiation_start = absl::Now();
-    responses = Negotiate(mine);
+    absl::StatusOr<std::optional<ResponseList>> agreed = AgreeCachedStep(mine);
+    if (!agreed.ok()) {
+      responses = agreed.status();
+    } else if (agreed->has_value()) {
+      responses = **std::move(agreed);
+    } else {
+      responses = Negotiate(mine);
+    }
   }
   const absl::Time data_start = absl::Now();
   if (!responses.ok()) {

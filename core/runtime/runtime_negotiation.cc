@@ -2,7 +2,11 @@
 // to rank 0 (in full, or as response-cache bits), rank 0 gathering every
 // rank's lists and answering, and the other ranks passing their subtree's
 // lists up the negotiation tree and the answer down (negotiation_tree.h).
+// Before that, a step of cached tensors only is agreed by one exchange
+// among all ranks when it can be (AgreeCachedStep).
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +19,50 @@
 
 namespace hvd::runtime {
 namespace {
+
+// What a rank says in the cached-step exchange, for itself and the ranks
+// it has heard from: whether all of them may agree on a cached step, and
+// the cache bits all of them set and those any of them set.
+struct Votes {
+  bool may = false;
+  std::string all;  // AND of the bits
+  std::string any;  // OR of the bits
+};
+
+// The flag byte, then `all` and `any` padded to one length.
+std::string Encode(Votes v) {
+  const size_t n = std::max(v.all.size(), v.any.size());
+  v.all.resize(n, 0);
+  v.any.resize(n, 0);
+  return std::string(1, v.may ? 1 : 0) + v.all + v.any;
+}
+
+absl::StatusOr<Votes> Decode(const std::string& bytes, int from) {
+  if (bytes.size() % 2 != 1) {
+    return absl::DataLossError(absl::StrCat(
+        "malformed cached-step vote from rank ", from));
+  }
+  const size_t n = bytes.size() / 2;
+  return Votes{bytes[0] != 0, bytes.substr(1, n), bytes.substr(1 + n, n)};
+}
+
+Votes Combine(Votes a, const Votes& b) {
+  const size_t n = std::max(a.all.size(), b.all.size());
+  a.all.resize(n, 0);
+  a.any.resize(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    a.all[i] = static_cast<char>(a.all[i] & (i < b.all.size() ? b.all[i] : 0));
+    a.any[i] = static_cast<char>(a.any[i] | (i < b.any.size() ? b.any[i] : 0));
+  }
+  a.may = a.may && b.may;
+  return a;
+}
+
+// Every rank may agree, and every rank set the same bits, some.
+bool Agreed(const Votes& v) {
+  return v.may && v.all == v.any &&
+         std::any_of(v.all.begin(), v.all.end(), [](char c) { return c; });
+}
 
 absl::StatusOr<ResponseList> Parse(const std::string& bytes, int from) {
   ResponseList list;
@@ -52,6 +100,20 @@ absl::Status WaitEach(
 // submission rather than send every peer back to wait a cycle.
 absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
   const int size = config_.size;
+  // Rank 0's list as the exchange saw it: the first of the hold loop's.
+  std::optional<RequestList> voted;
+  if (config_.cached_exchange) {
+    voted = BuildRequests();
+    voted->set_shutdown(StopRequested());
+    absl::StatusOr<std::optional<ResponseList>> agreed =
+        AgreeCachedStep(*voted);
+    if (!agreed.ok()) return agreed.status();
+    if (agreed->has_value()) {
+      *busy = true;
+      timeline_.MarkCycle();
+      return **std::move(agreed);
+    }
+  }
   std::vector<RequestList> lists(size);
   absl::StatusOr<std::vector<std::string>> raw = GatherLists();
   if (!raw.ok()) return raw.status();
@@ -68,6 +130,15 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
   while (true) {
     const bool stop = StopRequested();
     lists[0] = BuildRequests();
+    if (voted) {
+      // What the vote took from the queue comes first, as it came first.
+      for (Request& r : *lists[0].mutable_requests()) {
+        *voted->add_requests() = std::move(r);
+      }
+      voted->set_cache_bits(lists[0].cache_bits());
+      lists[0] = *std::move(voted);
+      voted.reset();
+    }
     lists[0].set_shutdown(stop);
     *busy |= Announces(lists[0]);
     result = coordinator_->Compute(lists, absl::Now());
@@ -212,6 +283,82 @@ absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
   }
   if (s = SendToChildren(children, in); !s.ok()) return s;
   return Parse(in, parent);
+}
+
+absl::StatusOr<std::optional<ResponseList>> Runtime::AgreeCachedStep(
+    const RequestList& mine) {
+  if (!config_.cached_exchange || config_.size == 1) return std::nullopt;
+  // Anything but bits, or state on rank 0 from earlier cycles (tensors some
+  // ranks have not submitted, joined ranks, an autotuner still sampling),
+  // needs the coordinator.
+  Votes votes;
+  votes.may = mine.requests_size() == 0 && !mine.shutdown() &&
+              (coordinator_ == nullptr || coordinator_->Settled()) &&
+              (autotuner_ == nullptr || autotuner_->frozen());
+  votes.all = votes.any = mine.cache_bits();
+  absl::StatusOr<std::string> result = ExchangeVotes(Encode(votes));
+  if (!result.ok()) return result.status();
+  absl::StatusOr<Votes> agreed = Decode(*result, config_.rank);
+  if (!agreed.ok()) return agreed.status();
+  if (!Agreed(*agreed)) return std::nullopt;
+  ResponseList out = CachedStepResponses(agreed->all, cache_, sets_,
+                                         config_.fusion_threshold);
+  // Every rank has the same cache, so every rank gets the same answer.
+  if (out.responses_size() == 0) return std::nullopt;
+  if (coordinator_) coordinator_->CountCachedStep(out);
+  return out;
+}
+
+// Recursive doubling: a rank at or past the largest power of two P folds
+// in through rank - P, which hands it the result; the first P ranks swap
+// with the rank whose index differs in one bit, log2 P rounds. Each swap
+// combines (Combine is commutative and associative), so every rank ends
+// with the same votes.
+absl::StatusOr<std::string> Runtime::ExchangeVotes(std::string mine) {
+  const int size = config_.size, rank = config_.rank;
+  int p = 1;
+  while (p * 2 <= size) p *= 2;
+  const absl::Time start = absl::Now();
+  // Sends `out` to `peer` (unless empty) and receives its message.
+  auto swap = [&](int peer, const std::string& out,
+                  bool receive) -> absl::StatusOr<std::string> {
+    std::string in;
+    std::unique_ptr<transport::Request> send, recv;
+    if (!out.empty()) send = parts_.context->Send(peer, out.data(), out.size());
+    if (receive) recv = parts_.context->RecvAny(peer, &in);
+    for (transport::Request* r : {send.get(), recv.get()}) {
+      if (r == nullptr) continue;
+      if (absl::Status s = transport::WaitNamingStalls(*r, start, wait_limits_,
+                                                       "negotiation");
+          !s.ok()) {
+        return Annotate(s,
+                        absl::StrCat("negotiation with rank ", peer, " failed"));
+      }
+    }
+    return in;
+  };
+  auto merge = [&](const std::string& in, int from) -> absl::Status {
+    absl::StatusOr<Votes> a = Decode(mine, rank), b = Decode(in, from);
+    if (!b.ok()) return b.status();
+    mine = Encode(Combine(*std::move(a), *b));
+    return absl::OkStatus();
+  };
+  if (rank >= p) return swap(rank - p, mine, /*receive=*/true);
+  if (rank + p < size) {
+    auto in = swap(rank + p, "", /*receive=*/true);
+    if (!in.ok()) return in.status();
+    if (absl::Status s = merge(*in, rank + p); !s.ok()) return s;
+  }
+  for (int mask = 1; mask < p; mask <<= 1) {
+    auto in = swap(rank ^ mask, mine, /*receive=*/true);
+    if (!in.ok()) return in.status();
+    if (absl::Status s = merge(*in, rank ^ mask); !s.ok()) return s;
+  }
+  if (rank + p < size) {
+    auto sent = swap(rank + p, mine, /*receive=*/false);
+    if (!sent.ok()) return sent.status();
+  }
+  return mine;
 }
 
 }  // namespace hvd::runtime

@@ -417,6 +417,7 @@ TEST(RuntimeNegotiationTreeTest, RankZeroHearsOnlyFromItsChildren) {
   std::vector<std::set<int>> heard(7);
   Config config;
   config.negotiation_fanout = 2;
+  config.cached_exchange = false;  // the tree alone
   Job job(7, MeshTransport::kTcp, config,
           [&](int rank, std::unique_ptr<transport::Context> inner) {
             return std::make_unique<RecvAnyPeers>(std::move(inner),
@@ -434,6 +435,47 @@ TEST(RuntimeNegotiationTreeTest, RankZeroHearsOnlyFromItsChildren) {
   EXPECT_EQ(heard[0], (std::set<int>{1, 2}));
   EXPECT_EQ(heard[1], (std::set<int>{0, 3, 4}));  // its children and parent
   EXPECT_EQ(heard[6], (std::set<int>{2}));
+}
+
+// Steps of one cached tensor: every rank sets the same bit, so the ranks
+// agree by recursive doubling over 7 ranks (4 fold into 0-3 ... 2 rounds),
+// and rank 0 hears from its two doubling partners and rank 4 besides its
+// tree children. Steps whose bits reach the exchange at different cycles
+// go to the coordinator instead; results are right either way.
+TEST(RuntimeNegotiationTreeTest, CachedStepsAreAgreedByExchangeAmongAllRanks) {
+  absl::Mutex mu;
+  std::vector<std::set<int>> heard(7);
+  Config config;
+  config.negotiation_fanout = 2;
+  Job job(7, MeshTransport::kTcp, config,
+          [&](int rank, std::unique_ptr<transport::Context> inner) {
+            return std::make_unique<RecvAnyPeers>(std::move(inner),
+                                                  &heard[rank], &mu);
+          });
+  ASSERT_EQ(job.size(), 7);
+  constexpr int kSteps = 30;
+  job.RunOnEveryRank([&](int rank) {
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<float> data(8, rank + step + 1.0f);
+      ASSERT_TRUE(job.Run(rank, One(Allreduce("w", data))).ok());
+      EXPECT_EQ(data[7], SumOfRanks(7) + 7.0f * step);
+    }
+  });
+  job.RunOnEveryRank([&](int rank) { job.runtime(rank).Shutdown(); });
+  const Coordinator::Stats stats = job.runtime(0).negotiation_stats();
+  EXPECT_GT(stats.agreed_steps, 0);
+  EXPECT_EQ(stats.full_requests, 7);  // the first step only
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(heard[0], (std::set<int>{1, 2, 4}));
+  EXPECT_EQ(heard[4], (std::set<int>{0, 1}));  // its fold partner, tree parent
+}
+
+TEST_P(RuntimeTest, NoStepIsAgreedByExchangeWhenItIsOff) {
+  Config config;
+  config.cached_exchange = false;
+  const Coordinator::Stats stats =
+      RepeatedSteps(size(), transport(), With(config), 10);
+  EXPECT_EQ(stats.agreed_steps, 0);
 }
 
 TEST(RuntimeStartTest, RefusesADataPlaneOfTheWrongSize) {
