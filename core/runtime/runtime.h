@@ -177,7 +177,8 @@ class Runtime {
   // (HVD_CACHED_EXCHANGE), without rank 0's gather: when every rank's list
   // `mine` holds the same cache bits and nothing else, and rank 0 has
   // nothing pending, each rank computes the coordinator's answer itself.
-  // Nullopt: no agreement, negotiate as usual (every rank then does).
+  // Tried after a cycle that ran responses only (try_exchange_). Nullopt:
+  // no agreement, negotiate as usual (every rank then does).
   absl::StatusOr<std::optional<ResponseList>> AgreeCachedStep(
       const RequestList& mine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // The exchange: `mine` combined with every other rank's, by recursive
@@ -273,6 +274,10 @@ class Runtime {
   int idle_cycles_ ABSL_GUARDED_BY(cycle_mu_) = 0;  // ResponseList.idle
   int resends_ ABSL_GUARDED_BY(cycle_mu_) = 0;
   bool resend_now_ ABSL_GUARDED_BY(cycle_mu_) = false;
+  // The last cycle ran responses (the same on every rank): only then does
+  // the next try the cached-step exchange, so that cycles waiting for a
+  // rank, and idle ones, send nothing more than before.
+  bool try_exchange_ ABSL_GUARDED_BY(cycle_mu_) = false;
   bool loop_ended_ ABSL_GUARDED_BY(cycle_mu_) = false;
   // Callers in Drive now, and when the last one left: the background thread
   // waits while either is recent.

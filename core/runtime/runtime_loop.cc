@@ -237,6 +237,7 @@ bool Runtime::CycleBody(bool waited) {
     return false;
   }
   if (responses->responses_size() > 0) resends_ = 0;
+  try_exchange_ = responses->responses_size() > 0;
   resend_now_ = responses->responses_size() == 0 && !pending_.empty() &&
                 ++resends_ <= kImmediateResends;
   return true;
