@@ -67,9 +67,9 @@ absl::Status Engine::AddSlab(size_t rx, size_t tx) {
   slab->mem.resize((rx + tx) * kControlBytes);
   // Each slab its own key where the application chooses them.
   const uint64_t key = fabric_->prov_key() ? 0 : kSlabKey + slabs_.size();
-  const int rc = fi_mr_reg(fabric_->domain(), slab->mem.data(),
-                           slab->mem.size(), FI_SEND | FI_RECV, 0, key, 0,
-                           &slab->mr, nullptr);
+  const int rc =
+      fi_mr_reg(fabric_->domain(), slab->mem.data(), slab->mem.size(),
+                FI_SEND | FI_RECV, 0, key, 0, &slab->mr, nullptr);
   if (rc != 0) {
     return absl::UnavailableError(
         absl::StrCat("rank ", rank_, ": ", FiError("fi_mr_reg", rc)));
@@ -133,12 +133,11 @@ absl::Status Engine::Insert(int peer, const std::string& name) {
   Peer& p = peers_[peer];
   if (Known(p)) return absl::OkStatus();
   fi_addr_t addr = FI_ADDR_NOTAVAIL;
-  const int rc =
-      fi_av_insert(fabric_->av(), name.data(), 1, &addr, 0, nullptr);
+  const int rc = fi_av_insert(fabric_->av(), name.data(), 1, &addr, 0, nullptr);
   if (rc != 1 || addr == FI_ADDR_NOTAVAIL) {
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", rank_, ": fi_av_insert of rank ", peer, "'s address ",
-        fabric_->AddressString(name), " failed"));
+    return absl::UnavailableError(
+        absl::StrCat("rank ", rank_, ": fi_av_insert of rank ", peer,
+                     "'s address ", fabric_->AddressString(name), " failed"));
   }
   const size_t per_peer = options_.tuning.credits + kSlackSlots;
   if (absl::Status s = AddSlab(per_peer, per_peer); !s.ok()) return s;

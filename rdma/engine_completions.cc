@@ -322,20 +322,20 @@ void Engine::OnHelloReply(int peer, const char* body, size_t len) {
     if (Ready(p)) Handshaken(peer);
     return;
   }
-  const std::string who = absl::StrCat("rank ", rank_, ": peer rank ", peer,
-                                       " at ", AddressLocked(peer),
-                                       " refused ");
-  FailLocked(reply == HelloReply::kBadToken
-                 ? absl::UnauthenticatedError(absl::StrCat(who, "the job token"))
-                 : absl::FailedPreconditionError(
-                       absl::StrCat(who, "this rank or job size")));
+  const std::string who =
+      absl::StrCat("rank ", rank_, ": peer rank ", peer, " at ",
+                   AddressLocked(peer), " refused ");
+  FailLocked(
+      reply == HelloReply::kBadToken
+          ? absl::UnauthenticatedError(absl::StrCat(who, "the job token"))
+          : absl::FailedPreconditionError(
+                absl::StrCat(who, "this rank or job size")));
 }
 
 absl::Status Engine::HandshakeTimeout(int peer) const {
   const Peer& p = peers_[peer];
-  std::string what = !p.authenticated
-                         ? "it sent no hello with the job token"
-                         : "it did not answer this rank's hello";
+  std::string what = !p.authenticated ? "it sent no hello with the job token"
+                                      : "it did not answer this rank's hello";
   if (!p.last_error.empty()) {
     absl::StrAppend(&what, " (last error: ", p.last_error, ")");
   }

@@ -96,29 +96,31 @@ std::string EncodeRecord(const Fabric& fabric) {
 // each is hvd's and of `provider`.
 Engine::NameLookup StoreLookup(std::shared_ptr<Store> store,
                                std::string provider) {
-  return [store = std::move(store), provider = std::move(provider)](
-             const std::vector<int>& peers, absl::Duration timeout)
-             -> absl::StatusOr<std::vector<std::string>> {
-    absl::StatusOr<std::vector<std::string>> records =
-        GetOfRanks(*store, kRecordKey, peers, timeout);
-    if (!records.ok()) return records.status();
-    std::vector<std::string> names;
-    for (size_t i = 0; i < peers.size(); ++i) {
-      std::vector<std::string> fields = absl::StrSplit((*records)[i], '\n');
-      if (fields.size() != 3 || fields[0] != kRecordMagic) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "rank ", peers[i], "'s RDMA address in the store is not an hvd "
-            "RDMA address record"));
-      }
-      if (fields[1] != provider) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "rank ", peers[i], " uses libfabric provider '", fields[1],
-            "', this rank '", provider, "'"));
-      }
-      names.push_back(absl::HexStringToBytes(fields[2]));
-    }
-    return names;
-  };
+  return
+      [store = std::move(store), provider = std::move(provider)](
+          const std::vector<int>& peers,
+          absl::Duration timeout) -> absl::StatusOr<std::vector<std::string>> {
+        absl::StatusOr<std::vector<std::string>> records =
+            GetOfRanks(*store, kRecordKey, peers, timeout);
+        if (!records.ok()) return records.status();
+        std::vector<std::string> names;
+        for (size_t i = 0; i < peers.size(); ++i) {
+          std::vector<std::string> fields = absl::StrSplit((*records)[i], '\n');
+          if (fields.size() != 3 || fields[0] != kRecordMagic) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("rank ", peers[i],
+                             "'s RDMA address in the store is not an hvd "
+                             "RDMA address record"));
+          }
+          if (fields[1] != provider) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("rank ", peers[i], " uses libfabric provider '",
+                             fields[1], "', this rank '", provider, "'"));
+          }
+          names.push_back(absl::HexStringToBytes(fields[2]));
+        }
+        return names;
+      };
 }
 
 }  // namespace
@@ -144,8 +146,7 @@ absl::StatusOr<std::unique_ptr<transport::Context>> CreateRdmaContext(
     return Annotate(fabric.status(), absl::StrCat("rank ", rank));
   }
   const std::string record = EncodeRecord(**fabric);
-  Engine::NameLookup lookup =
-      StoreLookup(store, (*fabric)->provider_name());
+  Engine::NameLookup lookup = StoreLookup(store, (*fabric)->provider_name());
   auto engine = std::make_shared<Engine>(rank, size, *std::move(fabric),
                                          options, std::move(lookup));
   if (absl::Status s = engine->Start(); !s.ok()) {
@@ -155,8 +156,8 @@ absl::StatusOr<std::unique_ptr<transport::Context>> CreateRdmaContext(
   if (size > 1) {
     if (absl::Status s = store->Set(absl::StrCat(kRecordKey, rank), record);
         !s.ok()) {
-      return Annotate(s, absl::StrCat("rank ", rank,
-                                      ": publishing its RDMA address"));
+      return Annotate(
+          s, absl::StrCat("rank ", rank, ": publishing its RDMA address"));
     }
   }
   return std::make_unique<RdmaContext>(std::move(engine));

@@ -262,10 +262,9 @@ TEST_F(RdmaContextTest, EndpointThatNeverAnswersTimesOutNamingTheRank) {
     ASSERT_TRUE(gone.ok()) << gone.status();
     ASSERT_TRUE(store_
                     ->Set("rdma/0",
-                          absl::StrCat("hvd-rdma-1\n",
-                                       (*gone)->provider_name(), "\n",
-                                       absl::BytesToHexString(
-                                           (*gone)->endpoint_name())))
+                          absl::StrCat(
+                              "hvd-rdma-1\n", (*gone)->provider_name(), "\n",
+                              absl::BytesToHexString((*gone)->endpoint_name())))
                     .ok());
   }
   RdmaOptions options = TestOptions();

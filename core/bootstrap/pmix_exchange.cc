@@ -62,9 +62,10 @@ struct Pmix {
   absl::Status Check(pmix_status_t rc, const char* call) const {
     if (rc == PMIX_SUCCESS) return absl::OkStatus();
     if (rc == PMIX_ERR_TIMEOUT) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          call, " timed out (HVD_START_TIMEOUT): did every rank call "
-          "hvd.init()?"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(call,
+                       " timed out (HVD_START_TIMEOUT): did every rank call "
+                       "hvd.init()?"));
     }
     return absl::UnavailableError(
         absl::StrCat(call, " failed: ", error(rc),
@@ -104,8 +105,8 @@ absl::StatusOr<std::string> Read(const Pmix& pmix, const pmix_proc_t& me,
   std::memcpy(root.nspace, me.nspace, sizeof(root.nspace));
   root.rank = 0;
   pmix_value_t* value = nullptr;
-  if (absl::Status s = pmix.Check(pmix.get(&root, kKey, timeout, 1, &value),
-                                  "PMIx_Get");
+  if (absl::Status s =
+          pmix.Check(pmix.get(&root, kKey, timeout, 1, &value), "PMIx_Get");
       !s.ok()) {
     return s;
   }
@@ -133,8 +134,8 @@ absl::Status Exchange(const Pmix& pmix, const pmix_proc_t& me,
   // Every rank; afterwards rank 0's record is there to get. Neither call
   // waits longer than the start timeout.
   pmix_info_t timeout = TimeoutInfo(config->start_timeout);
-  if (absl::Status s = pmix.Check(pmix.fence(nullptr, 0, &timeout, 1),
-                                  "PMIx_Fence");
+  if (absl::Status s =
+          pmix.Check(pmix.fence(nullptr, 0, &timeout, 1), "PMIx_Fence");
       !s.ok() || config->rank == 0) {
     return s;
   }

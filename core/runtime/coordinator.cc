@@ -323,8 +323,8 @@ Response Coordinator::MakeResponse(const Key& key, const Pending& pending) {
   return response;
 }
 
-void FuseResponses(const std::vector<Response>& ready,
-                   int64_t fusion_threshold, ResponseList& out) {
+void FuseResponses(const std::vector<Response>& ready, int64_t fusion_threshold,
+                   ResponseList& out) {
   std::vector<bool> used(ready.size(), false);
   for (size_t i = 0; i < ready.size(); ++i) {
     if (used[i]) continue;
@@ -384,7 +384,8 @@ void Coordinator::CountCachedStep(const ResponseList& out) {
   for (const Response& response : out.responses()) {
     ++stats_.responses;
     stats_.cached_ready += response.names_size();
-    if (response.names_size() > 1) stats_.fused_tensors += response.names_size();
+    if (response.names_size() > 1)
+      stats_.fused_tensors += response.names_size();
   }
 }
 

@@ -45,8 +45,8 @@ int64_t ResponseBytes(const Response& response);
 // Appends `ready` to `out` in order, each allreduce fused with the later
 // ones it can be fused with while the bytes stay within `fusion_threshold`
 // (0: none fused).
-void FuseResponses(const std::vector<Response>& ready,
-                   int64_t fusion_threshold, ResponseList& out);
+void FuseResponses(const std::vector<Response>& ready, int64_t fusion_threshold,
+                   ResponseList& out);
 
 // What the coordinator answers a cycle in which every rank announced the
 // cache slots set in `bits` and nothing else, with nothing pending from
@@ -86,8 +86,8 @@ class Coordinator {
   // Whether nothing waits from earlier cycles (tensors, partial bits,
   // joined ranks): only then may a cycle be agreed without Compute.
   bool Settled() const {
-    return table_.empty() && partial_bits_.empty() &&
-           bit_first_seen_.empty() && joined_.empty();
+    return table_.empty() && partial_bits_.empty() && bit_first_seen_.empty() &&
+           joined_.empty();
   }
   // Counts a cycle agreed without Compute that gave `out`.
   void CountCachedStep(const ResponseList& out);

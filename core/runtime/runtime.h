@@ -26,8 +26,8 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"

@@ -39,8 +39,8 @@ std::string Encode(Votes v) {
 
 absl::StatusOr<Votes> Decode(const std::string& bytes, int from) {
   if (bytes.size() % 2 != 1) {
-    return absl::DataLossError(absl::StrCat(
-        "malformed cached-step vote from rank ", from));
+    return absl::DataLossError(
+        absl::StrCat("malformed cached-step vote from rank ", from));
   }
   const size_t n = bytes.size() / 2;
   return Votes{bytes[0] != 0, bytes.substr(1, n), bytes.substr(1 + n, n)};
@@ -303,8 +303,8 @@ absl::StatusOr<std::optional<ResponseList>> Runtime::AgreeCachedStep(
   absl::StatusOr<Votes> agreed = Decode(*result, config_.rank);
   if (!agreed.ok()) return agreed.status();
   if (!Agreed(*agreed)) return std::nullopt;
-  ResponseList out = CachedStepResponses(agreed->all, cache_, sets_,
-                                         config_.fusion_threshold);
+  ResponseList out =
+      CachedStepResponses(agreed->all, cache_, sets_, config_.fusion_threshold);
   // Every rank has the same cache, so every rank gets the same answer.
   if (out.responses_size() == 0) return std::nullopt;
   if (coordinator_) coordinator_->CountCachedStep(out);
@@ -333,8 +333,8 @@ absl::StatusOr<std::string> Runtime::ExchangeVotes(std::string mine) {
       if (absl::Status s = transport::WaitNamingStalls(*r, start, wait_limits_,
                                                        "negotiation");
           !s.ok()) {
-        return Annotate(s,
-                        absl::StrCat("negotiation with rank ", peer, " failed"));
+        return Annotate(
+            s, absl::StrCat("negotiation with rank ", peer, " failed"));
       }
     }
     return in;

@@ -101,9 +101,9 @@ class LookupThread {
       absl::StatusOr<std::vector<Record>> found =
           lookup_(batch, std::min(kSlice, deadline - absl::Now()));
       if (found.ok() && found->size() != batch.size()) {
-        found = absl::InternalError(absl::StrCat(
-            "the lookup answered ", found->size(), " of ", batch.size(),
-            " peers"));
+        found = absl::InternalError(absl::StrCat("the lookup answered ",
+                                                 found->size(), " of ",
+                                                 batch.size(), " peers"));
       }
       if (found.ok()) {
         for (size_t i = 0; i < batch.size(); ++i) {
@@ -154,8 +154,8 @@ class LookupThread {
 
   absl::Status Annotated(int peer, const absl::Status& status) const {
     return absl::Status(status.code(),
-                        absl::StrCat("rank ", rank_, ": looking up rank ",
-                                     peer, "'s address: ", status.message()));
+                        absl::StrCat("rank ", rank_, ": looking up rank ", peer,
+                                     "'s address: ", status.message()));
   }
 
   const int rank_;

@@ -93,10 +93,10 @@ PeerConnector::PeerConnector(asio::io_context& io, tcp::acceptor acceptor,
       sink_(sink),
       lookups_(config_.rank, config_.connect_timeout, std::move(lookup),
                [this](int peer, absl::StatusOr<std::vector<Endpoint>> found) {
-                 boost::asio::post(io_, [this, peer,
-                                         found = std::move(found)]() mutable {
-                   OnLookedUp(peer, std::move(found));
-                 });
+                 boost::asio::post(
+                     io_, [this, peer, found = std::move(found)]() mutable {
+                       OnLookedUp(peer, std::move(found));
+                     });
                }) {
   candidates_.resize(config_.size);
   looking_up_.resize(config_.size, false);
