@@ -115,10 +115,8 @@ std::string Engine::Who(int peer) const {
 }
 
 void Engine::Contact(int peer) {
-  Peer& p = peers_[peer];
-  if (p.looking_up || Known(p)) return;
-  p.looking_up = true;  // the lookup fails itself when it finds nothing
-  lookups_.Add(peer);
+  // LookupThread looks each peer up once, and fails it when it finds none.
+  if (!Known(peers_[peer])) lookups_.Add(peer);
 }
 
 void Engine::OnNameFound(int peer, absl::StatusOr<std::string> name) {
@@ -144,15 +142,15 @@ absl::Status Engine::Insert(int peer, const std::string& name) {
   p.fi_addr = addr;
   p.address = fabric_->AddressString(name);
   p.contact_deadline = absl::Now() + options_.connect_timeout;
+  handshaking_.insert(peer);
   SendHellos();
   return absl::OkStatus();
 }
 
 void Engine::CheckContacts() {
   const absl::Time now = absl::Now();
-  for (int peer = 0; peer < size_; ++peer) {
-    const Peer& p = peers_[peer];
-    if (peer != rank_ && !Ready(p) && now > p.contact_deadline) {
+  for (int peer : handshaking_) {
+    if (now > peers_[peer].contact_deadline) {
       return FailLocked(HandshakeTimeout(peer));
     }
   }
@@ -160,6 +158,7 @@ void Engine::CheckContacts() {
 
 void Engine::Handshaken(int peer) {
   Peer& p = peers_[peer];
+  handshaking_.erase(peer);
   if (!status_.ok() && !shut_down_) {
     // This rank failed before the peer reached it: the peer learns why.
     const std::string reason(status_.message().substr(
@@ -346,12 +345,9 @@ void Engine::FinishSend(int peer, Op* op, absl::Status status) {
 
 void Engine::SendHellos() {
   const absl::Time now = absl::Now();
-  for (int peer = 0; peer < size_; ++peer) {
+  for (int peer : handshaking_) {
     Peer& p = peers_[peer];
-    if (peer == rank_ || !Known(p) || p.accepted || p.hello_in_flight ||
-        now < p.hello_due) {
-      continue;
-    }
+    if (p.accepted || p.hello_in_flight || now < p.hello_due) continue;
     p.hello_in_flight = true;
     // The token, then this rank's endpoint name: the peer may not have
     // looked it up.

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,7 +111,6 @@ class Engine {
   };
   struct Peer {
     // Its endpoint: known once inserted into the address vector.
-    bool looking_up = false;
     fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
     std::string address;
     // The handshake must be done by then (from when its name was known).
@@ -154,7 +154,7 @@ class Engine {
   void FinishSend(int peer, Op* op, absl::Status status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendHellos() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts reaching `peer` (its name looked up) unless under way or done.
+  // Starts reaching `peer` (its name looked up) unless it is known.
   void Contact(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The lookup's answer for `peer`.
   void OnNameFound(int peer, absl::StatusOr<std::string> name);
@@ -244,6 +244,8 @@ class Engine {
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
+  // Peers known and not Ready: those SendHellos and CheckContacts visit.
+  std::set<int> handshaking_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot*> free_tx_ ABSL_GUARDED_BY(mu_);
   std::map<WriteCtx*, std::unique_ptr<WriteCtx>> writes_ ABSL_GUARDED_BY(mu_);
   bool retry_ ABSL_GUARDED_BY(mu_) = false;  // a post met a full queue

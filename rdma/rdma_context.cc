@@ -96,31 +96,24 @@ std::string EncodeRecord(const Fabric& fabric) {
 // each is hvd's and of `provider`.
 Engine::NameLookup StoreLookup(std::shared_ptr<Store> store,
                                std::string provider) {
-  return
-      [store = std::move(store), provider = std::move(provider)](
-          const std::vector<int>& peers,
-          absl::Duration timeout) -> absl::StatusOr<std::vector<std::string>> {
-        absl::StatusOr<std::vector<std::string>> records =
-            GetOfRanks(*store, kRecordKey, peers, timeout);
-        if (!records.ok()) return records.status();
-        std::vector<std::string> names;
-        for (size_t i = 0; i < peers.size(); ++i) {
-          std::vector<std::string> fields = absl::StrSplit((*records)[i], '\n');
-          if (fields.size() != 3 || fields[0] != kRecordMagic) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("rank ", peers[i],
-                             "'s RDMA address in the store is not an hvd "
-                             "RDMA address record"));
-          }
-          if (fields[1] != provider) {
-            return absl::FailedPreconditionError(
-                absl::StrCat("rank ", peers[i], " uses libfabric provider '",
-                             fields[1], "', this rank '", provider, "'"));
-          }
-          names.push_back(absl::HexStringToBytes(fields[2]));
+  return transport::StoreRecords<std::string>(
+      std::move(store), kRecordKey,
+      [provider = std::move(provider)](
+          int peer, const std::string& text) -> absl::StatusOr<std::string> {
+        std::vector<std::string> fields = absl::StrSplit(text, '\n');
+        if (fields.size() != 3 || fields[0] != kRecordMagic) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("rank ", peer,
+                           "'s RDMA address in the store is not an hvd "
+                           "RDMA address record"));
         }
-        return names;
-      };
+        if (fields[1] != provider) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("rank ", peer, " uses libfabric provider '",
+                           fields[1], "', this rank '", provider, "'"));
+        }
+        return absl::HexStringToBytes(fields[2]);
+      });
 }
 
 }  // namespace

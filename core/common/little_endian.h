@@ -4,33 +4,33 @@
 #ifndef HVD_CORE_COMMON_LITTLE_ENDIAN_H_
 #define HVD_CORE_COMMON_LITTLE_ENDIAN_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace hvd {
 
-inline void StoreLE32(uint32_t v, void* at) {
+// `v` as sizeof(T) bytes at `at`, least significant first.
+template <typename T>
+inline void StoreLE(T v, void* at) {
   auto* p = static_cast<unsigned char*>(at);
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    p[i] = static_cast<unsigned char>(v >> (8 * i));
+  }
 }
 
-inline uint32_t LoadLE32(const void* at) {
+// The T whose bytes StoreLE wrote at `at`.
+template <typename T>
+inline T LoadLE(const void* at) {
   const auto* p = static_cast<const unsigned char*>(at);
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t{p[i]} << (8 * i);
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= T{p[i]} << (8 * i);
   return v;
 }
 
-inline void StoreLE64(uint64_t v, void* at) {
-  auto* p = static_cast<unsigned char*>(at);
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-
-inline uint64_t LoadLE64(const void* at) {
-  const auto* p = static_cast<const unsigned char*>(at);
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t{p[i]} << (8 * i);
-  return v;
-}
+inline void StoreLE32(uint32_t v, void* at) { StoreLE(v, at); }
+inline uint32_t LoadLE32(const void* at) { return LoadLE<uint32_t>(at); }
+inline void StoreLE64(uint64_t v, void* at) { StoreLE(v, at); }
+inline uint64_t LoadLE64(const void* at) { return LoadLE<uint64_t>(at); }
 
 }  // namespace hvd
 

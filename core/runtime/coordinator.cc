@@ -33,6 +33,17 @@ bool Fusable(const Response& a, const Response& b) {
                     b.joined().end());
 }
 
+// The response to a cached allreduce every member of `members` announced
+// by its bit (only allreduces are cached, and every bit stands for the
+// same request, so one request, as rank `first`'s, stands for all).
+Response CachedResponse(const Request& cached, int first,
+                        const std::vector<int>& members,
+                        const std::vector<int>& joined) {
+  std::map<int, Request> requests{{first, cached}};
+  requests.begin()->second.set_rank(first);
+  return BuildResponse(requests, members, joined);
+}
+
 void Append(Response& into, const Response& from) {
   for (const auto& n : from.names()) into.add_names(n);
   for (int64_t s : from.sizes()) into.add_sizes(s);
@@ -140,14 +151,8 @@ std::vector<int> Coordinator::SlotsToVisit(
     for (size_t byte = 0; byte < bits.size(); ++byte) any[byte] |= bits[byte];
   }
   std::vector<int> slots;
-  for (size_t byte = 0; byte < any.size(); ++byte) {
-    if (any[byte] == 0) continue;
-    for (int b = 0; b < 8; ++b) {
-      const int slot = static_cast<int>(byte * 8) + b;
-      if ((any[byte] >> b) & 1 && slot < cache_->capacity()) {
-        slots.push_back(slot);
-      }
-    }
+  for (int slot : SetSlots(any)) {
+    if (slot < cache_->capacity()) slots.push_back(slot);
   }
   for (const auto& [slot, seen] : bit_first_seen_) slots.push_back(slot);
   for (const auto& [slot, with] : partial_bits_) slots.push_back(slot);
@@ -201,11 +206,7 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
       partial_bits_[slot] = with;
       continue;
     }
-    // Every bit stands for the same cached allreduce request (only they are
-    // cached), so one request stands for all of them.
-    std::map<int, Request> requests{{with.front(), *cached}};
-    requests.begin()->second.set_rank(with.front());
-    ready.push_back(BuildResponse(requests, *members, joined));
+    ready.push_back(CachedResponse(*cached, with.front(), *members, joined));
     ++stats_.cached_ready;
   }
 }
@@ -353,16 +354,10 @@ ResponseList CachedStepResponses(const std::string& bits,
   const auto members = sets.Ranks(0);
   if (!members) return out;
   std::vector<Response> ready;
-  for (size_t byte = 0; byte < bits.size(); ++byte) {
-    for (int b = 0; b < 8 && bits[byte] != 0; ++b) {
-      if (((bits[byte] >> b) & 1) == 0) continue;
-      const Request* cached = cache.At(static_cast<int>(byte * 8) + b);
-      if (cached == nullptr || cached->process_set() != 0) return {};
-      // As the coordinator does: one request stands for every rank's bit.
-      std::map<int, Request> requests{{members->front(), *cached}};
-      requests.begin()->second.set_rank(members->front());
-      ready.push_back(BuildResponse(requests, *members, {}));
-    }
+  for (int slot : SetSlots(bits)) {
+    const Request* cached = cache.At(slot);
+    if (cached == nullptr || cached->process_set() != 0) return {};
+    ready.push_back(CachedResponse(*cached, members->front(), *members, {}));
   }
   FuseResponses(ready, fusion_threshold, out);
   return out;
@@ -371,21 +366,23 @@ ResponseList CachedStepResponses(const std::string& bits,
 void Coordinator::Fuse(const std::vector<Response>& ready, ResponseList& out) {
   const int before = out.responses_size();
   FuseResponses(ready, options_.fusion_threshold, out);
-  for (int i = before; i < out.responses_size(); ++i) {
-    ++stats_.responses;
-    const int names = out.responses(i).names_size();
-    if (names > 1) stats_.fused_tensors += names;
-  }
+  CountResponses(out, before);
 }
 
 void Coordinator::CountCachedStep(const ResponseList& out) {
   ++stats_.cycles;
   ++stats_.agreed_steps;
   for (const Response& response : out.responses()) {
-    ++stats_.responses;
     stats_.cached_ready += response.names_size();
-    if (response.names_size() > 1)
-      stats_.fused_tensors += response.names_size();
+  }
+  CountResponses(out, 0);
+}
+
+void Coordinator::CountResponses(const ResponseList& out, int from) {
+  for (int i = from; i < out.responses_size(); ++i) {
+    ++stats_.responses;
+    const int names = out.responses(i).names_size();
+    if (names > 1) stats_.fused_tensors += names;
   }
 }
 

@@ -137,6 +137,8 @@ class Coordinator {
   void CollectReady(std::vector<Response>& ready);
   std::string CheckStalls(absl::Time now);
   void Fuse(const std::vector<Response>& ready, ResponseList& out);
+  // Counts out's responses from index `from` on (responses, fused).
+  void CountResponses(const ResponseList& out, int from);
   Response MakeResponse(const Key& key, const Pending& pending);
   void AddJoinResponse(ResponseList& out);
 

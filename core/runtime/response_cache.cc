@@ -101,4 +101,15 @@ bool GetBit(const std::string& bits, int slot) {
   return byte < bits.size() && (bits[byte] >> (slot % 8)) & 1;
 }
 
+std::vector<int> SetSlots(const std::string& bits) {
+  std::vector<int> slots;
+  for (size_t byte = 0; byte < bits.size(); ++byte) {
+    for (int b = 0; b < 8 && bits[byte] != 0; ++b) {
+      if ((bits[byte] >> b) & 1)
+        slots.push_back(static_cast<int>(byte * 8) + b);
+    }
+  }
+  return slots;
+}
+
 }  // namespace hvd::runtime

@@ -56,6 +56,8 @@ class ResponseCache {
 // Helpers for the bit vector carried in RequestList.cache_bits.
 void SetBit(std::string& bits, int slot);
 bool GetBit(const std::string& bits, int slot);
+// The slots set in `bits`, ascending.
+std::vector<int> SetSlots(const std::string& bits);
 
 }  // namespace hvd::runtime
 

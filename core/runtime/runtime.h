@@ -181,10 +181,6 @@ class Runtime {
   // no agreement, negotiate as usual (every rank then does).
   absl::StatusOr<std::optional<ResponseList>> AgreeCachedStep(
       const RequestList& mine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
-  // The exchange: `mine` combined with every other rank's, by recursive
-  // doubling; the same result on every rank.
-  absl::StatusOr<std::string> ExchangeVotes(std::string mine)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Size 1, or a rank other than 0: its subtree's lists up to its parent in
   // the negotiation tree (negotiation_tree.h), and the answer back down.
   absl::StatusOr<ResponseList> Negotiate(const RequestList& mine)

@@ -22,18 +22,16 @@ namespace {
 
 // What a rank says in the cached-step exchange, for itself and the ranks
 // it has heard from: whether all of them may agree on a cached step, and
-// the cache bits all of them set and those any of them set.
+// the cache bits all of them set and those any of them set (`all` and
+// `any` always of one length).
 struct Votes {
   bool may = false;
   std::string all;  // AND of the bits
   std::string any;  // OR of the bits
 };
 
-// The flag byte, then `all` and `any` padded to one length.
-std::string Encode(Votes v) {
-  const size_t n = std::max(v.all.size(), v.any.size());
-  v.all.resize(n, 0);
-  v.any.resize(n, 0);
+// The flag byte, then `all` and `any`.
+std::string Encode(const Votes& v) {
   return std::string(1, v.may ? 1 : 0) + v.all + v.any;
 }
 
@@ -56,6 +54,62 @@ Votes Combine(Votes a, const Votes& b) {
   }
   a.may = a.may && b.may;
   return a;
+}
+
+// Recursive doubling: a rank at or past the largest power of two P folds
+// in through rank - P, which hands it the result; the first P ranks swap
+// with the rank whose index differs in one bit, log2 P rounds. Each swap
+// combines (Combine is commutative and associative), so every rank ends
+// with the same votes.
+absl::StatusOr<Votes> ExchangeVotes(transport::Context& context, int rank,
+                                    int size,
+                                    const transport::WaitLimits& limits,
+                                    Votes mine) {
+  int p = 1;
+  while (p * 2 <= size) p *= 2;
+  const absl::Time start = absl::Now();
+  // Sends `mine` to `peer` when `send`, and receives its votes when
+  // `receive`, combining them into `mine`.
+  auto swap = [&](int peer, bool send, bool receive) -> absl::Status {
+    const std::string out = send ? Encode(mine) : std::string();
+    std::string in;
+    std::unique_ptr<transport::Request> sent, received;
+    if (send) sent = context.Send(peer, out.data(), out.size());
+    if (receive) received = context.RecvAny(peer, &in);
+    for (transport::Request* r : {sent.get(), received.get()}) {
+      if (r == nullptr) continue;
+      if (absl::Status s =
+              transport::WaitNamingStalls(*r, start, limits, "negotiation");
+          !s.ok()) {
+        return Annotate(
+            s, absl::StrCat("negotiation with rank ", peer, " failed"));
+      }
+    }
+    if (!receive) return absl::OkStatus();
+    absl::StatusOr<Votes> theirs = Decode(in, peer);
+    if (!theirs.ok()) return theirs.status();
+    mine = Combine(std::move(mine), *theirs);
+    return absl::OkStatus();
+  };
+  if (rank >= p) {
+    // Its partner's result already holds these votes: combining them again
+    // changes nothing.
+    if (absl::Status s = swap(rank - p, /*send=*/true, /*receive=*/true);
+        !s.ok()) {
+      return s;
+    }
+    return mine;
+  }
+  if (rank + p < size) {
+    if (absl::Status s = swap(rank + p, false, true); !s.ok()) return s;
+  }
+  for (int mask = 1; mask < p; mask <<= 1) {
+    if (absl::Status s = swap(rank ^ mask, true, true); !s.ok()) return s;
+  }
+  if (rank + p < size) {
+    if (absl::Status s = swap(rank + p, true, false); !s.ok()) return s;
+  }
+  return mine;
 }
 
 // Every rank may agree, and every rank set the same bits, some.
@@ -298,9 +352,9 @@ absl::StatusOr<std::optional<ResponseList>> Runtime::AgreeCachedStep(
               (coordinator_ == nullptr || coordinator_->Settled()) &&
               (autotuner_ == nullptr || autotuner_->frozen());
   votes.all = votes.any = mine.cache_bits();
-  absl::StatusOr<std::string> result = ExchangeVotes(Encode(votes));
-  if (!result.ok()) return result.status();
-  absl::StatusOr<Votes> agreed = Decode(*result, config_.rank);
+  absl::StatusOr<Votes> agreed =
+      ExchangeVotes(*parts_.context, config_.rank, config_.size, wait_limits_,
+                    std::move(votes));
   if (!agreed.ok()) return agreed.status();
   if (!Agreed(*agreed)) return std::nullopt;
   ResponseList out =
@@ -309,58 +363,6 @@ absl::StatusOr<std::optional<ResponseList>> Runtime::AgreeCachedStep(
   if (out.responses_size() == 0) return std::nullopt;
   if (coordinator_) coordinator_->CountCachedStep(out);
   return out;
-}
-
-// Recursive doubling: a rank at or past the largest power of two P folds
-// in through rank - P, which hands it the result; the first P ranks swap
-// with the rank whose index differs in one bit, log2 P rounds. Each swap
-// combines (Combine is commutative and associative), so every rank ends
-// with the same votes.
-absl::StatusOr<std::string> Runtime::ExchangeVotes(std::string mine) {
-  const int size = config_.size, rank = config_.rank;
-  int p = 1;
-  while (p * 2 <= size) p *= 2;
-  const absl::Time start = absl::Now();
-  // Sends `out` to `peer` (unless empty) and receives its message.
-  auto swap = [&](int peer, const std::string& out,
-                  bool receive) -> absl::StatusOr<std::string> {
-    std::string in;
-    std::unique_ptr<transport::Request> send, recv;
-    if (!out.empty()) send = parts_.context->Send(peer, out.data(), out.size());
-    if (receive) recv = parts_.context->RecvAny(peer, &in);
-    for (transport::Request* r : {send.get(), recv.get()}) {
-      if (r == nullptr) continue;
-      if (absl::Status s = transport::WaitNamingStalls(*r, start, wait_limits_,
-                                                       "negotiation");
-          !s.ok()) {
-        return Annotate(
-            s, absl::StrCat("negotiation with rank ", peer, " failed"));
-      }
-    }
-    return in;
-  };
-  auto merge = [&](const std::string& in, int from) -> absl::Status {
-    absl::StatusOr<Votes> a = Decode(mine, rank), b = Decode(in, from);
-    if (!b.ok()) return b.status();
-    mine = Encode(Combine(*std::move(a), *b));
-    return absl::OkStatus();
-  };
-  if (rank >= p) return swap(rank - p, mine, /*receive=*/true);
-  if (rank + p < size) {
-    auto in = swap(rank + p, "", /*receive=*/true);
-    if (!in.ok()) return in.status();
-    if (absl::Status s = merge(*in, rank + p); !s.ok()) return s;
-  }
-  for (int mask = 1; mask < p; mask <<= 1) {
-    auto in = swap(rank ^ mask, mine, /*receive=*/true);
-    if (!in.ok()) return in.status();
-    if (absl::Status s = merge(*in, rank ^ mask); !s.ok()) return s;
-  }
-  if (rank + p < size) {
-    auto sent = swap(rank + p, mine, /*receive=*/false);
-    if (!sent.ok()) return sent.status();
-  }
-  return mine;
 }
 
 }  // namespace hvd::runtime

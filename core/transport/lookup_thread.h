@@ -18,6 +18,9 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <memory>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -28,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/rendezvous/store.h"
 
 namespace hvd::transport {
 
@@ -55,10 +59,11 @@ class LookupThread {
   LookupThread(const LookupThread&) = delete;
   LookupThread& operator=(const LookupThread&) = delete;
 
-  // Thread-safe. Queues `peer`; the caller adds each peer once.
+  // Thread-safe. Queues `peer` unless it was added before (each peer is
+  // looked up once).
   void Add(int peer) {
     absl::MutexLock lock(&mu_);
-    if (stop_) return;
+    if (stop_ || !added_.insert(peer).second) return;
     queue_.push_back(peer);
     if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
   }
@@ -164,9 +169,36 @@ class LookupThread {
   const Found found_;
   absl::Mutex mu_;
   std::deque<int> queue_ ABSL_GUARDED_BY(mu_);
+  std::set<int> added_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_ ABSL_GUARDED_BY(mu_);
 };
+
+// A Lookup of the records each rank published under `prefix` + its rank in
+// `store` (kept by the lookup), all of a call's in one GetMany, each made a
+// Record by `decode(peer, text)`, whose error fails the call.
+template <typename Record>
+typename LookupThread<Record>::Lookup StoreRecords(
+    std::shared_ptr<Store> store, std::string prefix,
+    std::function<absl::StatusOr<Record>(int peer, const std::string& text)>
+        decode) {
+  return [store = std::move(store), prefix = std::move(prefix),
+          decode = std::move(decode)](
+             const std::vector<int>& peers,
+             absl::Duration timeout) -> absl::StatusOr<std::vector<Record>> {
+    absl::StatusOr<std::vector<std::string>> texts =
+        GetOfRanks(*store, prefix, peers, timeout);
+    if (!texts.ok()) return texts.status();
+    std::vector<Record> records;
+    records.reserve(peers.size());
+    for (size_t i = 0; i < peers.size(); ++i) {
+      absl::StatusOr<Record> record = decode(peers[i], (*texts)[i]);
+      if (!record.ok()) return record.status();
+      records.push_back(*std::move(record));
+    }
+    return records;
+  };
+}
 
 }  // namespace hvd::transport
 

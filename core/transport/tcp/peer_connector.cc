@@ -99,7 +99,6 @@ PeerConnector::PeerConnector(asio::io_context& io, tcp::acceptor acceptor,
                      });
                }) {
   candidates_.resize(config_.size);
-  looking_up_.resize(config_.size, false);
   dialers_.resize(config_.size);
   connected_.resize(config_.size, false);
 }
@@ -130,8 +129,7 @@ void PeerConnector::StartDial(int peer) {
     return;
   }
   if (!candidates_[peer]) {
-    if (!looking_up_[peer]) lookups_.Add(peer);
-    looking_up_[peer] = true;
+    lookups_.Add(peer);
     return;
   }
   dialers_[peer] = std::make_unique<Dialer>(

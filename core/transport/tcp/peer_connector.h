@@ -40,17 +40,13 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/transport/lookup_thread.h"
 #include "core/transport/tcp/address.h"
@@ -85,9 +81,7 @@ class PeerConnector {
   // returns DeadlineExceeded (the connector hands over those found, and asks
   // again for the others while its connect_timeout allows). Other errors
   // fail the dials.
-  using Lookup =
-      std::function<absl::StatusOr<std::vector<std::vector<Endpoint>>>(
-          const std::vector<int>& peers, absl::Duration timeout)>;
+  using Lookup = LookupThread<std::vector<Endpoint>>::Lookup;
 
   // What the connector tells its context; called on the io thread.
   class Sink {
@@ -168,7 +162,6 @@ class PeerConnector {
   // By peer rank, on the io thread: its candidates once looked up (the
   // outer vector never changes size: dialers refer to its elements).
   std::vector<std::optional<std::vector<Endpoint>>> candidates_;
-  std::vector<bool> looking_up_;
   // By peer rank; created on the io thread at the peer's first Dial.
   std::vector<std::unique_ptr<Dialer>> dialers_;
   std::vector<bool> connected_;  // by peer rank: handed to the sink

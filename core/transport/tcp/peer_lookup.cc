@@ -1,33 +1,30 @@
 #include "core/transport/tcp/peer_lookup.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/transport/lookup_thread.h"
 
 namespace hvd::transport::tcp_internal {
 
 PeerConnector::Lookup StoreLookup(std::shared_ptr<Store> store,
                                   std::string hostname) {
-  return [store = std::move(store), hostname = std::move(hostname)](
-             const std::vector<int>& peers, absl::Duration timeout)
-             -> absl::StatusOr<std::vector<std::vector<Endpoint>>> {
-    absl::StatusOr<std::vector<std::string>> texts =
-        GetOfRanks(*store, kRecordKey, peers, timeout);
-    if (!texts.ok()) return texts.status();
-    std::vector<std::vector<Endpoint>> candidates;
-    candidates.reserve(peers.size());
-    for (size_t i = 0; i < peers.size(); ++i) {
-      absl::StatusOr<PeerRecord> record = DecodePeerRecord((*texts)[i]);
-      if (!record.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "rank ", peers[i], "'s published TCP address is unusable: ",
-            record.status().message()));
-      }
-      candidates.push_back(DialCandidates(*record, hostname));
-    }
-    return candidates;
-  };
+  return StoreRecords<std::vector<Endpoint>>(
+      std::move(store), kRecordKey,
+      [hostname = std::move(hostname)](int peer, const std::string& text)
+          -> absl::StatusOr<std::vector<Endpoint>> {
+        absl::StatusOr<PeerRecord> record = DecodePeerRecord(text);
+        if (!record.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("rank ", peer,
+                           "'s published TCP address is "
+                           "unusable: ",
+                           record.status().message()));
+        }
+        return DialCandidates(*record, hostname);
+      });
 }
 
 }  // namespace hvd::transport::tcp_internal
