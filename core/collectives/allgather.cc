@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/collectives/collectives.h"
+#include "core/collectives/doubling_layout.h"
 #include "core/collectives/internal.h"
 #include "core/collectives/ring_pipeline.h"
 
@@ -156,7 +157,7 @@ class AllgatherDoubling {
   char* const output_;
   const std::vector<Span>& blocks_;
   const transport::WaitLimits limits_;
-  const internal::DoublingLayout layout_;
+  const DoublingLayout layout_;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 // member ends with the same bits.
 #include <cstring>
 
+#include "core/collectives/doubling_layout.h"
 #include "core/collectives/internal.h"
 #include "core/collectives/reduce.h"
 

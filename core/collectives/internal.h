@@ -170,31 +170,6 @@ absl::Status AllreduceDoubling(transport::Context& context, const Group& group,
                                void* data, size_t count, DataType dtype,
                                ReduceOp op, const CollectiveOptions& options);
 
-// How recursive doubling lays out a group of `n` members: p, the largest
-// power of two <= n, positions double; before the rounds the first r = n - p
-// pairs of members (2i, 2i + 1) fold into position i, the odd member
-// standing in for both and the even one sitting the rounds out.
-struct DoublingLayout {
-  explicit DoublingLayout(int n) {
-    while (p * 2 <= n) p *= 2;
-    r = n - p;
-  }
-  // The even member of a folded pair.
-  bool FoldedOut(int member) const { return member < 2 * r && member % 2 == 0; }
-  // The odd member of a folded pair (it gets its partner's data first).
-  bool FoldedIn(int member) const { return member < 2 * r && member % 2 == 1; }
-  // The position `member` doubles at (not FoldedOut).
-  int Position(int member) const {
-    return member < 2 * r ? member / 2 : member - r;
-  }
-  // The member doubling at position `v`, and the first member it stands for.
-  int Member(int v) const { return v < r ? 2 * v + 1 : v + r; }
-  int FirstMember(int v) const { return v < r ? 2 * v : v + r; }
-
-  int p = 1;
-  int r = 0;
-};
-
 // Groups of more members than this take the log N small-message
 // algorithms under kAuto: a direct round's N - 1 peers and (N - 1)-fold
 // traffic per member grow with the job, log2 N rounds slowly.

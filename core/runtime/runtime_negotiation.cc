@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/collectives/doubling_layout.h"
 #include "core/common/annotate.h"
 #include "core/runtime/negotiation_tree.h"
 #include "core/runtime/response_cache.h"
@@ -56,17 +57,16 @@ Votes Combine(Votes a, const Votes& b) {
   return a;
 }
 
-// Recursive doubling: a rank at or past the largest power of two P folds
-// in through rank - P, which hands it the result; the first P ranks swap
-// with the rank whose index differs in one bit, log2 P rounds. Each swap
-// combines (Combine is commutative and associative), so every rank ends
-// with the same votes.
+// Recursive doubling in the collectives' layout (DoublingLayout): the ranks
+// of a folded pair combine first, the one standing in for both swaps with
+// the rank whose position differs in one bit, log2 P rounds, and hands the
+// result back. Each swap combines (Combine is commutative and
+// associative), so every rank ends with the same votes.
 absl::StatusOr<Votes> ExchangeVotes(transport::Context& context, int rank,
                                     int size,
                                     const transport::WaitLimits& limits,
                                     Votes mine) {
-  int p = 1;
-  while (p * 2 <= size) p *= 2;
+  const collectives::DoublingLayout layout(size);
   const absl::Time start = absl::Now();
   // Sends `mine` to `peer` when `send`, and receives its votes when
   // `receive`, combining them into `mine`.
@@ -91,23 +91,26 @@ absl::StatusOr<Votes> ExchangeVotes(transport::Context& context, int rank,
     mine = Combine(std::move(mine), *theirs);
     return absl::OkStatus();
   };
-  if (rank >= p) {
-    // Its partner's result already holds these votes: combining them again
-    // changes nothing.
-    if (absl::Status s = swap(rank - p, /*send=*/true, /*receive=*/true);
+  if (layout.FoldedOut(rank)) {
+    // The partner's first message back is the result, which already holds
+    // these votes: combining them again changes nothing.
+    if (absl::Status s = swap(rank + 1, /*send=*/true, /*receive=*/true);
         !s.ok()) {
       return s;
     }
     return mine;
   }
-  if (rank + p < size) {
-    if (absl::Status s = swap(rank + p, false, true); !s.ok()) return s;
+  if (layout.FoldedIn(rank)) {
+    if (absl::Status s = swap(rank - 1, false, true); !s.ok()) return s;
   }
-  for (int mask = 1; mask < p; mask <<= 1) {
-    if (absl::Status s = swap(rank ^ mask, true, true); !s.ok()) return s;
+  const int v = layout.Position(rank);
+  for (int mask = 1; mask < layout.p; mask <<= 1) {
+    if (absl::Status s = swap(layout.Member(v ^ mask), true, true); !s.ok()) {
+      return s;
+    }
   }
-  if (rank + p < size) {
-    if (absl::Status s = swap(rank + p, true, false); !s.ok()) return s;
+  if (layout.FoldedIn(rank)) {
+    if (absl::Status s = swap(rank - 1, true, false); !s.ok()) return s;
   }
   return mine;
 }

@@ -438,10 +438,12 @@ TEST(RuntimeNegotiationTreeTest, RankZeroHearsOnlyFromItsChildren) {
 }
 
 // Steps of one cached tensor: every rank sets the same bit, so the ranks
-// agree by recursive doubling over 7 ranks (4 fold into 0-3 ... 2 rounds),
-// and rank 0 hears from its two doubling partners and rank 4 besides its
-// tree children. Steps whose bits reach the exchange at different cycles
-// go to the coordinator instead; results are right either way.
+// agree by recursive doubling over 7 ranks in the collectives' layout
+// (pairs 0-1, 2-3 and 4-5 fold into 1, 3 and 5, which double with 6 in two
+// rounds): rank 6 hears from its doubling partners 5 and 3 besides its tree
+// parent, rank 0 from its fold partner 1, also its tree child. Steps whose
+// bits reach the exchange at different cycles go to the coordinator
+// instead; results are right either way.
 TEST(RuntimeNegotiationTreeTest, CachedStepsAreAgreedByExchangeAmongAllRanks) {
   absl::Mutex mu;
   std::vector<std::set<int>> heard(7);
@@ -466,8 +468,9 @@ TEST(RuntimeNegotiationTreeTest, CachedStepsAreAgreedByExchangeAmongAllRanks) {
   EXPECT_GT(stats.agreed_steps, 0);
   EXPECT_EQ(stats.full_requests, 7);  // the first step only
   absl::MutexLock lock(&mu);
-  EXPECT_EQ(heard[0], (std::set<int>{1, 2, 4}));
-  EXPECT_EQ(heard[4], (std::set<int>{0, 1}));  // its fold partner, tree parent
+  EXPECT_EQ(heard[0], (std::set<int>{1, 2}));  // fold partner; tree children
+  EXPECT_EQ(heard[6], (std::set<int>{2, 3, 5}));  // tree parent; partners
+  EXPECT_EQ(heard[4], (std::set<int>{1, 5}));  // tree parent; fold partner
 }
 
 TEST_P(RuntimeTest, NoStepIsAgreedByExchangeWhenItIsOff) {
