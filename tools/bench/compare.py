@@ -6,12 +6,16 @@ torch.distributed with gloo (gloo_bench.py) and Open MPI (mpi_bench.c, built
 here with mpicc), alternating the systems round by round (the order rotates
 each round), then reports per op and size the median over rounds of each
 run's median time, one side-by-side table of bus bandwidths with the ratios
-hvd/gloo and hvd/mpi, and a PNG plot of busbw against size per op.
+hvd/gloo and hvd/mpi, and a PNG plot of busbw against size per op. The
+system `memcpy` (local runs, sizes from 64 KiB) is the memory line: the
+rate of one copy of each size while --np processes copy at once
+(memcpy_rate), the most each rank can move when every rank moves memory;
+hvd/memcpy is hvd's busbw over it.
 
 Local (one host, --np ranks):
   /usr/bin/python3 tools/bench/compare.py --np 2 --out /tmp/cmp \\
       [--ops allreduce,allgather,broadcast,alltoall,reducescatter] \\
-      [--systems hvd,gloo,mpi] [--rounds 3] [-b 8] [-e 256M] [-f 2] \\
+      [--systems hvd,gloo,mpi,memcpy] [--rounds 3] [-b 8] [-e 256M] [-f 2] \\
       [-n 50] [-w 5]
 
 Across network-namespace hosts (run under tests/multihost/netns_hosts.sh,
@@ -19,8 +23,8 @@ which exports HVD_MH_*; tools/bench/shaped_links.sh does that): add
 --netns; one rank per host h1..hN, hvdrun from the client host h0 over ssh,
 gloo ranks started inside each host's namespace; Open MPI is left out.
 
-Needs `bazel build //launcher:hvdrun //agent:hvd-agent //tools/bench:hvd_bench`
-first (or --build). Writes OUT/raw/<system>-<round>.csv, OUT/summary.csv,
+Needs `bazel build //launcher:hvdrun //agent:hvd-agent //tools/bench:hvd_bench
+//tools/bench:memcpy_rate` first (or --build). Writes OUT/raw/<system>-<round>.csv, OUT/summary.csv,
 OUT/table.txt and OUT/busbw_<op>.png.
 """
 
@@ -38,7 +42,11 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(REPO, "tools", "bench")
 PY = "/usr/bin/python3"
-BUILD_TARGETS = ["//launcher:hvdrun", "//agent:hvd-agent", "//tools/bench:hvd_bench"]
+BUILD_TARGETS = ["//launcher:hvdrun", "//agent:hvd-agent", "//tools/bench:hvd_bench",
+                 "//tools/bench:memcpy_rate"]
+CSV_HEADER = ("system,op,bytes,count,dtype,redop,ranks,iters,median_us,"
+              "min_us,algbw_gbs,busbw_gbs,wrong\n")
+MEMCPY_FROM = 64 << 10  # below it a copy's time is mostly the clock's
 
 
 def bazel_bin():
@@ -54,6 +62,22 @@ def built(targets, build=True):
                        cwd=REPO, check=True)
     out = bazel_bin()
     return [os.path.join(out, t[2:].replace(":", "/")) for t in targets]
+
+
+def parse_size(text):
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if text[-1].upper() in scale:
+        return int(float(text[:-1]) * scale[text[-1].upper()])
+    return int(float(text))
+
+
+def sweep_sizes(a):
+    """The sizes the sweep visits: -b to -e by factor -f."""
+    sizes, s = [], float(parse_size(a.b))
+    while s <= parse_size(a.e) * 1.0000001:
+        sizes.append(int(s))
+        s *= a.f
+    return sizes
 
 
 def free_port():
@@ -78,6 +102,7 @@ class Runner:
         self.hvdrun = os.path.join(b, "launcher", "hvdrun")
         self.agent = os.path.join(b, "agent", "hvd-agent")
         self.hvd_bench = os.path.join(b, "tools", "bench", "hvd_bench")
+        self.memcpy_rate = os.path.join(b, "tools", "bench", "memcpy_rate")
         self.mh = read_mh_env() if args.netns else None
         self.hosts = self.mh["HVD_MH_HOSTS"].split() if self.mh else []
         self.np = len(self.hosts) if self.mh else args.np
@@ -154,6 +179,30 @@ class Runner:
             sys.stderr.write("gloo run failed, see %s\n" % log)
         return ok
 
+    def memcpy(self, csv_path, log):
+        """The memory line: memcpy_rate at each size, --np copies at once,
+        one row per op (the same line under each op's plot)."""
+        budget = parse_size(self.a.budget)
+        rows = []
+        with open(log, "w") as f:
+            for b in (b for b in sweep_sizes(self.a) if b >= MEMCPY_FROM):
+                iters = max(5, min(self.a.n, budget // b))
+                cmd = [self.memcpy_rate, str(b), str(iters), str(self.np)]
+                f.write("$ " + " ".join(cmd) + "\n")
+                p = subprocess.run(cmd, capture_output=True, text=True,
+                                   timeout=self.a.timeout)
+                f.write(p.stdout + p.stderr)
+                if p.returncode != 0:
+                    sys.stderr.write("memcpy_rate failed, see %s\n" % log)
+                    return False
+                us, gbs = p.stdout.split()[2:4]
+                for op in self.a.ops.split(","):
+                    rows.append("memcpy,%s,%d,%d,uint8,copy,%d,%d,%s,%s,%s,%s,0\n"
+                                % (op, b, b, self.np, iters, us, us, gbs, gbs))
+        with open(csv_path, "w") as f:
+            f.write(CSV_HEADER + "".join(rows))
+        return True
+
     def mpi(self, csv_path, log):
         if self.mpi_bench is None:
             self.mpi_bench = os.path.join(self.out, "mpi_bench")
@@ -185,14 +234,16 @@ def summarize(out, systems, rounds_rows):
         for r in rows:
             key = (system, r["op"], int(r["bytes"]))
             times.setdefault(key, []).append(float(r["median_us"]))
-            bus = float(r["busbw_gbs"]) / float(r["algbw_gbs"]) if float(r["algbw_gbs"]) else 0
-            factor[(r["op"], int(r["bytes"]))] = bus
+            if system != "memcpy":  # a copy's rate is its own busbw
+                bus = float(r["busbw_gbs"]) / float(r["algbw_gbs"]) if float(r["algbw_gbs"]) else 0
+                factor[(r["op"], int(r["bytes"]))] = bus
     summary = {}
     for key, ts in times.items():
         t = statistics.median(ts)
         b = key[2]
         alg = b / t / 1e3
-        summary[key] = (t, alg * factor[(key[1], key[2])], len(ts))
+        bus = 1.0 if key[0] == "memcpy" else factor[(key[1], key[2])]
+        summary[key] = (t, alg * bus, len(ts))
     ops = sorted({k[1] for k in summary}, key=lambda o: [
         "allreduce", "allgather", "broadcast", "alltoall", "reducescatter"].index(o))
     with open(os.path.join(out, "summary.csv"), "w") as f:
@@ -256,7 +307,7 @@ def main():
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--netns", action="store_true",
                     help="one rank per netns host (under netns_hosts.sh)")
-    ap.add_argument("--systems", default="hvd,gloo,mpi")
+    ap.add_argument("--systems", default="hvd,gloo,mpi,memcpy")
     ap.add_argument("--ops", default="allreduce")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-b", default="8")
@@ -274,8 +325,13 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     systems = a.systems.split(",")
-    if a.netns and "mpi" in systems:
-        systems.remove("mpi")
+    for local_only in ("mpi", "memcpy"):
+        if a.netns and local_only in systems:
+            systems.remove(local_only)
+    unknown = set(systems) - {"hvd", "gloo", "mpi", "memcpy"}
+    if unknown:
+        ap.error("--systems: unknown %s (hvd, gloo, mpi, memcpy)"
+                 % ", ".join(sorted(unknown)))
     os.makedirs(os.path.join(a.out, "raw"), exist_ok=True)
     if a.build:
         subprocess.run(["bazel", "build"] + BUILD_TARGETS, cwd=REPO, check=True)
