@@ -12,6 +12,7 @@
 #include "core/common/random_hex.h"
 #include "grpcpp/grpcpp.h"
 #include "host/bootstrap.h"
+#include "host/cpu_binding.h"
 #include "host/netif.h"
 #include "host/worker_environment.h"
 #include "proto/job_token.h"
@@ -194,6 +195,10 @@ void Agent::Launch(const launcher::LaunchSpec& spec) {
                                                    spec.env().end());
   const std::vector<std::string> command(spec.command().begin(),
                                          spec.command().end());
+  const std::vector<host::CpuCore> cores =
+      spec.bind_to_cores()
+          ? host::CoresOf(host::AllowedCpus(), host::kCpuSysfs)
+          : std::vector<host::CpuCore>();
   for (const launcher::WorkerSpec& w : spec.workers()) {
     host::SpawnOptions o;
     o.argv = command;
@@ -205,11 +210,13 @@ void Agent::Launch(const launcher::LaunchSpec& spec) {
     // Delivered when this (the main) thread ends: with the agent.
     o.parent_death_signal = SIGKILL;
     o.stdin_mode = host::Stdio::kNull;
+    o.cpus = host::CpuShare(cores, w.local_rank(), w.local_size());
     StartWorker(w.rank(), std::move(o));
   }
 }
 
 void Agent::StartWorker(int rank, host::SpawnOptions options) {
+  const std::string cpus = host::CpuListString(options.cpus);
   absl::StatusOr<std::unique_ptr<Worker>> worker =
       Worker::Start(os_, rank, std::move(options), WorkerReports());
   AgentMessage m;
@@ -224,6 +231,7 @@ void Agent::StartWorker(int rank, host::SpawnOptions options) {
   if (reaper_ != nullptr) reaper_->Track((*worker)->pid());
   m.mutable_started()->set_rank(rank);
   m.mutable_started()->set_pid((*worker)->pid());
+  m.mutable_started()->set_cpus(cpus);
   Send(m);
   workers_.push_back(*std::move(worker));
 }

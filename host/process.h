@@ -51,6 +51,9 @@ struct SpawnOptions {
   // Delivered to the child when the spawning *thread* exits (prctl semantics):
   // spawn from a thread that lives as long as the child should. 0: none.
   int parent_death_signal = 0;
+  // Non-empty: the child runs on these CPUs only (its affinity, set before
+  // exec; host/cpu_binding.h says which).
+  std::vector<int> cpus;
   Stdio stdin_mode = Stdio::kNull;
   Stdio stdout_mode = Stdio::kInherit;
   Stdio stderr_mode = Stdio::kInherit;

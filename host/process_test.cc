@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "host/cpu_binding.h"
 #include "host/fake_os.h"
 
 namespace hvd {
@@ -85,6 +86,33 @@ TEST(Spawn, NonExecutableFileNamesIt) {
   o.argv = {"/etc/hostname"};
   auto p = RealOs()->Spawn(o);
   EXPECT_THAT(p.status().message(), HasSubstr("cannot run '/etc/hostname'"));
+}
+
+TEST(Spawn, RunsOnlyOnTheCpusItIsGiven) {
+  const std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  SpawnOptions o = Shell("grep Cpus_allowed_list /proc/self/status");
+  o.cpus = {allowed.back()};
+  auto p = RealOs()->Spawn(o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(ReadAll((*p)->stdout_fd()),
+            "Cpus_allowed_list:\t" + std::to_string(allowed.back()) + "\n");
+  EXPECT_TRUE((*p)->Wait()->ok());
+}
+
+TEST(Spawn, CpusItMayNotUseAreAnErrorNamingThem) {
+  const std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  SpawnOptions o = Shell("true");
+  o.cpus = {allowed.back() + 1};  // not this process's to give
+  auto p = RealOs()->Spawn(o);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("to CPUs " + std::to_string(allowed.back() + 1) +
+                        ": Invalid argument"));
+  o.cpus = {-1};
+  EXPECT_EQ(RealOs()->Spawn(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Spawn, ChildLeadsItsOwnProcessGroup) {

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -20,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "host/cpu_binding.h"
 #include "host/process.h"
 
 namespace hvd {
@@ -29,7 +31,7 @@ namespace {
 // What the child reports on the close-on-exec error pipe: which step failed
 // and its errno. Plain data, written with one write(2).
 struct ChildError {
-  int step;  // 0 chdir, 1 exec, 2 dup2/setup
+  int step;  // 0 chdir, 1 exec, 2 dup2/setup, 3 CPU affinity
   int err;
 };
 
@@ -37,8 +39,14 @@ struct ChildError {
 // async-signal-safe calls until execve.
 [[noreturn]] void ChildExec(const SpawnOptions& o, const char* program,
                             char* const* argv, char* const* envp,
-                            const int stdio[3], int err_fd) {
+                            const int stdio[3], const cpu_set_t* cpus,
+                            int err_fd) {
   if (o.new_process_group) setpgid(0, 0);
+  if (cpus != nullptr && sched_setaffinity(0, sizeof(*cpus), cpus) != 0) {
+    ChildError e{3, errno};
+    (void)!write(err_fd, &e, sizeof(e));
+    _exit(127);
+  }
   if (o.parent_death_signal != 0) {
     prctl(PR_SET_PDEATHSIG, o.parent_death_signal);
   }
@@ -264,6 +272,11 @@ absl::Status AwaitExec(pid_t pid, int err_fd, const SpawnOptions& o,
   int status;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (ce.step == 3) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot bind '", program, "' to CPUs ",
+                     CpuListString(o.cpus), ": ", strerror(ce.err)));
+  }
   const char* what =
       ce.step == 0 ? "cannot change directory to '" : "cannot run '";
   const std::string& target = ce.step == 0 ? o.cwd : program;
@@ -281,6 +294,16 @@ absl::StatusOr<std::unique_ptr<Process>> RealOsImpl::Spawn(
   // Everything the child needs is prepared before fork.
   std::vector<char*> argv = CStrings(o.argv);
   std::vector<char*> envp = CStrings(o.env);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : o.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CPU ", cpu, " is out of range (0 to ", CPU_SETSIZE - 1,
+                       ")"));
+    }
+    CPU_SET(cpu, &cpus);
+  }
   StdioFds stdio;
   if (absl::Status s = stdio.Open(o); !s.ok()) return s;
   int err_pipe[2];
@@ -297,7 +320,7 @@ absl::StatusOr<std::unique_ptr<Process>> RealOsImpl::Spawn(
   }
   if (pid == 0) {
     ChildExec(o, program->c_str(), argv.data(), envp.data(), stdio.child(),
-              err_pipe[1]);
+              o.cpus.empty() ? nullptr : &cpus, err_pipe[1]);
   }
   // Parent. Set the group here too: whichever of parent and child runs first,
   // the group exists before anyone signals it.

@@ -155,6 +155,15 @@ absl::Status SetLogLevel(Options& o, const std::string& v) {
                   "one of trace, debug, info, warning, error, fatal");
 }
 
+absl::Status SetBindTo(Options& o, const std::string& v) {
+  const std::string lower = absl::AsciiStrToLower(v);
+  if (lower != "cores" && lower != "none") {
+    return BadValue("--bind-to", v, "cores or none");
+  }
+  o.bind_to = lower;
+  return absl::OkStatus();
+}
+
 absl::Status SetTransport(Options& o, const std::string& v) {
   const std::string lower = absl::AsciiStrToLower(v);
   if (lower != "auto" && lower != "rdma" && lower != "tcp") {
@@ -245,6 +254,7 @@ std::vector<Flag> HvdFlags() {
       F({"--verbose"}, 0, True(&Options::verbose)),
       F({"--log-level"}, 1, One(SetLogLevel)),
       F({"--transport"}, 1, One(SetTransport)),
+      F({"--bind-to"}, 1, One(SetBindTo)),
       Repeatable(F({"-x", "--env"}, 1, One(SetEnv))),
       F({"--config-file"}, 1, String(&Options::config_file)),
       F({"--version", "-v"}, 0, True(&Options::version)),

@@ -134,6 +134,7 @@ JobConfig BaseConfig(const Options& o, int np) {
   c.start_timeout = o.start_timeout;
   c.kill_grace = o.kill_grace;
   c.verbose = o.verbose;
+  c.bind_to_cores = o.bind_to != "none";
   return c;
 }
 

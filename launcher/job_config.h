@@ -37,6 +37,9 @@ struct JobConfig {
   absl::Duration heartbeat_timeout = absl::Seconds(10);
   absl::Duration probe_timeout = absl::Seconds(2);
   bool verbose = false;
+  // Each agent binds its workers to equal shares of its host's cores
+  // (hvdrun --bind-to).
+  bool bind_to_cores = true;
   // Elastic jobs (not owned; outlives the job): the driver adds and removes
   // hosts, and a worker's failure or a lost agent is its to handle instead
   // of ending the job. `hosts` is then empty.

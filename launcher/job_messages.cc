@@ -45,6 +45,7 @@ LauncherMessage LaunchMessage(const JobConfig& config, const JobHost& host) {
     ws->set_elastic_worker_id(w.elastic_id);
   }
   spec->set_data_plane_address(host.data_plane);
+  spec->set_bind_to_cores(config.bind_to_cores);
   return m;
 }
 

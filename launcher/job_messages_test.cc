@@ -64,9 +64,12 @@ TEST(LaunchMessage, AgentsOwnCommandWhenTheJobHasNone) {
   EXPECT_EQ(spec.workers(0).cross_rank(), 1);
   EXPECT_EQ(spec.workers(0).cross_size(), 2);
   EXPECT_EQ(spec.data_plane_address(), "10.0.0.1");
+  EXPECT_TRUE(spec.bind_to_cores());  // hvdrun's default
 
   config.command = {"sh", "-c", "true"};
+  config.bind_to_cores = false;
   EXPECT_EQ(LaunchMessage(config, host).launch().command(0), "sh");
+  EXPECT_FALSE(LaunchMessage(config, host).launch().bind_to_cores());
 }
 
 TEST(WelcomeMessage, CarriesTheJobsTiming) {

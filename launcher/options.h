@@ -50,6 +50,9 @@ struct Options {
   bool verbose = false;
   std::string log_level;            // --log-level
   std::string transport;            // --transport auto|rdma|tcp (and --tcp)
+  // --bind-to cores|none (hvd): each worker on an equal share of its host's
+  // cores (host/cpu_binding.h), or wherever the OS puts it. "": cores.
+  std::string bind_to;
   std::vector<std::string> env;     // -x/--env NAME[=VALUE], in order
   std::string config_file;          // --config-file (Horovod's YAML)
   bool version = false;

@@ -234,15 +234,17 @@ def summarize(out, systems, rounds_rows):
         for r in rows:
             key = (system, r["op"], int(r["bytes"]))
             times.setdefault(key, []).append(float(r["median_us"]))
-            if system != "memcpy":  # a copy's rate is its own busbw
-                bus = float(r["busbw_gbs"]) / float(r["algbw_gbs"]) if float(r["algbw_gbs"]) else 0
-                factor[(r["op"], int(r["bytes"]))] = bus
+            # The bus factor of op and size, from a row that can tell it (a
+            # rate printed as 0.000 cannot); a copy's rate is its own busbw.
+            if system != "memcpy" and float(r["algbw_gbs"]) > 0:
+                factor[(r["op"], int(r["bytes"]))] = (
+                    float(r["busbw_gbs"]) / float(r["algbw_gbs"]))
     summary = {}
     for key, ts in times.items():
         t = statistics.median(ts)
         b = key[2]
         alg = b / t / 1e3
-        bus = 1.0 if key[0] == "memcpy" else factor[(key[1], key[2])]
+        bus = 1.0 if key[0] == "memcpy" else factor.get((key[1], key[2]), 0)
         summary[key] = (t, alg * bus, len(ts))
     ops = sorted({k[1] for k in summary}, key=lambda o: [
         "allreduce", "allgather", "broadcast", "alltoall", "reducescatter"].index(o))

@@ -7,9 +7,11 @@
 // With PROCESSES > 1, that many processes copy at once, each its own
 // buffers, every copy started together (a barrier in shared memory before
 // each): the rate each gets while the others copy too, which is what each
-// rank of a PROCESSES-rank job on one host can move. On a machine whose
-// cores share one memory system it is about the one-process rate divided
-// by PROCESSES.
+// rank of a PROCESSES-rank job on one host can move. Each process runs on
+// a CPU of its own (the n-th this program may use), as hvdrun binds its
+// workers, when there are CPUs enough: left to the scheduler, two copying
+// processes were sometimes put on one CPU of a 2-CPU machine and stayed
+// there, each at half the rate.
 //
 // With --cma, each copy reads another process's buffer through the kernel
 // (process_vm_readv, cross-memory attach: the single copy between
@@ -105,6 +107,20 @@ bool CopyOnce(std::vector<char>& from, std::vector<char>& to,
          static_cast<ssize_t>(from.size());
 }
 
+// Binds this process to the `index`-th of the CPUs it may use, when it may
+// use more than `index`.
+void BindToCpu(int index) {
+  cpu_set_t allowed, one;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || seen++ != index) continue;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    return;
+  }
+}
+
 // Copies `iterations` times, each after the barrier; times go to `us`.
 bool Copy(size_t bytes, int iterations, int processes, bool cma,
           Shared* shared, double* us) {
@@ -184,6 +200,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (pid == 0) {
+      BindToCpu(p);
       _exit(Copy(bytes, iterations, processes, cma, shared,
                  shared->us + size_t(p) * iterations)
                 ? 0
@@ -191,6 +208,7 @@ int main(int argc, char** argv) {
     }
     children.push_back(pid);
   }
+  if (processes > 1) BindToCpu(0);
   bool ok = Copy(bytes, iterations, processes, cma, shared, shared->us);
   for (pid_t child : children) {
     int status = 0;
