@@ -39,6 +39,8 @@ import subprocess
 import sys
 import time
 
+from bench_sizes import parse_size, sweep_sizes
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(REPO, "tools", "bench")
 PY = "/usr/bin/python3"
@@ -62,22 +64,6 @@ def built(targets, build=True):
                        cwd=REPO, check=True)
     out = bazel_bin()
     return [os.path.join(out, t[2:].replace(":", "/")) for t in targets]
-
-
-def parse_size(text):
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    if text[-1].upper() in scale:
-        return int(float(text[:-1]) * scale[text[-1].upper()])
-    return int(float(text))
-
-
-def sweep_sizes(a):
-    """The sizes the sweep visits: -b to -e by factor -f."""
-    sizes, s = [], float(parse_size(a.b))
-    while s <= parse_size(a.e) * 1.0000001:
-        sizes.append(int(s))
-        s *= a.f
-    return sizes
 
 
 def free_port():
@@ -185,7 +171,8 @@ class Runner:
         budget = parse_size(self.a.budget)
         rows = []
         with open(log, "w") as f:
-            for b in (b for b in sweep_sizes(self.a) if b >= MEMCPY_FROM):
+            for b in (b for b in sweep_sizes(self.a.b, self.a.e, self.a.f)
+                      if b >= MEMCPY_FROM):
                 iters = max(5, min(self.a.n, budget // b))
                 cmd = [self.memcpy_rate, str(b), str(iters), str(self.np)]
                 f.write("$ " + " ".join(cmd) + "\n")

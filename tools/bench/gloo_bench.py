@@ -23,12 +23,7 @@ import time
 import torch
 import torch.distributed as dist
 
-
-def parse_size(text):
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    if text[-1].upper() in scale:
-        return int(float(text[:-1]) * scale[text[-1].upper()])
-    return int(float(text))
+from bench_sizes import parse_size, sweep_sizes
 
 
 def median(xs):
@@ -55,12 +50,9 @@ def main():
     if csv:
         csv.write("system,op,bytes,count,dtype,redop,ranks,iters,median_us,"
                   "min_us,algbw_gbs,busbw_gbs,wrong\n")
-    begin, end, budget = parse_size(a.b), parse_size(a.e), parse_size(a.budget)
+    budget = parse_size(a.budget)
     for op in a.ops.split(","):
-        s = float(begin)
-        while s <= end * 1.0000001:
-            size = int(s)
-            s *= a.f
+        for size in sweep_sizes(a.b, a.e, a.f):
             whole = op in ("allreduce", "broadcast")
             count = size // 4 if whole else size // 4 // n
             if count == 0:
