@@ -1,0 +1,160 @@
+// Who a rank negotiates with: the tree's parent and children (past the
+// fanout), and in a cached step its recursive-doubling partners (the
+// collectives' DoublingLayout). Each case records the peers every rank
+// takes negotiation messages from, in real runtimes over real transports,
+// one thread per rank.
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "core/collectives/test_mesh.h"
+#include "core/runtime/runtime.h"
+#include "core/runtime/test_job.h"
+#include "gtest/gtest.h"
+
+namespace hvd::runtime {
+namespace {
+
+// Rank r contributes r + 1 to every element, so the sum is n(n+1)/2.
+float SumOfRanks(int size) { return size * (size + 1) / 2.0f; }
+
+// Records which peers a rank takes messages of any length from: the
+// negotiation's (the collectives receive known lengths).
+class RecvAnyPeers : public ForwardingContext {
+ public:
+  RecvAnyPeers(std::unique_ptr<transport::Context> inner, std::set<int>* peers,
+               absl::Mutex* mu)
+      : ForwardingContext(std::move(inner)), peers_(peers), mu_(mu) {}
+  std::unique_ptr<transport::Request> RecvAny(int peer,
+                                              std::string* out) override {
+    {
+      absl::MutexLock lock(mu_);
+      peers_->insert(peer);
+    }
+    return ForwardingContext::RecvAny(peer, out);
+  }
+
+ private:
+  std::set<int>* const peers_;
+  absl::Mutex* const mu_;
+};
+
+TEST(RuntimeNegotiationTreeTest, RankZeroHearsOnlyFromItsChildren) {
+  absl::Mutex mu;
+  std::vector<std::set<int>> heard(7);
+  Config config;
+  config.negotiation_fanout = 2;
+  config.cached_exchange = false;  // the tree alone
+  Job job(7, MeshTransport::kTcp, config,
+          [&](int rank, std::unique_ptr<transport::Context> inner) {
+            return std::make_unique<RecvAnyPeers>(std::move(inner),
+                                                  &heard[rank], &mu);
+          });
+  ASSERT_EQ(job.size(), 7);
+  job.RunOnEveryRank([&](int rank) {
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> data(8, rank + 1.0f);
+      ASSERT_TRUE(job.Run(rank, One(Allreduce("w", data))).ok());
+      EXPECT_EQ(data[7], SumOfRanks(7));
+    }
+  });
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(heard[0], (std::set<int>{1, 2}));
+  EXPECT_EQ(heard[1], (std::set<int>{0, 3, 4}));  // its children and parent
+  EXPECT_EQ(heard[6], (std::set<int>{2}));
+}
+
+// Steps of one cached tensor: every rank sets the same bit, so the ranks
+// agree by recursive doubling over 7 ranks in the collectives' layout
+// (pairs 0-1, 2-3 and 4-5 fold into 1, 3 and 5, which double with 6 in two
+// rounds): rank 6 hears from its doubling partners 5 and 3 besides its tree
+// parent, rank 0 from its fold partner 1, also its tree child. Steps whose
+// bits reach the exchange at different cycles go to the coordinator
+// instead; results are right either way.
+TEST(RuntimeNegotiationTreeTest, CachedStepsAreAgreedByExchangeAmongAllRanks) {
+  absl::Mutex mu;
+  std::vector<std::set<int>> heard(7);
+  Config config;
+  config.negotiation_fanout = 2;
+  Job job(7, MeshTransport::kTcp, config,
+          [&](int rank, std::unique_ptr<transport::Context> inner) {
+            return std::make_unique<RecvAnyPeers>(std::move(inner),
+                                                  &heard[rank], &mu);
+          });
+  ASSERT_EQ(job.size(), 7);
+  constexpr int kSteps = 30;
+  job.RunOnEveryRank([&](int rank) {
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<float> data(8, rank + step + 1.0f);
+      ASSERT_TRUE(job.Run(rank, One(Allreduce("w", data))).ok());
+      EXPECT_EQ(data[7], SumOfRanks(7) + 7.0f * step);
+    }
+  });
+  job.RunOnEveryRank([&](int rank) { job.runtime(rank).Shutdown(); });
+  const Coordinator::Stats stats = job.runtime(0).negotiation_stats();
+  EXPECT_GT(stats.agreed_steps, 0);
+  EXPECT_EQ(stats.full_requests, 7);  // the first step only
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(heard[0], (std::set<int>{1, 2}));  // fold partner; tree children
+  EXPECT_EQ(heard[6], (std::set<int>{2, 3, 5}));  // tree parent; partners
+  EXPECT_EQ(heard[4], (std::set<int>{1, 5}));  // tree parent; fold partner
+}
+
+// Cached steps of one tensor at `size` ranks, fanout 4; who each rank
+// heard from.
+std::vector<std::set<int>> CachedStepsAtScale(int size) {
+  absl::Mutex mu;
+  std::vector<std::set<int>> heard(size);
+  Config config;
+  config.negotiation_fanout = 4;
+  Job job(size, MeshTransport::kShm, config,
+          [&](int rank, std::unique_ptr<transport::Context> inner) {
+            return std::make_unique<RecvAnyPeers>(std::move(inner),
+                                                  &heard[rank], &mu);
+          });
+  EXPECT_EQ(job.size(), size);
+  if (job.size() != size) return {};
+  constexpr int kSteps = 20;
+  job.RunOnEveryRank([&](int rank) {
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<float> data(16, rank + step + 1.0f);
+      ASSERT_TRUE(job.Run(rank, One(Allreduce("w", data))).ok());
+      EXPECT_EQ(data[15], SumOfRanks(size) + size * float(step));
+    }
+  });
+  job.RunOnEveryRank([&](int rank) { job.runtime(rank).Shutdown(); });
+  const Coordinator::Stats stats = job.runtime(0).negotiation_stats();
+  EXPECT_GT(stats.agreed_steps, 0);
+  EXPECT_EQ(stats.full_requests, size);  // the first step only
+  absl::MutexLock lock(&mu);
+  return heard;
+}
+
+// 33 ranks: a tree of three levels below rank 0 (1-4, 5-20, 21-32), and a
+// doubling layout with one folded pair (0 into 1) and five rounds. Rank 32
+// hears from its tree parent 7 and its partners at positions 30, 29, 27,
+// 23 and 15 (ranks 31, 30, 28, 24, 16); rank 0 from its tree children, 1
+// among them its fold partner.
+TEST(RuntimeNegotiationTreeTest, ThirtyThreeRanksAgreeCachedStepsByExchange) {
+  const std::vector<std::set<int>> heard = CachedStepsAtScale(33);
+  ASSERT_EQ(heard.size(), 33u);
+  EXPECT_EQ(heard[0], (std::set<int>{1, 2, 3, 4}));
+  EXPECT_EQ(heard[32], (std::set<int>{7, 16, 24, 28, 30, 31}));
+}
+
+// 130 ranks: four tree levels, two folded pairs (0 into 1, 2 into 3), seven
+// rounds. Rank 129 (position 127) hears from its tree parent 32 and its
+// partners at positions 126, 125, 123, 119, 111, 95 and 63.
+TEST(RuntimeNegotiationTreeTest, AHundredAndThirtyRanksAgreeByExchange) {
+  const std::vector<std::set<int>> heard = CachedStepsAtScale(130);
+  ASSERT_EQ(heard.size(), 130u);
+  EXPECT_EQ(heard[0], (std::set<int>{1, 2, 3, 4}));
+  EXPECT_EQ(heard[2], (std::set<int>{0, 3, 9, 10, 11, 12}));
+  EXPECT_EQ(heard[129],
+            (std::set<int>{32, 65, 97, 113, 121, 125, 127, 128}));
+}
+
+}  // namespace
+}  // namespace hvd::runtime
