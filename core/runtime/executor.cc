@@ -335,7 +335,10 @@ Executor::AllreducePieces Executor::PlanPieces(const Response& response,
 }
 
 // Copies the small tensors into the fusion buffer (zeros for a joined rank)
-// and puts it first among the pieces.
+// and puts it last among the pieces: the large tensors then start where the
+// ring's segments do, instead of a fusion buffer's odd length after it, and
+// fewer of their ends fall inside a chunk (each such end cuts the chunk in
+// two messages).
 void Executor::GatherSmall(const Response& response, const Entries& entries,
                            AllreducePieces& plan) {
   if (plan.small.empty()) return;
@@ -356,9 +359,8 @@ void Executor::GatherSmall(const Response& response, const Entries& entries,
     at += bytes;
   }
   timeline_->ActivityEnd(response.names(0));
-  plan.pieces.insert(plan.pieces.begin(),
-                     {plan.fusion, plan.fusion,
-                      static_cast<size_t>(plan.small_count)});
+  plan.pieces.push_back(
+      {plan.fusion, plan.fusion, static_cast<size_t>(plan.small_count)});
 }
 
 void Executor::ScatterSmall(const Response& response, Entries& entries,
