@@ -196,9 +196,8 @@ void Agent::Launch(const launcher::LaunchSpec& spec) {
   const std::vector<std::string> command(spec.command().begin(),
                                          spec.command().end());
   const std::vector<host::CpuCore> cores =
-      spec.bind_to_cores()
-          ? host::CoresOf(host::AllowedCpus(), host::kCpuSysfs)
-          : std::vector<host::CpuCore>();
+      spec.bind_to_cores() ? host::CoresOf(host::AllowedCpus(), host::kCpuSysfs)
+                           : std::vector<host::CpuCore>();
   for (const launcher::WorkerSpec& w : spec.workers()) {
     host::SpawnOptions o;
     o.argv = command;

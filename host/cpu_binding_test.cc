@@ -22,9 +22,9 @@ using ::testing::IsEmpty;
 class FakeSysfs {
  public:
   explicit FakeSysfs(const std::string& name)
-      : root_(absl::StrCat(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR")
-                                                   : "/tmp",
-                           "/", name)) {
+      : root_(
+            absl::StrCat(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp",
+                         "/", name)) {
     mkdir(root_.c_str(), 0755);
   }
   // CPU `cpu` on core `core` of package `package`.

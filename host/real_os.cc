@@ -298,9 +298,8 @@ absl::StatusOr<std::unique_ptr<Process>> RealOsImpl::Spawn(
   CPU_ZERO(&cpus);
   for (int cpu : o.cpus) {
     if (cpu < 0 || cpu >= CPU_SETSIZE) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("CPU ", cpu, " is out of range (0 to ", CPU_SETSIZE - 1,
-                       ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CPU ", cpu, " is out of range (0 to ", CPU_SETSIZE - 1, ")"));
     }
     CPU_SET(cpu, &cpus);
   }

@@ -96,8 +96,7 @@ TEST(HvdrunBindTo, WorkersThatOutnumberTheCoresAreNotBound) {
   const std::vector<int> allowed = host::AllowedCpus();
   const int np = static_cast<int>(allowed.size()) + 1;
   CommandResult r;
-  std::map<int, std::string> cpus =
-      CpusByRank({"-np", std::to_string(np)}, &r);
+  std::map<int, std::string> cpus = CpusByRank({"-np", std::to_string(np)}, &r);
   ASSERT_TRUE(r.status.ok()) << r.err;
   ASSERT_EQ(cpus.size(), static_cast<size_t>(np));
   for (const auto& [rank, list] : cpus) {

@@ -172,8 +172,8 @@ void Job::OnMessage(AgentConn* conn, const AgentMessage& m) {
     case AgentMessage::kStarted:
       ++host.started;
       if (config_.verbose && !m.started().cpus().empty()) {
-        Say(absl::StrCat("hvdrun: rank ", m.started().rank(), " on ",
-                         host.name, " runs on CPUs ", m.started().cpus()));
+        Say(absl::StrCat("hvdrun: rank ", m.started().rank(), " on ", host.name,
+                         " runs on CPUs ", m.started().cpus()));
       }
       break;
     case AgentMessage::kStopped:

@@ -97,9 +97,9 @@ TEST(RuntimeNegotiationTreeTest, CachedStepsAreAgreedByExchangeAmongAllRanks) {
   EXPECT_GT(stats.agreed_steps, 0);
   EXPECT_EQ(stats.full_requests, 7);  // the first step only
   absl::MutexLock lock(&mu);
-  EXPECT_EQ(heard[0], (std::set<int>{1, 2}));  // fold partner; tree children
+  EXPECT_EQ(heard[0], (std::set<int>{1, 2}));     // fold partner; tree children
   EXPECT_EQ(heard[6], (std::set<int>{2, 3, 5}));  // tree parent; partners
-  EXPECT_EQ(heard[4], (std::set<int>{1, 5}));  // tree parent; fold partner
+  EXPECT_EQ(heard[4], (std::set<int>{1, 5}));     // tree parent; fold partner
 }
 
 // Cached steps of one tensor at `size` ranks, fanout 4; who each rank
@@ -152,8 +152,7 @@ TEST(RuntimeNegotiationTreeTest, AHundredAndThirtyRanksAgreeByExchange) {
   ASSERT_EQ(heard.size(), 130u);
   EXPECT_EQ(heard[0], (std::set<int>{1, 2, 3, 4}));
   EXPECT_EQ(heard[2], (std::set<int>{0, 3, 9, 10, 11, 12}));
-  EXPECT_EQ(heard[129],
-            (std::set<int>{32, 65, 97, 113, 121, 125, 127, 128}));
+  EXPECT_EQ(heard[129], (std::set<int>{32, 65, 97, 113, 121, 125, 127, 128}));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The memcpy rate, the anchor of a large allreduce's bus bandwidth: copies
 // one buffer of BYTES into another, warm, and prints the median rate.
 //
-//   bazel run -c opt //tools/bench:memcpy_rate -- [--cma] [BYTES [ITERATIONS [PROCESSES]]]
+//   bazel run -c opt //tools/bench:memcpy_rate -- [--cma] [BYTES [ITERATIONS
+//   [PROCESSES]]]
 //
 // BYTES defaults to 64 MiB (67108864), ITERATIONS to 20, PROCESSES to 1.
 // With PROCESSES > 1, that many processes copy at once, each its own
@@ -28,10 +29,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <csignal>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -122,8 +123,8 @@ void BindToCpu(int index) {
 }
 
 // Copies `iterations` times, each after the barrier; times go to `us`.
-bool Copy(size_t bytes, int iterations, int processes, bool cma,
-          Shared* shared, double* us) {
+bool Copy(size_t bytes, int iterations, int processes, bool cma, Shared* shared,
+          double* us) {
   std::vector<char> from(bytes, 1), to(bytes, 0);
   Holder holder;
   if (cma && !StartHolder(from, &holder)) {
@@ -154,8 +155,8 @@ bool Copy(size_t bytes, int iterations, int processes, bool cma,
   return ok;
 }
 
-bool ParseArgs(int argc, char** argv, bool* cma, size_t* bytes,
-               int* iterations, int* processes) {
+bool ParseArgs(int argc, char** argv, bool* cma, size_t* bytes, int* iterations,
+               int* processes) {
   int first = 1;
   *cma = argc > 1 && std::strcmp(argv[1], "--cma") == 0;
   if (*cma) ++first;
