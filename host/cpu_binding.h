@@ -2,9 +2,9 @@
 // workers it starts to equal shares of the host's cores (hvdrun
 // --bind-to cores, the default): each worker's threads (its framework's,
 // hvd's) stay on its own cores, so the OS cannot pile two workers onto one
-// core while another idles, and a framework that sizes its thread pool by
-// the CPUs it may use (PyTorch, OpenMP) starts that many, not one per core
-// of the whole host in every worker.
+// core while another idles, and a thread pool sized by the CPUs a process
+// may use (OpenMP's default, for one) starts that many, not one per core of
+// the whole host in every worker.
 #ifndef HVD_HOST_CPU_BINDING_H_
 #define HVD_HOST_CPU_BINDING_H_
 
