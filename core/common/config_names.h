@@ -71,6 +71,7 @@ inline constexpr char kNegotiationFanout[] = "NEGOTIATION_FANOUT";
 inline constexpr char kStartTimeout[] = "START_TIMEOUT";
 inline constexpr char kBackgroundSpinUs[] = "BACKGROUND_SPIN_US";
 inline constexpr char kWaitSpinUs[] = "WAIT_SPIN_US";
+inline constexpr char kSubmitSettleUs[] = "SUBMIT_SETTLE_US";
 inline constexpr char kCallerProgress[] = "CALLER_PROGRESS";
 inline constexpr char kCachedExchange[] = "CACHED_EXCHANGE";
 inline constexpr char kFusionInPlaceBytes[] = "FUSION_IN_PLACE_BYTES";

@@ -284,6 +284,7 @@ void ReadNegotiation(Reader& r, Config& c) {
   const absl::Duration us = absl::Microseconds(1);
   r.Duration(names::kBackgroundSpinUs, us, "microseconds", &c.background_spin);
   r.Duration(names::kWaitSpinUs, us, "microseconds", &c.wait_spin);
+  r.Duration(names::kSubmitSettleUs, us, "microseconds", &c.submit_settle);
   r.Bool(names::kCallerProgress, &c.caller_progress);
   r.Bool(names::kCachedExchange, &c.cached_exchange);
   LogLevel level;

@@ -105,6 +105,12 @@ struct Config {
   // sleeps (HVD_WAIT_SPIN_US).
   absl::Duration background_spin = absl::Microseconds(100);
   absl::Duration wait_spin = absl::ZeroDuration();
+  // A cycle the background thread starts while a burst of submissions is
+  // still arriving waits until none came for this long, at most
+  // cycle_time (HVD_SUBMIT_SETTLE_US; 0: never waits): the burst is then
+  // negotiated whole, and the submitting thread is not slowed by the
+  // cycle's data moving on its core.
+  absl::Duration submit_settle = absl::Microseconds(100);
   // A caller waiting for its own op runs the negotiation and the collective
   // on its own thread when no other cycle runs (HVD_CALLER_PROGRESS; off:
   // only the background thread does).

@@ -189,6 +189,8 @@ absl::StatusOr<int64_t> Runtime::Submit(
     return handle;
   }
   for (auto& entry : entries) queue_.push_back(std::move(entry));
+  previous_submit_ = last_submit_;
+  last_submit_ = absl::Now();
   has_work_.store(true, std::memory_order_release);
   return handle;
 }

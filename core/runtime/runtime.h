@@ -162,6 +162,13 @@ class Runtime {
   // `cycle_end`; polls first for a while after a busy cycle (`last_busy`).
   // True if a stop was requested.
   bool WaitForWork(absl::Time cycle_end, absl::Time last_busy);
+  // Before a cycle the background thread starts, when submissions come in a
+  // burst (two or more queued, or the last two less than
+  // config_.submit_settle apart): sleeps until none came for
+  // config_.submit_settle, at most config_.cycle_time in all, so the burst
+  // (a framework's gradients, one call each) is negotiated whole. A lone op
+  // goes at once.
+  void SettleSubmissions();
   bool StopRequested();
   // Whether the loop's waits should end: a stop was asked for, the runtime
   // was aborted, or the loop has failed everything.
@@ -250,6 +257,9 @@ class Runtime {
 
   absl::Mutex mu_;
   std::vector<std::unique_ptr<TensorEntry>> queue_ ABSL_GUARDED_BY(mu_);
+  // When the last two submissions came (SettleSubmissions).
+  absl::Time previous_submit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time last_submit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;  // wakes the loop's waits
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

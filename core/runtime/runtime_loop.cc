@@ -173,6 +173,26 @@ bool Runtime::CycleHasWork() {
          has_work_.load(std::memory_order_acquire);
 }
 
+void Runtime::SettleSubmissions() {
+  if (config_.submit_settle <= absl::ZeroDuration()) return;
+  const absl::Time cap = absl::Now() + config_.cycle_time;
+  while (true) {
+    absl::Time last;
+    {
+      absl::MutexLock lock(&mu_);
+      const bool burst =
+          queue_.size() >= 2 ||
+          (!queue_.empty() &&
+           last_submit_ - previous_submit_ < config_.submit_settle);
+      if (!burst || Over()) return;
+      last = last_submit_;
+    }
+    const absl::Time now = absl::Now();
+    if (now - last >= config_.submit_settle || now >= cap) return;
+    absl::SleepFor(std::min(config_.submit_settle, cap - now));
+  }
+}
+
 bool Runtime::RunCycle(bool waited) {
   if (CycleBody(waited)) return true;
   loop_ended_ = true;
@@ -181,6 +201,7 @@ bool Runtime::RunCycle(bool waited) {
 
 bool Runtime::CycleBody(bool waited) {
   if (FailIfAborted()) return false;
+  if (waited) SettleSubmissions();
   absl::StatusOr<ResponseList> responses;
   bool busy = false;
   absl::Time negotiation_start = absl::Now();

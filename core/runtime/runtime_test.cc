@@ -399,6 +399,49 @@ TEST_P(RuntimeTest, NoStepIsAgreedByExchangeWhenItIsOff) {
   EXPECT_EQ(stats.agreed_steps, 0);
 }
 
+// Each rank submits 20 small allreduces 1 ms apart, without waiting (as a
+// framework submits a step's gradients), then waits for them all; the
+// background thread takes the submissions. Rank 0's responses, with a
+// settle window longer than the gaps and without one. The first submission
+// comes alone, so it may go alone.
+int64_t ResponsesForASpacedBurst(absl::Duration settle) {
+  Config config;
+  config.submit_settle = settle;
+  config.cycle_time = absl::Milliseconds(200);  // the settle's cap
+  Job job(2, MeshTransport::kShm, config);
+  constexpr int kTensors = 20;
+  job.RunOnEveryRank([&](int rank) {
+    std::vector<std::vector<float>> data(kTensors,
+                                         std::vector<float>(8, rank + 1.0f));
+    std::vector<int64_t> handles;
+    for (int t = 0; t < kTensors; ++t) {
+      if (t > 0) absl::SleepFor(absl::Milliseconds(1));
+      handles.push_back(
+          job.runtime(rank)
+              .Submit(One(Allreduce(absl::StrCat("g", t), data[t])))
+              .value());
+    }
+    for (int t = 0; t < kTensors; ++t) {
+      job.runtime(rank).Drive(handles[t], absl::Now() + absl::Seconds(30));
+      ASSERT_EQ(job.handles(rank).Wait(handles[t], absl::Seconds(30)),
+                HandleTable::kDone);
+      EXPECT_TRUE(job.handles(rank).GetStatus(handles[t]).ok());
+      job.handles(rank).Release(handles[t]);
+      EXPECT_EQ(data[t][7], SumOfRanks(2));
+    }
+  });
+  job.RunOnEveryRank([&](int rank) { job.runtime(rank).Shutdown(); });
+  return job.runtime(0).negotiation_stats().responses;
+}
+
+TEST(RuntimeSettleTest, ABurstOfSubmissionsIsNegotiatedWhole) {
+  EXPECT_LE(ResponsesForASpacedBurst(absl::Milliseconds(20)), 2);
+}
+
+TEST(RuntimeSettleTest, WithoutTheSettleABurstGoesAsItArrives) {
+  EXPECT_GE(ResponsesForASpacedBurst(absl::ZeroDuration()), 10);
+}
+
 TEST(RuntimeStartTest, RefusesADataPlaneOfTheWrongSize) {
   Config config;
   config.size = 2;
