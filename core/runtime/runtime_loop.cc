@@ -188,8 +188,9 @@ void Runtime::SettleSubmissions() {
       last = last_submit_;
     }
     const absl::Time now = absl::Now();
-    if (now - last >= config_.submit_settle || now >= cap) return;
-    absl::SleepFor(std::min(config_.submit_settle, cap - now));
+    const absl::Time settled = last + config_.submit_settle;
+    if (now >= settled || now >= cap) return;
+    absl::SleepFor(std::min(settled, cap) - now);
   }
 }
 
