@@ -180,10 +180,9 @@ void Runtime::SettleSubmissions() {
     absl::Time last;
     {
       absl::MutexLock lock(&mu_);
-      const bool burst =
-          queue_.size() >= 2 ||
-          (!queue_.empty() &&
-           last_submit_ - previous_submit_ < config_.submit_settle);
+      const bool burst = queue_.size() >= 2 ||
+                         (!queue_.empty() && last_submit_ - previous_submit_ <
+                                                 config_.submit_settle);
       if (!burst || Over()) return;
       last = last_submit_;
     }
