@@ -6,7 +6,9 @@ messages. Needs the right to ptrace PID (root here).
 
     garbage_injector.py PID REMOTE_IP HEX_BYTES
 
-Prints "injected N bytes into K connections" (K 0 is an error, exit 1).
+Prints "injected N bytes into K connections", K counting the connections
+written (one closed meanwhile, as the job ends on the first garbage, is
+skipped); K 0 is an error, exit 1.
 """
 
 import ctypes
@@ -60,9 +62,15 @@ def main():
         if mine < 0:
             sys.exit("pidfd_getfd(%d, %d): %s" % (
                 pid, fd, os.strerror(ctypes.get_errno())))
-        os.write(mine, garbage)
-        os.close(mine)
-        count += 1
+        try:
+            os.write(mine, garbage)
+            count += 1
+        except (BrokenPipeError, ConnectionResetError):
+            # Closed since it was listed: the garbage already written into
+            # another connection ended the job, which closes the rest.
+            pass
+        finally:
+            os.close(mine)
     os.close(pidfd)
     print("injected %d bytes into %d connections" % (len(garbage), count))
     sys.exit(0 if count else 1)
