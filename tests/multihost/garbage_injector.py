@@ -12,6 +12,7 @@ skipped); K 0 is an error, exit 1.
 """
 
 import ctypes
+import errno
 import os
 import socket
 import struct
@@ -58,16 +59,19 @@ def main():
     for fd, inode in socket_inodes(pid).items():
         if inode not in targets:
             continue
+        # A connection closed since it was listed (the garbage already
+        # written into another ended the job, which closes the rest) is
+        # skipped: gone from the process (EBADF) or from the network.
         mine = libc.syscall(SYS_PIDFD_GETFD, pidfd, fd, 0)
         if mine < 0:
-            sys.exit("pidfd_getfd(%d, %d): %s" % (
-                pid, fd, os.strerror(ctypes.get_errno())))
+            err = ctypes.get_errno()
+            if err == errno.EBADF:
+                continue
+            sys.exit("pidfd_getfd(%d, %d): %s" % (pid, fd, os.strerror(err)))
         try:
             os.write(mine, garbage)
             count += 1
         except (BrokenPipeError, ConnectionResetError):
-            # Closed since it was listed: the garbage already written into
-            # another connection ended the job, which closes the rest.
             pass
         finally:
             os.close(mine)
