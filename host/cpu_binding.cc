@@ -81,6 +81,19 @@ std::vector<int> AllowedCpus() {
   return cpus;
 }
 
+absl::StatusOr<cpu_set_t> CpuSetOf(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CPU ", cpu, " is out of range (0 to ", CPU_SETSIZE - 1, ")"));
+    }
+    CPU_SET(cpu, &set);
+  }
+  return set;
+}
+
 std::string CpuListString(const std::vector<int>& cpus) {
   std::string out;
   for (size_t i = 0; i < cpus.size();) {

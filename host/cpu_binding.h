@@ -8,8 +8,12 @@
 #ifndef HVD_HOST_CPU_BINDING_H_
 #define HVD_HOST_CPU_BINDING_H_
 
+#include <sched.h>
+
 #include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace hvd {
 namespace host {
@@ -41,6 +45,10 @@ std::vector<int> CpuShare(const std::vector<CpuCore>& cores, int local_rank,
 // The CPUs this process may run on (its affinity: a cpuset of a container or
 // a Slurm step narrows it). Empty if it cannot be read.
 std::vector<int> AllowedCpus();
+
+// `cpus` as the kernel's affinity mask (for sched_setaffinity);
+// InvalidArgument naming a CPU out of the mask's range.
+absl::StatusOr<cpu_set_t> CpuSetOf(const std::vector<int>& cpus);
 
 // The kernel's list form: "0-3,8,10-11".
 std::string CpuListString(const std::vector<int>& cpus);

@@ -294,15 +294,8 @@ absl::StatusOr<std::unique_ptr<Process>> RealOsImpl::Spawn(
   // Everything the child needs is prepared before fork.
   std::vector<char*> argv = CStrings(o.argv);
   std::vector<char*> envp = CStrings(o.env);
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  for (int cpu : o.cpus) {
-    if (cpu < 0 || cpu >= CPU_SETSIZE) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "CPU ", cpu, " is out of range (0 to ", CPU_SETSIZE - 1, ")"));
-    }
-    CPU_SET(cpu, &cpus);
-  }
+  absl::StatusOr<cpu_set_t> cpus = CpuSetOf(o.cpus);
+  if (!cpus.ok()) return cpus.status();
   StdioFds stdio;
   if (absl::Status s = stdio.Open(o); !s.ok()) return s;
   int err_pipe[2];
@@ -319,7 +312,7 @@ absl::StatusOr<std::unique_ptr<Process>> RealOsImpl::Spawn(
   }
   if (pid == 0) {
     ChildExec(o, program->c_str(), argv.data(), envp.data(), stdio.child(),
-              o.cpus.empty() ? nullptr : &cpus, err_pipe[1]);
+              o.cpus.empty() ? nullptr : &*cpus, err_pipe[1]);
   }
   // Parent. Set the group here too: whichever of parent and child runs first,
   // the group exists before anyone signals it.

@@ -17,9 +17,6 @@
 namespace hvd::runtime {
 namespace {
 
-// Rank r contributes r + 1 to every element, so the sum is n(n+1)/2.
-float SumOfRanks(int size) { return size * (size + 1) / 2.0f; }
-
 // Records which peers a rank takes messages of any length from: the
 // negotiation's (the collectives receive known lengths).
 class RecvAnyPeers : public ForwardingContext {

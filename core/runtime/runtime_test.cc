@@ -29,9 +29,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Rank r contributes r + 1 to every element, so the sum is n(n+1)/2.
-float SumOfRanks(int size) { return size * (size + 1) / 2.0f; }
-
 // Size, transport, and the negotiation tree's fanout (64: flat).
 class RuntimeTest
     : public ::testing::TestWithParam<std::tuple<int, MeshTransport, int>> {
@@ -422,11 +419,7 @@ int64_t ResponsesForASpacedBurst(absl::Duration settle) {
               .value());
     }
     for (int t = 0; t < kTensors; ++t) {
-      job.runtime(rank).Drive(handles[t], absl::Now() + absl::Seconds(30));
-      ASSERT_EQ(job.handles(rank).Wait(handles[t], absl::Seconds(30)),
-                HandleTable::kDone);
-      EXPECT_TRUE(job.handles(rank).GetStatus(handles[t]).ok());
-      job.handles(rank).Release(handles[t]);
+      EXPECT_TRUE(job.Wait(rank, handles[t]).ok());
       EXPECT_EQ(data[t][7], SumOfRanks(2));
     }
   });

@@ -101,7 +101,11 @@ class Job {
   // the cycles itself as the C ABI's hvd_wait does.
   absl::Status Run(int rank,
                    std::vector<std::unique_ptr<TensorEntry>> entries) {
-    const int64_t handle = runtime(rank).Submit(std::move(entries)).value();
+    return Wait(rank, runtime(rank).Submit(std::move(entries)).value());
+  }
+
+  // Waits for `handle` of `rank` as Run does, and releases it.
+  absl::Status Wait(int rank, int64_t handle) {
     runtime(rank).Drive(handle, absl::Now() + absl::Seconds(30));
     if (handles(rank).Wait(handle, absl::Seconds(30)) !=
         HandleTable::kDone) {
@@ -117,6 +121,9 @@ class Job {
   std::vector<std::unique_ptr<HandleTable>> handles_;
   std::vector<std::unique_ptr<Runtime>> runtimes_;
 };
+
+// Rank r contributes r + 1 to every element, so the sum is n(n+1)/2.
+inline float SumOfRanks(int size) { return size * (size + 1) / 2.0f; }
 
 // An in-place float32 allreduce (Sum) of `data`.
 inline std::unique_ptr<TensorEntry> Allreduce(const std::string& name,

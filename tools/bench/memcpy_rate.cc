@@ -9,10 +9,9 @@
 // buffers, every copy started together (a barrier in shared memory before
 // each): the rate each gets while the others copy too, which is what each
 // rank of a PROCESSES-rank job on one host can move. Each process runs on
-// a CPU of its own (the n-th this program may use), as hvdrun binds its
-// workers, when there are CPUs enough: left to the scheduler, two copying
-// processes were sometimes put on one CPU of a 2-CPU machine and stayed
-// there, each at half the rate.
+// its share of the cores, as hvdrun binds its workers, when there are cores
+// enough: left to the scheduler, two copying processes were sometimes put
+// on one CPU of a 2-CPU machine and stayed there, each at half the rate.
 //
 // With --cma, each copy reads another process's buffer through the kernel
 // (process_vm_readv, cross-memory attach: the single copy between
@@ -40,6 +39,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "host/cpu_binding.h"
 
 namespace {
 
@@ -108,18 +108,16 @@ bool CopyOnce(std::vector<char>& from, std::vector<char>& to,
          static_cast<ssize_t>(from.size());
 }
 
-// Binds this process to the `index`-th of the CPUs it may use, when it may
-// use more than `index`.
-void BindToCpu(int index) {
-  cpu_set_t allowed, one;
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
-  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed) || seen++ != index) continue;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    sched_setaffinity(0, sizeof(one), &one);
-    return;
-  }
+// Binds this process, copier `index` of `processes`, to its share of the
+// cores, as hvdrun's agent binds its workers (host/cpu_binding.h); nobody
+// is bound where the processes outnumber the cores.
+void BindAsAWorker(int index, int processes) {
+  const std::vector<int> share = hvd::host::CpuShare(
+      hvd::host::CoresOf(hvd::host::AllowedCpus(), hvd::host::kCpuSysfs),
+      index, processes);
+  if (share.empty()) return;
+  absl::StatusOr<cpu_set_t> set = hvd::host::CpuSetOf(share);
+  if (set.ok()) sched_setaffinity(0, sizeof(*set), &*set);
 }
 
 // Copies `iterations` times, each after the barrier; times go to `us`.
@@ -201,7 +199,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (pid == 0) {
-      BindToCpu(p);
+      BindAsAWorker(p, processes);
       _exit(Copy(bytes, iterations, processes, cma, shared,
                  shared->us + size_t(p) * iterations)
                 ? 0
@@ -209,7 +207,7 @@ int main(int argc, char** argv) {
     }
     children.push_back(pid);
   }
-  if (processes > 1) BindToCpu(0);
+  if (processes > 1) BindAsAWorker(0, processes);
   bool ok = Copy(bytes, iterations, processes, cma, shared, shared->us);
   for (pid_t child : children) {
     int status = 0;
