@@ -33,15 +33,18 @@ bool WaitForTracerStop(pid_t pid) {
 }
 
 TEST(IsStopped, AProcessHeldByATracerItForkedItselfIsNotStopped) {
-  int pipefd[2];
+  // The tracer's pid and its "attached" come on pipes of their own: the two
+  // writers race, so one pipe could deliver them in either order.
+  int pipefd[2], attachedfd[2];
   ASSERT_EQ(pipe(pipefd), 0);
+  ASSERT_EQ(pipe(attachedfd), 0);
   const pid_t p = fork();
   if (p == 0) {
     const pid_t self = getpid();
     const pid_t tracer = fork();
     if (tracer == 0) {  // attaches to its parent, as LSan's tracer does
       if (ptrace(PTRACE_ATTACH, self, nullptr, nullptr) != 0) _exit(1);
-      (void)write(pipefd[1], "x", 1);
+      (void)write(attachedfd[1], "x", 1);
       pause();
       _exit(0);
     }
@@ -52,7 +55,7 @@ TEST(IsStopped, AProcessHeldByATracerItForkedItselfIsNotStopped) {
   ASSERT_EQ(read(pipefd[0], &tracer, sizeof(tracer)),
             static_cast<ssize_t>(sizeof(tracer)));
   char attached;
-  ASSERT_EQ(read(pipefd[0], &attached, 1), 1);
+  ASSERT_EQ(read(attachedfd[0], &attached, 1), 1);
   ASSERT_TRUE(WaitForTracerStop(p));
   EXPECT_FALSE(RealOs()->IsStopped(p));
   kill(tracer, SIGKILL);
