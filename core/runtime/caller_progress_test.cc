@@ -118,6 +118,38 @@ TEST_P(CallerProgressTest, ADriveEndsAtItsDeadlineWhileAPeerHasNotSubmitted) {
   EXPECT_EQ(zero[0], 3.0f);
 }
 
+TEST_P(CallerProgressTest, ACallerWaitingForItsBurstRunsItWithoutTheSettle) {
+  // The background thread would hold a burst for the settle window (far
+  // longer than the test may take); a caller that comes to wait for the
+  // burst runs the cycle itself at once. Rank 0's background thread may
+  // answer from inside its gather, so rank 1 is the one checked.
+  Config config;
+  config.submit_settle = absl::Seconds(20);
+  config.cycle_time = absl::Seconds(20);  // the settle's cap
+  auto job = MakeJob(2, config);
+  constexpr int kTensors = 8;
+  const absl::Time start = absl::Now();
+  job->RunOnEveryRank([&](int rank) {
+    std::vector<std::vector<float>> data(kTensors,
+                                         std::vector<float>(8, rank + 1.0f));
+    std::vector<int64_t> handles;
+    for (int t = 0; t < kTensors; ++t) {
+      handles.push_back(
+          job->runtime(rank)
+              .Submit(One(Allreduce(absl::StrCat("g", t), data[t])))
+              .value());
+    }
+    for (int t = 0; t < kTensors; ++t) {
+      ASSERT_TRUE(job->Wait(rank, handles[t]).ok());
+      EXPECT_EQ(data[t][7], 3.0f);
+    }
+    if (rank == 1) {
+      EXPECT_TRUE(planes_[rank]->SentFrom(std::this_thread::get_id()));
+    }
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
 TEST_P(CallerProgressTest, CallersOfOneRankShareTheCyclesWithEachOther) {
   // Two threads per rank, each calling and waiting in a loop under its own
   // names: one of them at a time runs a cycle, the other waits for its

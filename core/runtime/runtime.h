@@ -167,8 +167,9 @@ class Runtime {
   // config_.submit_settle apart): sleeps until none came for
   // config_.submit_settle, at most config_.cycle_time in all, so the burst
   // (a framework's gradients, one call each) is negotiated whole. A lone op
-  // goes at once.
-  void SettleSubmissions();
+  // goes at once. Runs off cycle_mu_: false when a caller came to wait
+  // meanwhile (Drive), which then runs the cycle itself.
+  bool SettleSubmissions();
   bool StopRequested();
   // Whether the loop's waits should end: a stop was asked for, the runtime
   // was aborted, or the loop has failed everything.

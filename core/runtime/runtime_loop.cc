@@ -56,6 +56,11 @@ void Runtime::Loop() {
       last_busy = last_busy_;
     }
     if (!AwaitTurn(resend_now, cycle_end, last_busy)) continue;
+    // A caller that waits for the burst it just submitted runs the cycle
+    // itself: this thread running it instead would share the caller's core
+    // with it while the caller takes its results one by one, and a rank
+    // descheduled in a ring stalls every rank.
+    if (!SettleSubmissions()) continue;
     absl::MutexLock cycle(&cycle_mu_);
     if (loop_ended_ || !RunCycle(/*waited=*/true)) return;
   }
@@ -173,23 +178,25 @@ bool Runtime::CycleHasWork() {
          has_work_.load(std::memory_order_acquire);
 }
 
-void Runtime::SettleSubmissions() {
-  if (config_.submit_settle <= absl::ZeroDuration()) return;
+bool Runtime::SettleSubmissions() {
+  if (config_.submit_settle <= absl::ZeroDuration()) return true;
   const absl::Time cap = absl::Now() + config_.cycle_time;
+  absl::MutexLock lock(&mu_);
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return drivers_ > 0 || Over();
+  };
   while (true) {
-    absl::Time last;
-    {
-      absl::MutexLock lock(&mu_);
-      const bool burst = queue_.size() >= 2 ||
-                         (!queue_.empty() && last_submit_ - previous_submit_ <
-                                                 config_.submit_settle);
-      if (!burst || Over()) return;
-      last = last_submit_;
-    }
+    const bool burst = queue_.size() >= 2 ||
+                       (!queue_.empty() && last_submit_ - previous_submit_ <
+                                               config_.submit_settle);
+    if (!burst || Over()) return true;
     const absl::Time now = absl::Now();
-    const absl::Time settled = last + config_.submit_settle;
-    if (now >= settled || now >= cap) return;
-    absl::SleepFor(std::min(settled, cap) - now);
+    const absl::Time settled = last_submit_ + config_.submit_settle;
+    if (now >= settled || now >= cap) return true;
+    if (mu_.AwaitWithDeadline(absl::Condition(&woken),
+                              std::min(settled, cap))) {
+      return Over();
+    }
   }
 }
 
@@ -201,7 +208,6 @@ bool Runtime::RunCycle(bool waited) {
 
 bool Runtime::CycleBody(bool waited) {
   if (FailIfAborted()) return false;
-  if (waited) SettleSubmissions();
   absl::StatusOr<ResponseList> responses;
   bool busy = false;
   absl::Time negotiation_start = absl::Now();

@@ -398,9 +398,9 @@ TEST_P(RuntimeTest, NoStepIsAgreedByExchangeWhenItIsOff) {
 
 // Each rank submits 20 small allreduces 1 ms apart, without waiting (as a
 // framework submits a step's gradients), then waits for them all; the
-// background thread takes the submissions. Rank 0's responses, with a
-// settle window longer than the gaps and without one. The first submission
-// comes alone, so it may go alone.
+// background thread takes the submissions (nobody drives). Rank 0's responses,
+// with a settle window longer than the gaps and without one. The first
+// submission comes alone, so it may go alone.
 int64_t ResponsesForASpacedBurst(absl::Duration settle) {
   Config config;
   config.submit_settle = settle;
@@ -418,8 +418,13 @@ int64_t ResponsesForASpacedBurst(absl::Duration settle) {
               .Submit(One(Allreduce(absl::StrCat("g", t), data[t])))
               .value());
     }
+    // Waited for without driving: a caller that drives runs the burst
+    // itself, without the settle (caller_progress_test).
     for (int t = 0; t < kTensors; ++t) {
-      EXPECT_TRUE(job.Wait(rank, handles[t]).ok());
+      ASSERT_EQ(job.handles(rank).Wait(handles[t], absl::Seconds(30)),
+                HandleTable::kDone);
+      EXPECT_TRUE(job.handles(rank).GetStatus(handles[t]).ok());
+      job.handles(rank).Release(handles[t]);
       EXPECT_EQ(data[t][7], SumOfRanks(2));
     }
   });
