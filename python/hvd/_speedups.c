@@ -47,6 +47,18 @@ static struct {
   PyObject* tensor_stream_of; /* device index -> current stream, or NULL */
 } g;
 
+/* The tensor attributes read on every call, as interned names: looked up
+ * without making a string of each name each time. */
+static struct {
+  PyObject* is_cuda;
+  PyObject* is_sparse;
+  PyObject* dtype;
+  PyObject* is_contiguous;
+  PyObject* shape;
+  PyObject* data_ptr;
+  PyObject* get_device;
+} names;
+
 /* One tensor as the C ABI takes it, with what keeps its description. */
 typedef struct {
   DLTensor dl;
@@ -108,9 +120,9 @@ static int DescribeArray(PyObject* obj, int writable, Described* d) {
 
 /* `obj.name` (or `obj.name()` when `call`) as a C long; -1 with an error
  * set when it fails. */
-static int LongOf(PyObject* obj, const char* name, int call, long long* out) {
-  PyObject* value = call ? PyObject_CallMethod(obj, name, NULL)
-                         : PyObject_GetAttrString(obj, name);
+static int LongOf(PyObject* obj, PyObject* name, int call, long long* out) {
+  PyObject* value = call ? PyObject_CallMethodObjArgs(obj, name, NULL)
+                         : PyObject_GetAttr(obj, name);
   if (value == NULL) return -1;
   *out = PyLong_AsLongLong(value);
   Py_DECREF(value);
@@ -121,7 +133,7 @@ static int LongOf(PyObject* obj, const char* name, int call, long long* out) {
  * (the registered stream_of). 0, or -1 with an error set. */
 static int CurrentStream(PyObject* obj, Described* d) {
   long long device;
-  if (LongOf(obj, "get_device", 1, &device) < 0) return -1;
+  if (LongOf(obj, names.get_device, 1, &device) < 0) return -1;
   PyObject* stream =
       PyObject_CallFunction(g.tensor_stream_of, "L", device);
   if (stream == NULL) return -1;
@@ -135,21 +147,23 @@ static int CurrentStream(PyObject* obj, Described* d) {
 
 static int DescribeTensor(PyObject* obj, Described* d) {
   long long is_cuda, is_sparse, contiguous, data;
-  if (LongOf(obj, "is_cuda", 0, &is_cuda) < 0 ||
-      LongOf(obj, "is_sparse", 0, &is_sparse) < 0) {
+  if (LongOf(obj, names.is_cuda, 0, &is_cuda) < 0 ||
+      LongOf(obj, names.is_sparse, 0, &is_sparse) < 0) {
     return -1;
   }
   if (is_sparse || (is_cuda && g.tensor_stream_of == NULL)) return 0;
-  PyObject* dtype = PyObject_GetAttrString(obj, "dtype");
+  PyObject* dtype = PyObject_GetAttr(obj, names.dtype);
   if (dtype == NULL) return -1;
   PyObject* dl = PyDict_GetItemWithError(g.tensor_dtypes, dtype);
   Py_DECREF(dtype);
   if (dl == NULL) return PyErr_Occurred() ? -1 : 0;
-  int code, bits;
-  if (!PyArg_ParseTuple(dl, "ii", &code, &bits)) return -1;
-  if (LongOf(obj, "is_contiguous", 1, &contiguous) < 0) return -1;
+  /* A (code, bits) tuple, as the bindings register them. */
+  const long code = PyLong_AsLong(PyTuple_GetItem(dl, 0));
+  const long bits = PyLong_AsLong(PyTuple_GetItem(dl, 1));
+  if (PyErr_Occurred()) return -1;
+  if (LongOf(obj, names.is_contiguous, 1, &contiguous) < 0) return -1;
   if (!contiguous) return 0;
-  PyObject* shape = PyObject_GetAttrString(obj, "shape");
+  PyObject* shape = PyObject_GetAttr(obj, names.shape);
   if (shape == NULL) return -1;
   Py_ssize_t ndim = PySequence_Size(shape);
   int64_t count = 1;
@@ -162,7 +176,7 @@ static int DescribeTensor(PyObject* obj, Described* d) {
   Py_DECREF(shape);
   if (PyErr_Occurred()) return -1;
   if (ndim < 0 || ndim > kMaxDims || count <= 0) return 0;
-  if (LongOf(obj, "data_ptr", 1, &data) < 0) return -1;
+  if (LongOf(obj, names.data_ptr, 1, &data) < 0) return -1;
   d->dl.data = (void*)(intptr_t)data;
   d->dl.device.device_type = kDLCPU;
   if (is_cuda && CurrentStream(obj, d) < 0) return -1;
@@ -233,7 +247,7 @@ static PyObject* NewOutput(PyObject* input, const Described* in,
     out->dl.data = out->view.buf;
   } else {
     long long data;
-    if (LongOf(output, "data_ptr", 1, &data) < 0) {
+    if (LongOf(output, names.data_ptr, 1, &data) < 0) {
       Py_DECREF(output);
       return NULL;
     }
@@ -463,4 +477,21 @@ static struct PyModuleDef kModule = {
     .m_methods = kMethods,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&kModule); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+  struct {
+    PyObject** slot;
+    const char* text;
+  } wanted[] = {
+      {&names.is_cuda, "is_cuda"},     {&names.is_sparse, "is_sparse"},
+      {&names.dtype, "dtype"},         {&names.is_contiguous, "is_contiguous"},
+      {&names.shape, "shape"},         {&names.data_ptr, "data_ptr"},
+      {&names.get_device, "get_device"},
+  };
+  for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); ++i) {
+    if (*wanted[i].slot == NULL) {
+      *wanted[i].slot = PyUnicode_InternFromString(wanted[i].text);
+      if (*wanted[i].slot == NULL) return NULL;
+    }
+  }
+  return PyModule_Create(&kModule);
+}
