@@ -102,7 +102,7 @@ Executor::Entries Executor::Take(const Response& response,
       continue;
     }
     entries.push_back(std::move(it->second.front()));
-    it->second.pop_front();
+    it->second.erase(it->second.begin());
     if (it->second.empty()) pending.erase(it);
   }
   return entries;
@@ -205,7 +205,8 @@ absl::Status Executor::Execute(Response& response, PendingTable& pending) {
     for (auto& entry : entries) {
       if (!entry || !entry->done) continue;
       const std::string& name = entry->request.name();
-      pending[{response.process_set(), name}].push_front(std::move(entry));
+      auto& waiting = pending[{response.process_set(), name}];
+      waiting.insert(waiting.begin(), std::move(entry));
     }
     return status;
   }

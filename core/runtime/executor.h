@@ -6,13 +6,13 @@
 #ifndef HVD_CORE_RUNTIME_EXECUTOR_H_
 #define HVD_CORE_RUNTIME_EXECUTOR_H_
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "core/collectives/collectives.h"
 #include "core/runtime/device_ops.h"
@@ -28,10 +28,11 @@ namespace hvd::runtime {
 
 // Entries submitted on this rank and not yet completed, by (set, name).
 // Several entries under one key only when a name was submitted twice (which
-// the coordinator turns into an error for all of them).
+// the coordinator turns into an error for all of them), so one is held in
+// place: no allocation per tensor per step beyond the map's node.
 using PendingTable =
     std::map<std::pair<int, std::string>,
-             std::deque<std::unique_ptr<TensorEntry>>>;
+             absl::InlinedVector<std::unique_ptr<TensorEntry>, 1>>;
 
 // Key of the local join entry in the PendingTable.
 inline constexpr char kJoinName[] = "join";
