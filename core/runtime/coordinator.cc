@@ -33,17 +33,6 @@ bool Fusable(const Response& a, const Response& b) {
                     b.joined().end());
 }
 
-// The response to a cached allreduce every member of `members` announced
-// by its bit (only allreduces are cached, and every bit stands for the
-// same request, so one request, as rank `first`'s, stands for all).
-Response CachedResponse(const Request& cached, int first,
-                        const std::vector<int>& members,
-                        const std::vector<int>& joined) {
-  std::map<int, Request> requests{{first, cached}};
-  requests.begin()->second.set_rank(first);
-  return BuildResponse(requests, members, joined);
-}
-
 void Append(Response& into, const Response& from) {
   for (const auto& n : from.names()) into.add_names(n);
   for (int64_t s : from.sizes()) into.add_sizes(s);
@@ -206,7 +195,8 @@ void Coordinator::ApplyCacheBits(const std::vector<RequestList>& lists,
       partial_bits_[slot] = with;
       continue;
     }
-    ready.push_back(CachedResponse(*cached, with.front(), *members, joined));
+    // Only allreduces are cached, and every bit stands for the same request.
+    ready.push_back(AgreedAllreduceResponse(*cached, joined));
     ++stats_.cached_ready;
   }
 }
@@ -357,7 +347,7 @@ ResponseList CachedStepResponses(const std::string& bits,
   for (int slot : SetSlots(bits)) {
     const Request* cached = cache.At(slot);
     if (cached == nullptr || cached->process_set() != 0) return {};
-    ready.push_back(CachedResponse(*cached, members->front(), *members, {}));
+    ready.push_back(AgreedAllreduceResponse(*cached, {}));
   }
   FuseResponses(ready, fusion_threshold, out);
   return out;

@@ -1,5 +1,10 @@
 #include "core/runtime/coordinator.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/runtime/validation.h"
 #include "gtest/gtest.h"
 
 namespace hvd::runtime {
@@ -48,6 +53,22 @@ class CoordinatorTest : public ::testing::Test {
   Timeline timeline_;
   std::unique_ptr<Coordinator> coordinator_;
 };
+
+TEST(AgreedAllreduceResponseTest, IsTheResponseValidationBuildsFromAllRanks) {
+  Request r = Allreduce(0, "cached", {3, 4}, 7);
+  r.set_op(2);
+  r.set_prescale(0.5);
+  r.set_postscale(3.0);
+  r.set_device(1);
+  std::map<int, Request> requests{{0, r}, {2, r}};
+  requests[2].set_rank(2);
+  for (const std::vector<int>& joined :
+       {std::vector<int>{}, std::vector<int>{1}}) {
+    EXPECT_EQ(AgreedAllreduceResponse(r, joined).SerializeAsString(),
+              BuildResponse(requests, {0, 1, 2}, joined).SerializeAsString())
+        << "joined " << joined.size();
+  }
+}
 
 TEST_F(CoordinatorTest, ReadyOnlyWhenEveryRankRequested) {
   EXPECT_EQ(Cycle({{Allreduce(0, "a")}, {}}).responses_size(), 0);

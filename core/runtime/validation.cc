@@ -140,15 +140,20 @@ int64_t RowElements(const Request& r) {
   return n;
 }
 
+// The sizes of an op whose one request gives them (allreduce, broadcast).
+void FillOwnSizes(const Request& first, Response& response) {
+  response.add_sizes(NumElements(first));
+  response.add_ndims(first.shape_size());
+  for (int64_t d : first.shape()) response.add_dims(d);
+}
+
 void FillSizes(const std::map<int, Request>& requests,
                const std::vector<int>& members, Response& response) {
   const Request& first = requests.begin()->second;
   switch (first.type()) {
     case ALLREDUCE:
     case BROADCAST:
-      response.add_sizes(NumElements(first));
-      response.add_ndims(first.shape_size());
-      for (int64_t d : first.shape()) response.add_dims(d);
+      FillOwnSizes(first, response);
       break;
     case REDUCESCATTER:
       response.add_sizes(first.shape_size() > 0 ? first.shape(0) : 1);
@@ -205,14 +210,38 @@ int64_t NumElements(const Request& request) {
   return n;
 }
 
-Response BuildResponse(const std::map<int, Request>& requests,
-                       const std::vector<int>& members,
-                       const std::vector<int>& joined) {
-  const Request& first = requests.begin()->second;
+namespace {
+
+// The response's op and tensor, as an error response carries them.
+Response Named(const Request& first) {
   Response response;
   response.set_type(first.type());
   response.add_names(first.name());
   response.set_process_set(first.process_set());
+  return response;
+}
+
+// What every rank executes, from the request that stands for all (sizes
+// apart).
+void FillAgreed(const Request& first, const std::vector<int>& joined,
+                Response& response) {
+  response.set_dtype(first.dtype());
+  response.set_device(first.device());
+  response.set_op(first.op());
+  response.set_prescale(first.prescale());
+  response.set_postscale(first.postscale());
+  response.set_root(first.root());
+  for (int r : joined) response.add_joined(r);
+  for (int r : first.set_ranks()) response.add_set_ranks(r);
+}
+
+}  // namespace
+
+Response BuildResponse(const std::map<int, Request>& requests,
+                       const std::vector<int>& members,
+                       const std::vector<int>& joined) {
+  const Request& first = requests.begin()->second;
+  Response response = Named(first);
   const std::string error = FirstMismatch(requests);
   if (!error.empty()) {
     response.set_error(error);
@@ -225,15 +254,16 @@ Response BuildResponse(const std::map<int, Request>& requests,
                      " joined: only allreduce continues with joined ranks"));
     return response;
   }
-  response.set_dtype(first.dtype());
-  response.set_device(first.device());
-  response.set_op(first.op());
-  response.set_prescale(first.prescale());
-  response.set_postscale(first.postscale());
-  response.set_root(first.root());
-  for (int r : joined) response.add_joined(r);
-  for (int r : first.set_ranks()) response.add_set_ranks(r);
+  FillAgreed(first, joined, response);
   FillSizes(requests, members, response);
+  return response;
+}
+
+Response AgreedAllreduceResponse(const Request& request,
+                                 const std::vector<int>& joined) {
+  Response response = Named(request);
+  FillAgreed(request, joined, response);
+  FillOwnSizes(request, response);
   return response;
 }
 

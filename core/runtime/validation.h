@@ -18,6 +18,12 @@ Response BuildResponse(const std::map<int, Request>& requests,
                        const std::vector<int>& members,
                        const std::vector<int>& joined);
 
+// BuildResponse's response to an allreduce whose request every member
+// already agreed on (a cached request stands for all): built from that one
+// request, without checking or copying it.
+Response AgreedAllreduceResponse(const Request& request,
+                                 const std::vector<int>& joined);
+
 // "allreduce" etc.
 const char* OpTypeName(OpType type);
 
