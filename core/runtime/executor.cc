@@ -96,7 +96,7 @@ Executor::Entries Executor::Take(const Response& response,
                                  PendingTable& pending) {
   Entries entries;
   for (const std::string& name : response.names()) {
-    auto it = pending.find({response.process_set(), name});
+    auto it = pending.find(TensorKeyView(response.process_set(), name));
     if (it == pending.end() || it->second.empty()) {
       entries.push_back(nullptr);  // Joined rank, or not a member.
       continue;
@@ -134,7 +134,7 @@ void Executor::UpdateCache(const Response& response) {
 
 void Executor::CompleteJoin(const Response& response,
                             PendingTable& pending) {
-  auto it = pending.find({0, kJoinName});
+  auto it = pending.find(TensorKeyView(0, kJoinName));
   if (it == pending.end()) return;
   for (auto& entry : it->second) {
     OpResult result;
@@ -152,7 +152,7 @@ void Executor::FailResponse(const Response& response, Entries& entries,
   const absl::Status error = absl::InvalidArgumentError(response.error());
   FailEntries(entries, error);
   for (const auto& name : response.names()) {
-    auto it = pending.find({response.process_set(), name});
+    auto it = pending.find(TensorKeyView(response.process_set(), name));
     if (it == pending.end()) continue;
     for (auto& entry : it->second) Complete(*entry, error);
     pending.erase(it);

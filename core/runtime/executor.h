@@ -6,7 +6,6 @@
 #ifndef HVD_CORE_RUNTIME_EXECUTOR_H_
 #define HVD_CORE_RUNTIME_EXECUTOR_H_
 
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,6 +20,7 @@
 #include "proto/negotiation.pb.h"
 #include "core/runtime/process_sets.h"
 #include "core/runtime/response_cache.h"
+#include "core/runtime/tensor_key.h"
 #include "core/runtime/timeline.h"
 #include "core/transport/transport.h"
 
@@ -29,10 +29,9 @@ namespace hvd::runtime {
 // Entries submitted on this rank and not yet completed, by (set, name).
 // Several entries under one key only when a name was submitted twice (which
 // the coordinator turns into an error for all of them), so one is held in
-// place: no allocation per tensor per step beyond the map's node.
+// place: no allocation per tensor per step.
 using PendingTable =
-    std::map<std::pair<int, std::string>,
-             absl::InlinedVector<std::unique_ptr<TensorEntry>, 1>>;
+    TensorKeyMap<absl::InlinedVector<std::unique_ptr<TensorEntry>, 1>>;
 
 // Key of the local join entry in the PendingTable.
 inline constexpr char kJoinName[] = "join";

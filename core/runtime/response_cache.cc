@@ -31,7 +31,8 @@ ResponseCache::ResponseCache(int capacity)
     : capacity_(capacity), slots_(capacity, nullptr) {}
 
 int ResponseCache::Lookup(const Request& request) const {
-  auto it = entries_.find({request.process_set(), request.name()});
+  auto it =
+      entries_.find(TensorKeyView(request.process_set(), request.name()));
   if (it == entries_.end()) return -1;
   return SameParameters(it->second.request, request) ? it->second.slot : -1;
 }
@@ -43,17 +44,21 @@ const Request* ResponseCache::At(int slot) const {
 
 void ResponseCache::Put(const Request& request) {
   if (capacity_ == 0) return;
-  Key key{request.process_set(), request.name()};
-  auto it = entries_.find(key);
+  auto it =
+      entries_.find(TensorKeyView(request.process_set(), request.name()));
   if (it != entries_.end()) {
-    it->second.request = request;
-    it->second.request.set_rank(0);
+    // Refreshed every step: copied only when its parameters changed.
+    if (!SameParameters(it->second.request, request)) {
+      it->second.request = request;
+      it->second.request.set_rank(0);
+    }
     lru_.splice(lru_.begin(), lru_, it->second.lru);
     return;
   }
+  TensorKey key{request.process_set(), request.name()};
   int slot = -1;
   if (static_cast<int>(entries_.size()) == capacity_) {
-    const Key victim = lru_.back();
+    const TensorKey victim = lru_.back();
     slot = entries_.at(victim).slot;
     Erase(victim.first, victim.second);
   } else {
@@ -74,7 +79,7 @@ void ResponseCache::Put(const Request& request) {
 }
 
 void ResponseCache::Erase(int process_set, const std::string& name) {
-  auto it = entries_.find({process_set, name});
+  auto it = entries_.find(TensorKeyView(process_set, name));
   if (it == entries_.end()) return;
   slots_[it->second.slot] = nullptr;
   lru_.erase(it->second.lru);
@@ -82,11 +87,14 @@ void ResponseCache::Erase(int process_set, const std::string& name) {
 }
 
 void ResponseCache::EraseProcessSet(int process_set) {
-  auto it = entries_.lower_bound({process_set, std::string()});
-  while (it != entries_.end() && it->first.first == process_set) {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->first.first != process_set) {
+      ++it;
+      continue;
+    }
     slots_[it->second.slot] = nullptr;
     lru_.erase(it->second.lru);
-    it = entries_.erase(it);
+    entries_.erase(it++);
   }
 }
 

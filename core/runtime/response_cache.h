@@ -9,11 +9,11 @@
 #define HVD_CORE_RUNTIME_RESPONSE_CACHE_H_
 
 #include <list>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/runtime/tensor_key.h"
 #include "proto/negotiation.pb.h"
 
 namespace hvd::runtime {
@@ -40,17 +40,16 @@ class ResponseCache {
   void EraseProcessSet(int process_set);
 
  private:
-  using Key = std::pair<int, std::string>;
   struct Entry {
     Request request;
     int slot;
-    std::list<Key>::iterator lru;
+    std::list<TensorKey>::iterator lru;
   };
 
   int capacity_;
-  std::map<Key, Entry> entries_;
+  StableTensorKeyMap<Entry> entries_;
   std::vector<const Entry*> slots_;  // slot -> entry (nullptr: free)
-  std::list<Key> lru_;               // front: most recently used
+  std::list<TensorKey> lru_;         // front: most recently used
 };
 
 // Helpers for the bit vector carried in RequestList.cache_bits.
