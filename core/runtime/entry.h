@@ -70,8 +70,9 @@ struct TensorEntry {
   std::shared_ptr<ReadyEvent> ready;  // GPU tensors: see ReadyEvent
   absl::Time enqueued;
   int cache_slot = -1;     // >= 0: negotiated by response-cache bit
-  // Called exactly once: on the background thread, or for GPU tensors on the
-  // device backend's completion thread or a caller waiting for its op
+  // Called exactly once, while the entry lives (the runtime's callback reads
+  // `request`): on the background thread, or for GPU tensors on the device
+  // backend's completion thread or a caller waiting for its op
   // (DeviceOps::Progress).
   DoneCallback done;
 

@@ -129,23 +129,25 @@ Runtime::~Runtime() { Shutdown(); }
 absl::StatusOr<int64_t> Runtime::Submit(
     std::vector<std::unique_ptr<TensorEntry>> entries) {
   // Reserve every name first: a refused call queues nothing.
-  std::vector<std::pair<int, std::string>> keys;
   {
     absl::MutexLock lock(&names_mu_);
+    absl::InlinedVector<TensorKeyView, 1> keys;
     for (const auto& entry : entries) {
       if (entry->request.type() == JOIN) continue;
-      std::pair<int, std::string> key{entry->request.process_set(),
-                                      entry->request.name()};
-      if (in_flight_.count(key) > 0 ||
+      const TensorKeyView key(entry->request.process_set(),
+                              entry->request.name());
+      if (in_flight_.contains(key) ||
           std::find(keys.begin(), keys.end(), key) != keys.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "an operation named '", key.second,
+            "an operation named '", std::string(key.second),
             "' is still in flight on rank ", config_.rank,
             ": wait for it, or use another name"));
       }
-      keys.push_back(std::move(key));
+      keys.push_back(key);
     }
-    in_flight_.insert(keys.begin(), keys.end());
+    for (const TensorKeyView& key : keys) {
+      in_flight_.emplace(key.first, std::string(key.second));
+    }
   }
   const int64_t handle = handles_->Create(static_cast<int>(entries.size()));
   const absl::Time now = absl::Now();
@@ -153,17 +155,17 @@ absl::StatusOr<int64_t> Runtime::Submit(
     TensorEntry& entry = *entries[i];
     entry.request.set_rank(config_.rank);
     entry.enqueued = now;
-    std::pair<int, std::string> key{entry.request.process_set(),
-                                    entry.request.name()};
     const bool reserved = entry.request.type() != JOIN;
     // The name is free again before the handle completes, so a caller that
-    // has waited for it may reuse the name at once.
+    // has waited for it may reuse the name at once. The entry calls this
+    // itself (TensorEntry::done), so its request names the key.
     entry.done = [this, table = handles_, handle, i, reserved,
-                  key = std::move(key)](const absl::Status& status,
-                                        OpResult result) {
+                  request = &entry.request](const absl::Status& status,
+                                            OpResult result) {
       if (reserved) {
         absl::MutexLock lock(&names_mu_);
-        in_flight_.erase(key);
+        in_flight_.erase(
+            TensorKeyView(request->process_set(), request->name()));
       }
       // After Abort, whatever failed (a transfer the abort cut short) failed
       // because of it: the caller sees the reason, not the transfer.
@@ -190,7 +192,7 @@ absl::StatusOr<int64_t> Runtime::Submit(
   }
   for (auto& entry : entries) queue_.push_back(std::move(entry));
   previous_submit_ = last_submit_;
-  last_submit_ = absl::Now();
+  last_submit_ = now;
   has_work_.store(true, std::memory_order_release);
   return handle;
 }

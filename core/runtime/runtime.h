@@ -24,7 +24,6 @@
 #include <atomic>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -43,6 +42,7 @@
 #include "core/runtime/metrics.h"
 #include "core/runtime/process_sets.h"
 #include "core/runtime/response_cache.h"
+#include "core/runtime/tensor_key.h"
 #include "core/runtime/timeline.h"
 #include "core/transport/stall_wait.h"
 #include "core/transport/transport.h"
@@ -245,7 +245,7 @@ class Runtime {
   // (process set, name) of every entry submitted and not yet completed.
   // Its own mutex: entries complete (and leave it) with mu_ held too.
   absl::Mutex names_mu_;
-  std::set<std::pair<int, std::string>> in_flight_ ABSL_GUARDED_BY(names_mu_);
+  TensorKeySet in_flight_ ABSL_GUARDED_BY(names_mu_);
 
   // The reason Abort was given (read on every failed completion).
   absl::Mutex abort_mu_;

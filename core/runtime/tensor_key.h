@@ -1,7 +1,7 @@
-// How the runtime keys a tensor: by its process set and name. The response
-// cache and a rank's pending ops look tensors up by key on every cycle, for
-// every tensor, so the maps here hash (no name comparisons) and find a key
-// by a view of its name (no copy of it).
+// How the runtime keys a tensor: by its process set and name. The names in
+// flight, the response cache and a rank's pending ops look tensors up by key
+// for every tensor of every step, so the containers here hash (no name
+// comparisons) and find a key by a view of its name (no copy of it).
 #ifndef HVD_CORE_RUNTIME_TENSOR_KEY_H_
 #define HVD_CORE_RUNTIME_TENSOR_KEY_H_
 
@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/hash/hash.h"
 
@@ -40,7 +41,8 @@ struct TensorKeyEq {
 template <typename Value>
 using TensorKeyMap =
     absl::flat_hash_map<TensorKey, Value, TensorKeyHash, TensorKeyEq>;
-// The same with values that stay where they are while the map changes.
+using TensorKeySet = absl::flat_hash_set<TensorKey, TensorKeyHash, TensorKeyEq>;
+// A TensorKeyMap whose values stay where they are while the map changes.
 template <typename Value>
 using StableTensorKeyMap =
     absl::node_hash_map<TensorKey, Value, TensorKeyHash, TensorKeyEq>;
