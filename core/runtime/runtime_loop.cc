@@ -120,7 +120,10 @@ bool Runtime::WaitForWork(absl::Time cycle_end, absl::Time last_busy) {
 }
 
 void Runtime::Drive(int64_t handle, absl::Time deadline) {
-  if (!config_.caller_progress) return;
+  // A done handle (the rest of a step the caller's first wait ran) needs no
+  // cycle: nor the driver count, whose lock wakes the background thread's
+  // waits to look at it.
+  if (!config_.caller_progress || handles_->Poll(handle) != 0) return;
   const absl::Time start = absl::Now();
   {
     absl::MutexLock lock(&mu_);

@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
 
 namespace hvd::runtime {
 
@@ -25,7 +26,8 @@ struct TensorKeyHash {
   using is_transparent = void;
   template <typename Key>
   size_t operator()(const Key& key) const {
-    return absl::HashOf(key.first, std::string_view(key.second));
+    const std::string_view name(key.second);
+    return absl::HashOf(key.first, absl::string_view(name.data(), name.size()));
   }
 };
 
