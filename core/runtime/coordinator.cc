@@ -33,8 +33,8 @@ bool Fusable(const Response& a, const Response& b) {
                     b.joined().end());
 }
 
-void Append(Response& into, const Response& from) {
-  for (const auto& n : from.names()) into.add_names(n);
+void Append(Response& into, Response& from) {
+  for (std::string& n : *from.mutable_names()) into.add_names(std::move(n));
   for (int64_t s : from.sizes()) into.add_sizes(s);
   for (int32_t d : from.ndims()) into.add_ndims(d);
   for (int64_t d : from.dims()) into.add_dims(d);
@@ -78,7 +78,7 @@ ResponseList Coordinator::Compute(const std::vector<RequestList>& lists,
   }
   ApplyCacheBits(lists, now, ready);
   CollectReady(ready);
-  Fuse(ready, out);
+  Fuse(std::move(ready), out);
   if (static_cast<int>(joined_.size()) == options_.size) AddJoinResponse(out);
   if (std::string stall = CheckStalls(now); !stall.empty()) {
     out.set_shutdown(stall);
@@ -314,12 +314,12 @@ Response Coordinator::MakeResponse(const Key& key, const Pending& pending) {
   return response;
 }
 
-void FuseResponses(const std::vector<Response>& ready, int64_t fusion_threshold,
+void FuseResponses(std::vector<Response> ready, int64_t fusion_threshold,
                    ResponseList& out) {
   std::vector<bool> used(ready.size(), false);
   for (size_t i = 0; i < ready.size(); ++i) {
     if (used[i]) continue;
-    Response fused = ready[i];
+    Response fused = std::move(ready[i]);
     if (fused.type() == ALLREDUCE && fused.error().empty() &&
         fusion_threshold > 0) {
       int64_t bytes = ResponseBytes(fused);
@@ -343,19 +343,21 @@ ResponseList CachedStepResponses(const std::string& bits,
   ResponseList out;
   const auto members = sets.Ranks(0);
   if (!members) return out;
+  const std::vector<int> slots = SetSlots(bits);
   std::vector<Response> ready;
-  for (int slot : SetSlots(bits)) {
+  ready.reserve(slots.size());
+  for (int slot : slots) {
     const Request* cached = cache.At(slot);
     if (cached == nullptr || cached->process_set() != 0) return {};
     ready.push_back(AgreedAllreduceResponse(*cached, {}));
   }
-  FuseResponses(ready, fusion_threshold, out);
+  FuseResponses(std::move(ready), fusion_threshold, out);
   return out;
 }
 
-void Coordinator::Fuse(const std::vector<Response>& ready, ResponseList& out) {
+void Coordinator::Fuse(std::vector<Response> ready, ResponseList& out) {
   const int before = out.responses_size();
-  FuseResponses(ready, options_.fusion_threshold, out);
+  FuseResponses(std::move(ready), options_.fusion_threshold, out);
   CountResponses(out, before);
 }
 

@@ -44,8 +44,8 @@ int64_t ResponseBytes(const Response& response);
 
 // Appends `ready` to `out` in order, each allreduce fused with the later
 // ones it can be fused with while the bytes stay within `fusion_threshold`
-// (0: none fused).
-void FuseResponses(const std::vector<Response>& ready, int64_t fusion_threshold,
+// (0: none fused). Consumes `ready` (its responses are moved, not copied).
+void FuseResponses(std::vector<Response> ready, int64_t fusion_threshold,
                    ResponseList& out);
 
 // What the coordinator answers a cycle in which every rank announced the
@@ -136,7 +136,7 @@ class Coordinator {
                            const std::vector<int>& members) const;
   void CollectReady(std::vector<Response>& ready);
   std::string CheckStalls(absl::Time now);
-  void Fuse(const std::vector<Response>& ready, ResponseList& out);
+  void Fuse(std::vector<Response> ready, ResponseList& out);
   // Counts out's responses from index `from` on (responses, fused).
   void CountResponses(const ResponseList& out, int from);
   Response MakeResponse(const Key& key, const Pending& pending);
