@@ -116,19 +116,8 @@ void Executor::UpdateCache(const Response& response) {
       cache_->Erase(response.process_set(), response.names(i));
       continue;
     }
-    Request request;
-    request.set_type(ALLREDUCE);
-    request.set_name(response.names(i));
-    request.set_dtype(response.dtype());
-    for (int d = 0; d < response.ndims(i); ++d) {
-      request.add_shape(response.dims(dim++));
-    }
-    request.set_device(response.device());
-    request.set_op(response.op());
-    request.set_prescale(response.prescale());
-    request.set_postscale(response.postscale());
-    request.set_process_set(response.process_set());
-    cache_->Put(request);
+    cache_->PutFromResponse(response, i, dim);
+    dim += response.ndims(i);
   }
 }
 

@@ -34,6 +34,11 @@ class ResponseCache {
   // Inserts or refreshes (most recently used); evicts the least recently used
   // entry when full. No-op when capacity is 0.
   void Put(const Request& request);
+  // Put of the request that tensor `index` of an executed allreduce
+  // `response` stands for (its dims start at `first_dim` of the response's),
+  // made only when the cache does not hold it unchanged: a repeated step
+  // just refreshes its entries.
+  void PutFromResponse(const Response& response, int index, int first_dim);
   void Erase(int process_set, const std::string& name);
   // Erases every entry of `process_set` (it was removed: its names will not
   // come again), freeing their slots.

@@ -1,5 +1,7 @@
 #include "core/runtime/response_cache.h"
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -52,6 +54,40 @@ TEST(ResponseCache, EveryNegotiatedFieldMatters) {
     EXPECT_EQ(cache.Lookup(changed[i]), -1) << "field change " << i;
     EXPECT_GE(cache.Lookup(base), 0);
   }
+}
+
+// What an executed fused response records: each tensor's request, as Put
+// of it would; an unchanged one keeps its slot, a changed one is replaced.
+TEST(ResponseCache, AResponseRecordsTheRequestsItStandsFor) {
+  Response fused;
+  fused.set_type(ALLREDUCE);
+  fused.set_dtype(8);
+  for (const auto& [name, dims] :
+       {std::pair<std::string, std::vector<int64_t>>{"a", {4}},
+        {"b", {2, 3}}}) {
+    fused.add_names(name);
+    fused.add_ndims(static_cast<int32_t>(dims.size()));
+    for (int64_t d : dims) fused.add_dims(d);
+  }
+  Request b = Tensor("b");
+  b.clear_shape();
+  b.add_shape(2);
+  b.add_shape(3);
+  ResponseCache cache(4);
+  cache.PutFromResponse(fused, 0, 0);
+  cache.PutFromResponse(fused, 1, 1);
+  const int a_slot = cache.Lookup(Tensor("a"));
+  const int b_slot = cache.Lookup(b);
+  EXPECT_GE(a_slot, 0);
+  EXPECT_GE(b_slot, 0);
+  cache.PutFromResponse(fused, 1, 1);
+  EXPECT_EQ(cache.Lookup(b), b_slot);
+  fused.set_dims(1, 5);  // b is now {5, 3}
+  cache.PutFromResponse(fused, 1, 1);
+  EXPECT_EQ(cache.Lookup(b), -1);
+  b.set_shape(0, 5);
+  EXPECT_GE(cache.Lookup(b), 0);
+  EXPECT_EQ(cache.Lookup(Tensor("a")), a_slot);
 }
 
 TEST(ResponseCache, RankDoesNotMatter) {
