@@ -17,12 +17,12 @@
 #include "core/runtime/device_ops.h"
 #include "core/runtime/entry.h"
 #include "core/runtime/metrics.h"
-#include "proto/negotiation.pb.h"
 #include "core/runtime/process_sets.h"
 #include "core/runtime/response_cache.h"
 #include "core/runtime/tensor_key.h"
 #include "core/runtime/timeline.h"
 #include "core/transport/transport.h"
+#include "proto/negotiation.pb.h"
 
 namespace hvd::runtime {
 

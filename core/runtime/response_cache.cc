@@ -68,8 +68,7 @@ ResponseCache::ResponseCache(int capacity)
     : capacity_(capacity), slots_(capacity, nullptr) {}
 
 int ResponseCache::Lookup(const Request& request) const {
-  auto it =
-      entries_.find(TensorKeyView(request.process_set(), request.name()));
+  auto it = entries_.find(TensorKeyView(request.process_set(), request.name()));
   if (it == entries_.end()) return -1;
   return SameParameters(it->second.request, request) ? it->second.slot : -1;
 }
@@ -81,8 +80,7 @@ const Request* ResponseCache::At(int slot) const {
 
 void ResponseCache::Put(const Request& request) {
   if (capacity_ == 0) return;
-  auto it =
-      entries_.find(TensorKeyView(request.process_set(), request.name()));
+  auto it = entries_.find(TensorKeyView(request.process_set(), request.name()));
   if (it != entries_.end()) {
     // Refreshed every step: copied only when its parameters changed.
     if (!SameParameters(it->second.request, request)) {

@@ -138,10 +138,10 @@ absl::StatusOr<int64_t> Runtime::Submit(
                               entry->request.name());
       if (in_flight_.contains(key) ||
           std::find(keys.begin(), keys.end(), key) != keys.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "an operation named '", std::string(key.second),
-            "' is still in flight on rank ", config_.rank,
-            ": wait for it, or use another name"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("an operation named '", std::string(key.second),
+                         "' is still in flight on rank ", config_.rank,
+                         ": wait for it, or use another name"));
       }
       keys.push_back(key);
     }
