@@ -57,6 +57,15 @@ Votes Combine(Votes a, const Votes& b) {
   return a;
 }
 
+// A failed negotiation wait leaves the step's other requests posted,
+// writing into or reading from buffers that die when the step returns: the
+// context is aborted first (the job fails with this status anyway). Returns
+// `failure`.
+absl::Status AbortedFor(transport::Context& context, absl::Status failure) {
+  context.Abort(failure);
+  return failure;
+}
+
 // Recursive doubling in the collectives' layout (DoublingLayout): the ranks
 // of a folded pair combine first, the one standing in for both swaps with
 // the rank whose position differs in one bit, log2 P rounds, and hands the
@@ -81,8 +90,9 @@ absl::StatusOr<Votes> ExchangeVotes(transport::Context& context, int rank,
       if (absl::Status s =
               transport::WaitNamingStalls(*r, start, limits, "negotiation");
           !s.ok()) {
-        return Annotate(
-            s, absl::StrCat("negotiation with rank ", peer, " failed"));
+        return AbortedFor(context, Annotate(s, absl::StrCat(
+                                                "negotiation with rank ",
+                                                peer, " failed")));
       }
     }
     if (!receive) return absl::OkStatus();
@@ -131,8 +141,9 @@ absl::StatusOr<ResponseList> Parse(const std::string& bytes, int from) {
 }
 
 // Waits for requests[i], one per child, from `start`, naming the child
-// that failed.
+// that failed (the context aborted, AbortedFor).
 absl::Status WaitEach(
+    transport::Context& context,
     const std::vector<std::unique_ptr<transport::Request>>& requests,
     const std::vector<int>& children, absl::Time start,
     const transport::WaitLimits& limits) {
@@ -140,8 +151,10 @@ absl::Status WaitEach(
     if (absl::Status s = transport::WaitNamingStalls(*requests[i], start,
                                                      limits, "negotiation");
         !s.ok()) {
-      return Annotate(
-          s, absl::StrCat("negotiation with rank ", children[i], " failed"));
+      return AbortedFor(
+          context,
+          Annotate(s, absl::StrCat("negotiation with rank ", children[i],
+                                   " failed")));
     }
   }
   return absl::OkStatus();
@@ -265,7 +278,7 @@ absl::Status Runtime::ReceiveBundles(const std::vector<int>& children,
   for (size_t i = 0; i < children.size(); ++i) {
     recvs.push_back(parts_.context->RecvAny(children[i], &(*bundles)[i]));
   }
-  return WaitEach(recvs, children, start, wait_limits_);
+  return WaitEach(*parts_.context, recvs, children, start, wait_limits_);
 }
 
 absl::Status Runtime::SendToChildren(const std::vector<int>& children,
@@ -274,7 +287,8 @@ absl::Status Runtime::SendToChildren(const std::vector<int>& children,
   for (int child : children) {
     sends.push_back(parts_.context->Send(child, reply.data(), reply.size()));
   }
-  return WaitEach(sends, children, absl::Now(), wait_limits_);
+  return WaitEach(*parts_.context, sends, children, absl::Now(),
+                  wait_limits_);
 }
 
 RequestList Runtime::BuildRequests() {
@@ -335,8 +349,9 @@ absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
     s = transport::WaitNamingStalls(*recv, start, wait_limits_, "negotiation");
   }
   if (!s.ok()) {
-    return Annotate(s,
-                    absl::StrCat("negotiation with rank ", parent, " failed"));
+    return AbortedFor(*parts_.context,
+                      Annotate(s, absl::StrCat("negotiation with rank ",
+                                               parent, " failed")));
   }
   if (s = SendToChildren(children, in); !s.ok()) return s;
   return Parse(in, parent);

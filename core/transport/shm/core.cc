@@ -311,6 +311,7 @@ void Core::FailChannels(const absl::Status& status) {
 }
 
 void Core::Fail(absl::Status status) {
+  absl::MutexLock failing(&fail_mu_);
   {
     absl::MutexLock lock(&mu_);
     if (!status_.ok()) return;

@@ -70,7 +70,9 @@ class Core {
   bool Poll(const Op& op);
 
   // Records the first failure, fails every pending and future op, publishes
-  // it in our segment so local peers fail too, and wakes everybody.
+  // it in our segment so local peers fail too, and wakes everybody. Returns
+  // once the ops are failed, also to a caller that came second: after Abort
+  // the caller may free what its requests pointed at.
   void Fail(absl::Status status);
   absl::Status status() const;
   // The context is going away: pending ops fail with Cancelled and peers see
@@ -125,6 +127,9 @@ class Core {
   std::atomic<bool> helper_stop_{false};
   std::thread helper_;
 
+  // Held through Fail, channels included (never while a channel's lock is
+  // held): a second caller returns only once the ops are failed.
+  absl::Mutex fail_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };

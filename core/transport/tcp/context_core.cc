@@ -61,6 +61,7 @@ Pair* Core::pair(int peer) const {
 }
 
 void Core::Fail(absl::Status status) {
+  absl::MutexLock failing(&fail_mu_);
   {
     absl::MutexLock lock(&mu_);
     if (pairs_failed_) return;

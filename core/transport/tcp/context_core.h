@@ -52,6 +52,8 @@ class Core final : public PairObserver, public PeerConnector::Sink {
   Pair* pair(int peer) const;
 
   // Records the first failure and fails every pair's pending and future ops.
+  // Returns once they are failed, also to a caller that came second: after
+  // Abort the caller may free what its requests pointed at.
   void Fail(absl::Status status);
   absl::Status status() const;
   // status() unless it is OK, which this answers without a lock: what a new
@@ -86,6 +88,8 @@ class Core final : public PairObserver, public PeerConnector::Sink {
   std::atomic<bool> failed_{false};  // status_ is not OK
   std::atomic<bool> shut_down_{false};
 
+  // Held through Fail, pairs included (never while a pair's lock is held).
+  absl::Mutex fail_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   // Every pair has been failed with status_ (status_ may be recorded
