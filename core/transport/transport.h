@@ -64,7 +64,9 @@ class Context {
   virtual std::unique_ptr<Request> RecvAny(int peer, std::string* out) = 0;
 
   // Fails every pending and future request with `reason` and wakes all
-  // waiters. Idempotent: the first reason is kept.
+  // waiters. Idempotent: the first reason is kept. Returns, to every caller,
+  // only once the pending requests have failed: what they pointed at may
+  // then be freed.
   virtual void Abort(absl::Status reason) = 0;
 
   // OK, or the first failure recorded (peer lost, Abort, ...).
