@@ -132,13 +132,7 @@ TEST_P(CallerProgressTest, ACallerWaitingForItsBurstRunsItWithoutTheSettle) {
   job->RunOnEveryRank([&](int rank) {
     std::vector<std::vector<float>> data(kTensors,
                                          std::vector<float>(8, rank + 1.0f));
-    std::vector<int64_t> handles;
-    for (int t = 0; t < kTensors; ++t) {
-      handles.push_back(
-          job->runtime(rank)
-              .Submit(One(Allreduce(absl::StrCat("g", t), data[t])))
-              .value());
-    }
+    const std::vector<int64_t> handles = SubmitEach(*job, rank, data);
     for (int t = 0; t < kTensors; ++t) {
       ASSERT_TRUE(job->Wait(rank, handles[t]).ok());
       EXPECT_EQ(data[t][7], 3.0f);

@@ -42,26 +42,6 @@ Request RequestFrom(const Response& response, int index, int first_dim) {
   return request;
 }
 
-// Whether `cached` is RequestFrom(response, index, first_dim), its key (name
-// and process set) already matched: compared field by field, every field
-// RequestFrom leaves out at its default.
-bool IsRequestFrom(const Request& cached, const Response& response, int index,
-                   int first_dim) {
-  if (cached.type() != ALLREDUCE || cached.dtype() != response.dtype() ||
-      cached.device() != response.device() || cached.op() != response.op() ||
-      cached.prescale() != response.prescale() ||
-      cached.postscale() != response.postscale() ||
-      cached.shape_size() != response.ndims(index)) {
-    return false;
-  }
-  for (int d = 0; d < cached.shape_size(); ++d) {
-    if (cached.shape(d) != response.dims(first_dim + d)) return false;
-  }
-  return cached.root() == 0 && cached.splits_size() == 0 &&
-         cached.group().empty() && cached.group_size() == 0 &&
-         cached.set_ranks_size() == 0;
-}
-
 }  // namespace
 
 ResponseCache::ResponseCache(int capacity)
@@ -116,13 +96,6 @@ void ResponseCache::Put(const Request& request) {
 void ResponseCache::PutFromResponse(const Response& response, int index,
                                     int first_dim) {
   if (capacity_ == 0) return;
-  auto it = entries_.find(
-      TensorKeyView(response.process_set(), response.names(index)));
-  if (it != entries_.end() &&
-      IsRequestFrom(it->second.request, response, index, first_dim)) {
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
-    return;
-  }
   Put(RequestFrom(response, index, first_dim));
 }
 

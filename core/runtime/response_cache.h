@@ -35,9 +35,8 @@ class ResponseCache {
   // entry when full. No-op when capacity is 0.
   void Put(const Request& request);
   // Put of the request that tensor `index` of an executed allreduce
-  // `response` stands for (its dims start at `first_dim` of the response's),
-  // made only when the cache does not hold it unchanged: a repeated step
-  // just refreshes its entries.
+  // `response` stands for (its dims start at `first_dim` of the
+  // response's).
   void PutFromResponse(const Response& response, int index, int first_dim);
   void Erase(int process_set, const std::string& name);
   // Erases every entry of `process_set` (it was removed: its names will not

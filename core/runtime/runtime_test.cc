@@ -410,21 +410,12 @@ int64_t ResponsesForASpacedBurst(absl::Duration settle) {
   job.RunOnEveryRank([&](int rank) {
     std::vector<std::vector<float>> data(kTensors,
                                          std::vector<float>(8, rank + 1.0f));
-    std::vector<int64_t> handles;
-    for (int t = 0; t < kTensors; ++t) {
-      if (t > 0) absl::SleepFor(absl::Milliseconds(1));
-      handles.push_back(
-          job.runtime(rank)
-              .Submit(One(Allreduce(absl::StrCat("g", t), data[t])))
-              .value());
-    }
+    const std::vector<int64_t> handles =
+        SubmitEach(job, rank, data, absl::Milliseconds(1));
     // Waited for without driving: a caller that drives runs the burst
     // itself, without the settle (caller_progress_test).
     for (int t = 0; t < kTensors; ++t) {
-      ASSERT_EQ(job.handles(rank).Wait(handles[t], absl::Seconds(30)),
-                HandleTable::kDone);
-      EXPECT_TRUE(job.handles(rank).GetStatus(handles[t]).ok());
-      job.handles(rank).Release(handles[t]);
+      ASSERT_TRUE(job.Await(rank, handles[t]).ok());
       EXPECT_EQ(data[t][7], SumOfRanks(2));
     }
   });

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/collectives/test_mesh.h"
 #include "core/runtime/handle_table.h"
 #include "core/runtime/runtime.h"
@@ -107,6 +109,11 @@ class Job {
   // Waits for `handle` of `rank` as Run does, and releases it.
   absl::Status Wait(int rank, int64_t handle) {
     runtime(rank).Drive(handle, absl::Now() + absl::Seconds(30));
+    return Await(rank, handle);
+  }
+
+  // The same without running any cycle: the background thread's to run.
+  absl::Status Await(int rank, int64_t handle) {
     if (handles(rank).Wait(handle, absl::Seconds(30)) !=
         HandleTable::kDone) {
       return absl::DeadlineExceededError("handle did not complete");
@@ -141,18 +148,34 @@ inline std::unique_ptr<TensorEntry> Allreduce(const std::string& name,
   return entry;
 }
 
-inline std::unique_ptr<TensorEntry> Join() {
-  auto entry = std::make_unique<TensorEntry>();
-  entry->request.set_type(JOIN);
-  entry->request.set_name("join");
-  return entry;
-}
-
 inline std::vector<std::unique_ptr<TensorEntry>> One(
     std::unique_ptr<TensorEntry> entry) {
   std::vector<std::unique_ptr<TensorEntry>> entries;
   entries.push_back(std::move(entry));
   return entries;
+}
+
+// Submits on `rank`, without waiting, an allreduce of each of `data`'s
+// buffers, named "g0", "g1", ..., `gap` apart (as a framework submits a
+// step's gradients); returns their handles.
+inline std::vector<int64_t> SubmitEach(
+    Job& job, int rank, std::vector<std::vector<float>>& data,
+    absl::Duration gap = absl::ZeroDuration()) {
+  std::vector<int64_t> handles;
+  for (size_t t = 0; t < data.size(); ++t) {
+    if (t > 0) absl::SleepFor(gap);
+    handles.push_back(job.runtime(rank)
+                          .Submit(One(Allreduce(absl::StrCat("g", t), data[t])))
+                          .value());
+  }
+  return handles;
+}
+
+inline std::unique_ptr<TensorEntry> Join() {
+  auto entry = std::make_unique<TensorEntry>();
+  entry->request.set_type(JOIN);
+  entry->request.set_name("join");
+  return entry;
 }
 
 }  // namespace hvd::runtime

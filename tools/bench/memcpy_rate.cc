@@ -1,8 +1,8 @@
 // The memcpy rate, the anchor of a large allreduce's bus bandwidth: copies
 // one buffer of BYTES into another, warm, and prints the median rate.
 //
-//   bazel run -c opt //tools/bench:memcpy_rate -- [--cma] [BYTES [ITERATIONS
-//   [PROCESSES]]]
+//   bazel run -c opt //tools/bench:memcpy_rate --
+//       [--cma] [BYTES [ITERATIONS [PROCESSES]]]
 //
 // BYTES defaults to 64 MiB (67108864), ITERATIONS to 20, PROCESSES to 1.
 // With PROCESSES > 1, that many processes copy at once, each its own
