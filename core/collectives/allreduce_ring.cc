@@ -20,11 +20,12 @@ absl::Status AllreduceRing(transport::Context& context, const Group& group,
 
 namespace {
 
-// One ring over `count` elements: reduce-scatter then allgather, pipelined.
+// One ring over `count` elements: reduce-scatter then allgather, pipelined;
+// the allgather's last step streamed (RingStep::stream) if `stream`.
 absl::Status OneRing(transport::Context& context, const Group& group,
                      const DataView& data, size_t count, DataType dtype,
                      ReduceOp op, const CollectiveOptions& options,
-                     const DataView* source) {
+                     const DataView* source, bool stream) {
   const size_t elem_size = DataTypeSize(dtype);
   const std::vector<Span> blocks = EvenBlocks(count, group.size(), elem_size);
   std::vector<RingStep> steps = ReduceScatterSteps(blocks, group.index);
@@ -34,6 +35,7 @@ absl::Status OneRing(transport::Context& context, const Group& group,
   for (const RingStep& step : AllgatherSteps(blocks, group.index)) {
     steps.push_back(step);
   }
+  steps.back().stream = stream;
   const RingPlan plan =
       BuildRingPlan(ReduceScatterFirstSend(blocks, group.index), steps,
                     /*forward_last=*/false, options.chunk_bytes, elem_size,
@@ -49,12 +51,16 @@ absl::Status AllreduceRing(transport::Context& context, const Group& group,
                            ReduceOp op, const CollectiveOptions& options,
                            const DataView* source) {
   const size_t elem_size = DataTypeSize(dtype);
+  const bool stream = source != nullptr &&
+                      options.streaming_store_bytes != 0 &&
+                      count * elem_size >= options.streaming_store_bytes;
   const size_t segment_count =
       std::max(options.ring_segment_bytes,
                static_cast<size_t>(group.size()) * options.chunk_bytes) /
       elem_size;
   if (options.ring_segment_bytes == 0 || count <= segment_count) {
-    return OneRing(context, group, data, count, dtype, op, options, source);
+    return OneRing(context, group, data, count, dtype, op, options, source,
+                   stream);
   }
   // Every member cuts the same segments from the same count.
   for (size_t at = 0; at < count; at += segment_count) {
@@ -65,7 +71,7 @@ absl::Status AllreduceRing(transport::Context& context, const Group& group,
     }
     if (absl::Status s = OneRing(
             context, group, data.Slice(at * elem_size), n, dtype, op, options,
-            segment_source ? &*segment_source : nullptr);
+            segment_source ? &*segment_source : nullptr, stream);
         !s.ok()) {
       return s;
     }

@@ -59,6 +59,15 @@ struct CollectiveOptions {
   // still in the caches; one ring over a 64 MiB buffer reads them back from
   // memory (25-30% slower on the development machine). 0: one ring.
   size_t ring_segment_bytes = size_t{2} << 20;
+  // An out-of-place ring allreduce of at least this many bytes receives its
+  // last step (the other members' reduced blocks, read by no later step)
+  // past the caches (RingStep::stream): those output lines were never
+  // touched, and streaming stores save reading each from memory before it
+  // is overwritten (64 MiB at 2 ranks: 1.22-1.29x the busbw,
+  // tools/bench:streaming_bench). In place they were just read by the
+  // first sends and are still cached: streaming gained nothing there
+  // (0.86-1.02x), so in place never streams. 0: never.
+  size_t streaming_store_bytes = size_t{16} << 20;
   // kAuto's switch from kDirect to the ring: within a host, and for groups
   // that span hosts (per options.hosts), where a direct round's (N-1)-fold
   // traffic meets link bandwidth sooner: on 1 Gbit/s links between 4 hosts

@@ -100,7 +100,9 @@ class RingRunner {
       }
       char* target =
           recv.reduce ? SlotAddress(recv.slot) : data_.At(recv.span.offset);
-      recvs_[posted_] = context_.Recv(prev_, target, recv.span.bytes);
+      recvs_[posted_] =
+          recv.stream ? context_.RecvStreaming(prev_, target, recv.span.bytes)
+                      : context_.Recv(prev_, target, recv.span.bytes);
       ++posted_;
     }
     return absl::OkStatus();
@@ -165,6 +167,7 @@ RingPlan BuildRingPlan(Span first_send, const std::vector<RingStep>& steps,
     for (const Span& chunk :
          ChunksBetween(steps[s].recv, chunk_bytes, elem_size, cuts)) {
       RingRecv recv{chunk, steps[s].reduce, steps[s].scale, forward};
+      recv.stream = steps[s].stream && !recv.reduce && !forward;
       if (recv.reduce) {
         recv.slot = num_reduced++ % kPipelineDepth;
         plan.slot_bytes = std::max(plan.slot_bytes, chunk.bytes);

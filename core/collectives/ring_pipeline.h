@@ -30,6 +30,10 @@ struct RingStep {
   Span recv;
   bool reduce = false;
   bool scale = false;  // Apply options.postscale and divisor after reducing.
+  // Stored chunks that no later step reads (not forwarded) are received past
+  // the caches (transport::Context::RecvStreaming): the last step of a large
+  // allreduce, whose bytes the caller reads only later, if at all soon.
+  bool stream = false;
 };
 
 struct RingRecv {
@@ -37,6 +41,7 @@ struct RingRecv {
   bool reduce = false;
   bool scale = false;
   bool forward = false;  // Send the processed chunk on to next.
+  bool stream = false;   // Received with RecvStreaming (a stored chunk).
   int slot = -1;         // Scratch slot of a reduced chunk.
   // Index (in send order) of an earlier send from the same bytes that must
   // complete before this receive may overwrite them; -1 if none.

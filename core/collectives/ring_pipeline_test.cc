@@ -104,6 +104,24 @@ TEST(RingPlan, AllreduceReducesFirstThenStoresAndForwardsAllButLastStep) {
   EXPECT_EQ(plan.slot_bytes, 40u);
 }
 
+TEST(RingPlan, OnlyStoredChunksThatNoLaterStepReadsAreStreamed) {
+  // Every step asks to stream: only the last step's stored, unforwarded
+  // chunks may, never a reduced chunk (its slot is read right after) nor a
+  // forwarded one (sent on from the buffer).
+  const std::vector<Span> blocks = EvenBlocks(400, 4, 4);
+  std::vector<RingStep> steps = ReduceScatterSteps(blocks, 1);
+  for (const RingStep& s : AllgatherSteps(blocks, 1)) steps.push_back(s);
+  for (RingStep& s : steps) s.stream = true;
+  const RingPlan plan =
+      BuildRingPlan(ReduceScatterFirstSend(blocks, 1), steps, false, 40, 4);
+  ASSERT_EQ(plan.recvs.size(), 60u);
+  for (size_t i = 0; i < 60; ++i) EXPECT_EQ(plan.recvs[i].stream, i >= 50) << i;
+  // Unasked, nothing is.
+  for (const RingRecv& r : AllreducePlan(400, 4, 1, 40, 4).recvs) {
+    EXPECT_FALSE(r.stream);
+  }
+}
+
 TEST(RingPlan, AllgatherPhaseWaitsForTheReduceScatterSendOfTheSameBytes) {
   const RingPlan plan = AllreducePlan(400, 4, 1, 40, 4);
   // Sends in order: 10 initial, then the forward of each received chunk.

@@ -81,6 +81,7 @@ inline constexpr char kCrossHostSmallMessageBytes[] =
     "CROSS_HOST_SMALL_MESSAGE_BYTES";
 inline constexpr char kChunkBytes[] = "CHUNK_BYTES";
 inline constexpr char kRingSegmentBytes[] = "RING_SEGMENT_BYTES";
+inline constexpr char kStreamingStoreBytes[] = "STREAMING_STORE_BYTES";
 inline constexpr char kShm[] = "SHM";
 inline constexpr char kTcpSpinUs[] = "TCP_SPIN_US";
 inline constexpr char kTcpLazyRecvBytes[] = "TCP_LAZY_RECV_BYTES";

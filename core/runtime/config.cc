@@ -307,6 +307,8 @@ void ReadDataPlane(Reader& r, Config& c) {
             &c.collectives.cross_host_small_message_bytes);
   r.Integer(names::kChunkBytes, 1, &c.collectives.chunk_bytes);
   r.Integer(names::kRingSegmentBytes, 0, &c.collectives.ring_segment_bytes);
+  r.Integer(names::kStreamingStoreBytes, 0,
+            &c.collectives.streaming_store_bytes);
   r.Bool(names::kShm, &c.shm);
   const absl::Duration us = absl::Microseconds(1);
   r.Duration(names::kTcpSpinUs, us, "microseconds", &c.tcp.spin);

@@ -101,6 +101,7 @@ TEST(ParseConfigTest, CollectiveTunablesGoToTheCollectivesOptions) {
                         {"SMALL_MESSAGE_BYTES", "100"},
                         {"CROSS_HOST_SMALL_MESSAGE_BYTES", "50"},
                         {"CHUNK_BYTES", "4096"},
+                        {"STREAMING_STORE_BYTES", "0"},
                         {"HIERARCHICAL_ALLGATHER", "1"},
                         {"FUSION_IN_PLACE_BYTES", "0"}}));
   ASSERT_TRUE(c.ok()) << c.status();
@@ -108,6 +109,7 @@ TEST(ParseConfigTest, CollectiveTunablesGoToTheCollectivesOptions) {
   EXPECT_EQ(c->collectives.small_message_bytes, 100u);
   EXPECT_EQ(c->collectives.cross_host_small_message_bytes, 50u);
   EXPECT_EQ(c->collectives.chunk_bytes, 4096u);
+  EXPECT_EQ(c->collectives.streaming_store_bytes, 0u);
   EXPECT_TRUE(c->collectives.hierarchical_allgather);
   EXPECT_EQ(c->fusion_in_place_bytes, 0);
 }
@@ -310,7 +312,7 @@ TEST(ParseConfigTest, ReadsEveryVariableByItsSharedName) {
         n::kCallerProgress, n::kCachedExchange,
         n::kFusionInPlaceBytes, n::kAllreduceAlgorithm, n::kSmallMessageBytes,
         n::kCrossHostSmallMessageBytes, n::kChunkBytes, n::kRingSegmentBytes,
-        n::kShm,
+        n::kStreamingStoreBytes, n::kShm,
         n::kTcpSpinUs, n::kTcpLazyRecvBytes, n::kTcpSocketBufferBytes,
         n::kShmSpinUs, n::kShmPieceBytes, n::kShmRingBytes, n::kShmYield,
         n::kGpuDataPath}) {

@@ -56,6 +56,15 @@ class Context {
   // the context with Internal naming both lengths.
   virtual std::unique_ptr<Request> Recv(int peer, void* data, size_t len) = 0;
 
+  // Recv for bytes this rank will not read again soon (the last a large
+  // collective writes into its output): a transport that copies them into
+  // `data` may do so past the caches (StreamingCopy), which saves reading
+  // each destination line before it is overwritten. Otherwise as Recv.
+  virtual std::unique_ptr<Request> RecvStreaming(int peer, void* data,
+                                                 size_t len) {
+    return Recv(peer, data, len);
+  }
+
   // Receives the next message from `peer`, of any length up to
   // kMaxRecvAnyBytes, into `*out` (resized to fit). For control messages
   // whose size the receiver cannot know. A longer one fails the request and

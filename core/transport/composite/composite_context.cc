@@ -112,6 +112,12 @@ class CompositeContext final : public Context {
     if (child == nullptr) return BadPeer("Recv from", peer);
     return Wrap(child->Recv(peer, data, len));
   }
+  std::unique_ptr<Request> RecvStreaming(int peer, void* data,
+                                         size_t len) override {
+    Context* child = Route(peer);
+    if (child == nullptr) return BadPeer("Recv from", peer);
+    return Wrap(child->RecvStreaming(peer, data, len));
+  }
   std::unique_ptr<Request> RecvAny(int peer, std::string* out) override {
     Context* child = Route(peer);
     if (child == nullptr) return BadPeer("RecvAny from", peer);

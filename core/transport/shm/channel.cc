@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/little_endian.h"
+#include "core/common/streaming_copy.h"
 #include "core/transport/shm/futex.h"
 #include "core/transport/transport.h"
 
@@ -38,6 +39,8 @@ bool Op::MovePayload(const Ring& ring, size_t piece_bytes, uint64_t* cursor,
         std::min({len_ - done, *room, ring.bytes - offset, piece_bytes});
     if (is_send()) {
       std::memcpy(ring.data + offset, data_ + done, n);
+    } else if (streaming_) {
+      StreamingCopy(data_ + done, ring.data + offset, n);
     } else {
       std::memcpy(data_ + done, ring.data + offset, n);
     }

@@ -41,9 +41,16 @@ class Op {
   using Kind = ::hvd::transport::OpKind;
 
   // kSend: `data`/`len` is the payload; kRecv: `data` receives exactly `len`
-  // bytes; kRecvAny: `out` is resized to the message.
-  Op(Kind kind, int peer, char* data, size_t len, std::string* out)
-      : kind_(kind), peer_(peer), data_(data), len_(len), out_(out) {}
+  // bytes, past the caches if `streaming` (StreamingCopy); kRecvAny: `out`
+  // is resized to the message.
+  Op(Kind kind, int peer, char* data, size_t len, std::string* out,
+     bool streaming = false)
+      : kind_(kind),
+        peer_(peer),
+        data_(data),
+        len_(len),
+        out_(out),
+        streaming_(streaming) {}
   Op(const Op&) = delete;
   Op& operator=(const Op&) = delete;
 
@@ -83,6 +90,7 @@ class Op {
   char* data_;
   size_t len_;
   std::string* const out_;
+  const bool streaming_;
   // Transfer state, under the channel lock (payload_done_ is also read by a
   // deadline message, hence atomic).
   bool header_done_ = false;

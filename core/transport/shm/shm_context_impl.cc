@@ -37,6 +37,13 @@ std::unique_ptr<Request> ShmContext::Recv(int peer, void* data, size_t len) {
                                    static_cast<char*>(data), len, nullptr));
 }
 
+std::unique_ptr<Request> ShmContext::RecvStreaming(int peer, void* data,
+                                                   size_t len) {
+  return Post(std::make_shared<Op>(Op::Kind::kRecv, peer,
+                                   static_cast<char*>(data), len, nullptr,
+                                   /*streaming=*/true));
+}
+
 std::unique_ptr<Request> ShmContext::RecvAny(int peer, std::string* out) {
   return Post(
       std::make_shared<Op>(Op::Kind::kRecvAny, peer, nullptr, 0, out));

@@ -40,6 +40,8 @@ class ShmContext final : public Context {
   std::unique_ptr<Request> Send(int peer, const void* data,
                                 size_t len) override;
   std::unique_ptr<Request> Recv(int peer, void* data, size_t len) override;
+  std::unique_ptr<Request> RecvStreaming(int peer, void* data,
+                                         size_t len) override;
   std::unique_ptr<Request> RecvAny(int peer, std::string* out) override;
   void Abort(absl::Status reason) override;
   absl::Status status() const override { return core_->status(); }

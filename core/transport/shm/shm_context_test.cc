@@ -122,6 +122,28 @@ TEST_F(ShmContextTest, MessagesOfEverySizeArriveIntact) {
   }
 }
 
+TEST_F(ShmContextTest, StreamedReceivesArriveIntactAtAnyAlignment) {
+  auto contexts = ConnectAll(2);
+  for (size_t len : {size_t{1}, size_t{100}, size_t{4096} + 3,
+                     (size_t{1} << 20) + 17, size_t{3} << 20}) {
+    for (size_t at : {0, 1, 8, 13}) {
+      const std::string out = Pattern(len, 0);
+      std::string in(at + len + 64, 'x');
+      std::thread sender([&] {
+        auto s = contexts[0]->Send(1, out.data(), len);
+        EXPECT_TRUE(s->Wait(Deadline()).ok()) << len;
+      });
+      auto r = contexts[1]->RecvStreaming(0, in.data() + at, len);
+      ASSERT_TRUE(r->Wait(Deadline()).ok()) << len;
+      sender.join();
+      EXPECT_TRUE(in.compare(at, len, out) == 0) << len << " at " << at;
+      EXPECT_EQ(in.find_first_not_of('x', at + len), std::string::npos)
+          << "written past the end: " << len << " at " << at;
+      EXPECT_EQ(in.find_first_not_of('x'), at) << len << " at " << at;
+    }
+  }
+}
+
 TEST_F(ShmContextTest, ManyMessagesKeepTheirOrderBothWays) {
   auto contexts = ConnectAll(2);
   constexpr int kCount = 300;
