@@ -51,8 +51,7 @@ absl::Status AllreduceRing(transport::Context& context, const Group& group,
                            ReduceOp op, const CollectiveOptions& options,
                            const DataView* source) {
   const size_t elem_size = DataTypeSize(dtype);
-  const bool stream = source != nullptr &&
-                      options.streaming_store_bytes != 0 &&
+  const bool stream = source != nullptr && options.streaming_store_bytes != 0 &&
                       count * elem_size >= options.streaming_store_bytes;
   const size_t segment_count =
       std::max(options.ring_segment_bytes,

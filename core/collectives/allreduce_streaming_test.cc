@@ -73,12 +73,12 @@ std::vector<size_t> StreamedBytes(size_t count, size_t streaming_store_bytes,
     std::vector<char> data = input;
     std::vector<char> output(data.size());
     char* out = out_of_place ? output.data() : data.data();
-    absl::Status status = AllreduceMany(
-        counting, Group::All(counting), {{data.data(), out, count}}, dtype,
-        ReduceOp::kSum, options);
-    EXPECT_EQ(Mismatch(absl::StrCat("rank ", rank), dtype, out, want.data(),
-                       count),
-              "");
+    absl::Status status = AllreduceMany(counting, Group::All(counting),
+                                        {{data.data(), out, count}}, dtype,
+                                        ReduceOp::kSum, options);
+    EXPECT_EQ(
+        Mismatch(absl::StrCat("rank ", rank), dtype, out, want.data(), count),
+        "");
     if (out_of_place) EXPECT_TRUE(data == input) << "rank " << rank;
     streamed[rank] = counting.streamed_bytes.load();
     return status;

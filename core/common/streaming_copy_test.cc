@@ -21,8 +21,8 @@ void CheckCopy(size_t n, size_t dst_at, size_t src_at) {
   }
   for (size_t i = 0; i < n; ++i) {
     ASSERT_EQ(dst[dst_at + i], src[src_at + i])
-        << "byte " << i << " of " << n << " (dst at " << dst_at
-        << ", src at " << src_at << ")";
+        << "byte " << i << " of " << n << " (dst at " << dst_at << ", src at "
+        << src_at << ")";
   }
   for (size_t i = dst_at + n; i < dst.size(); ++i) {
     ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " after the copy";

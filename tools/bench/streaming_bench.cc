@@ -42,7 +42,8 @@ double Median(std::vector<double> v) {
 }
 
 int Main(int argc, char** argv) {
-  const size_t bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64 << 20;
+  const size_t bytes =
+      argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64 << 20;
   const int calls = argc > 2 ? std::atoi(argv[2]) : 40;
   if (bytes < 1024 || calls < 2) {
     std::fprintf(stderr,
@@ -69,11 +70,12 @@ int Main(int argc, char** argv) {
       std::vector<AllreducePiece> piece = {
           {input.data(), out_of_place ? output.data() : input.data(), count}};
       const auto t0 = Clock::now();
-      absl::Status s = AllreduceMany(context, Group::All(context), piece,
-                                     DataType::kFloat32, ReduceOp::kSum,
-                                     options);
+      absl::Status s =
+          AllreduceMany(context, Group::All(context), piece, DataType::kFloat32,
+                        ReduceOp::kSum, options);
       if (!s.ok()) return s;
-      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double dt =
+          std::chrono::duration<double>(Clock::now() - t0).count();
       if (rank == 0 && i >= 4) seconds[out_of_place][streamed].push_back(dt);
       // Keep the values finite: a Sum doubles them every call.
       if (!out_of_place) std::fill(input.begin(), input.end(), 1.0f);
