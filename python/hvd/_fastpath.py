@@ -54,6 +54,7 @@ def set_enabled(enabled):
     global speedups
     was = speedups is not None
     speedups = _module if enabled else None
+    _engine.result_waiter = _module.wait if enabled and _bound else None
     return was
 
 
@@ -68,6 +69,7 @@ def _bind():
                  address(lib.hvd_handle_error_code),
                  _engine.WAIT_SLICE_SECONDS, _engine.POOLED_OUTPUT_BYTES)
     _bound = True
+    _engine.result_waiter = _module.wait
 
 
 def register_array_type(array_type, empty_like):
@@ -149,4 +151,4 @@ def submit_in_place(tensor, name, op, prescale, postscale, process_set):
     handle = module.submit(tensor, tensor, options[1], op == _lib.OP_AVERAGE)
     if handle is NotImplemented:
         return handle
-    return _engine.submit_handle(handle, tensor, lambda _: tensor)
+    return _engine.submit_handle(handle, tensor, None)

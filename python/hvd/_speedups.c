@@ -404,6 +404,41 @@ static PyObject* Failure(hvd_handle handle, int rc) {
   return result;
 }
 
+/* Waits for `handle` in slices of g.wait_slice from *rc (its first slice's
+ * result, or kTimeout to start with one), checking for signals between
+ * them; sets *rc to the final result. -1 when a signal handler raised (the
+ * exception set, the handle neither complete nor released), else 0. */
+static int WaitInSlices(hvd_handle handle, int* rc) {
+  while (*rc == kTimeout) {
+    if (PyErr_CheckSignals() < 0) return -1;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = g.wait(handle, g.wait_slice);
+    Py_END_ALLOW_THREADS
+    *rc = r;
+  }
+  return 0;
+}
+
+/* wait(handle): waits for a submitted handle whose result needs nothing
+ * from it (an in-place allreduce): None when it completed, (status code,
+ * message) when it failed; either way the handle is released. When a
+ * signal handler raises (Ctrl-C), the exception propagates and the handle
+ * stays waitable, unreleased. */
+static PyObject* Wait(PyObject* self, PyObject* arg) {
+  if (!Ready()) return NULL;
+  const long long handle = PyLong_AsLongLong(arg);
+  if (handle == -1 && PyErr_Occurred()) return NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = g.wait(handle, g.wait_slice);
+  Py_END_ALLOW_THREADS
+  if (WaitInSlices(handle, &rc) < 0) return NULL;
+  if (rc != kOk) return Failure(handle, rc);
+  g.release(handle);
+  Py_RETURN_NONE;
+}
+
 /* allreduce(input, output, options_address, floating_only, on_interrupt):
  * submit, then wait; output: the input (in place) or None (a new one like
  * the input). The output
@@ -435,20 +470,15 @@ static PyObject* Allreduce(PyObject* self, PyObject* const* args,
     Py_DECREF(output);
     return PyLong_FromLongLong(handle);
   }
-  while (rc == kTimeout) {
-    if (PyErr_CheckSignals() < 0) {
-      PyObject *type, *value, *traceback;
-      PyErr_Fetch(&type, &value, &traceback);
-      PyObject* kept = PyObject_CallFunction(args[4], "L(OO)", handle,
-                                             args[0], output);
-      Py_XDECREF(kept);
-      Py_DECREF(output);
-      PyErr_Restore(type, value, traceback);
-      return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    rc = g.wait(handle, g.wait_slice);
-    Py_END_ALLOW_THREADS
+  if (WaitInSlices(handle, &rc) < 0) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject* kept = PyObject_CallFunction(args[4], "L(OO)", handle, args[0],
+                                           output);
+    Py_XDECREF(kept);
+    Py_DECREF(output);
+    PyErr_Restore(type, value, traceback);
+    return NULL;
   }
   if (rc != kOk) {
     Py_DECREF(output);
@@ -466,6 +496,7 @@ static PyMethodDef kMethods[] = {
      NULL},
     {"allreduce", (PyCFunction)(void (*)(void))Allreduce, METH_FASTCALL,
      NULL},
+    {"wait", Wait, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 

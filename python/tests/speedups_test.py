@@ -109,6 +109,49 @@ def test_async_in_place_handles_synchronize_to_the_tensor():
         assert g.tolist() == [float(sum(r + n for r in range(SIZE)))] * n
 
 
+def counted_waits():
+    """Wraps _engine.result_waiter: the list of handles it was given."""
+    handles = []
+    real = _engine.result_waiter
+
+    def counting(handle):
+        handles.append(handle)
+        return real(handle)
+    _engine.result_waiter = counting
+    return handles, real
+
+
+def test_in_place_handles_are_waited_for_in_c_and_fail_as_in_python():
+    ht.allreduce_(torch.ones(1), name="binds_the_module")
+    handles, real = counted_waits()
+    try:
+        t = torch.full((3,), float(RANK))
+        h = ht.allreduce_async_(t, op=ht.Sum, name="waited_in_c")
+        assert ht.synchronize(h) is t
+        assert handles == [h]
+        assert t.tolist() == [float(sum(range(SIZE)))] * 3
+        bad = torch.ones(4 if RANK == 0 else 5)
+        h = ht.allreduce_async_(bad, op=ht.Sum, name="mismatched_in_c")
+        with pytest.raises(hnp.HvdError) as info:
+            ht.synchronize(h)
+        assert "mismatched_in_c" in str(info.value)
+        assert handles[-1] == h and h not in _engine._pending
+    finally:
+        _engine.result_waiter = real
+    # The pure-Python path raises the same for the same failure.
+    was = _fastpath.set_enabled(False)
+    try:
+        assert _engine.result_waiter is None
+        with pytest.raises(hnp.HvdError) as pure:
+            ht.synchronize(ht.allreduce_async_(
+                torch.ones(4 if RANK == 0 else 5), op=ht.Sum,
+                name="mismatched_in_python"))
+    finally:
+        _fastpath.set_enabled(was)
+    assert type(pure.value) is type(info.value)
+    assert _engine.result_waiter is real
+
+
 def test_a_zero_dimensional_array_is_taken():
     a = np.array(RANK + 2.0)
     fast, pure, took = both_paths(lambda: hnp.allreduce(a, op=hnp.Sum))
@@ -268,3 +311,28 @@ def test_an_interrupted_wait_keeps_the_operation_and_its_tensors():
         time.sleep(3 * _engine.WAIT_SLICE_SECONDS)
         hnp.allreduce(a, op=hnp.Sum, name="interrupted")
         hnp.allreduce(np.ones(1), name="released")
+
+
+def test_an_interrupted_wait_in_c_keeps_the_handle_waitable():
+    """Ctrl-C while synchronize waits in the C module: KeyboardInterrupt,
+    and the handle, unreleased, goes back to the pending table with its
+    tensor until it is synchronized again."""
+    t = torch.full((3,), float(RANK + 1))
+    if RANK == 0:
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt
+        h = ht.allreduce_async_(t, op=ht.Sum, name="interrupted_in_c")
+        assert _engine._pending[h].finish is None  # the C wait's entry
+        old = signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                ht.synchronize(h)
+        finally:
+            signal.signal(signal.SIGALRM, old)
+        assert _engine._pending[h].keep is t
+        assert ht.synchronize(h) is t
+    else:
+        time.sleep(3 * _engine.WAIT_SLICE_SECONDS)
+        ht.allreduce_(t, op=ht.Sum, name="interrupted_in_c")
+    assert t.tolist() == [float(sum(range(1, SIZE + 1)))] * 3
