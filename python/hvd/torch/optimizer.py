@@ -40,6 +40,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
         all_params = [p for g in self.param_groups for p in g["params"]]
         self._parameter_names = self._names(named_parameters, all_params)
+        # Each gradient's operation name, made once (a step uses them all).
+        self._grad_names = {p: "grad.%s" % name
+                            for p, name in self._parameter_names.items()}
         self._requires_update = [p for p in all_params if p.requires_grad]
         self._group_of = self._make_groups(groups)
         self._allreduce_delay = {p: backward_passes_per_step
@@ -163,7 +166,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return p.grad
 
     def _allreduce_grad_async(self, p):
-        name = "grad.%s" % self._parameter_names[p]
+        name = self._grad_names[p]
         if p.grad is not None and p.grad.is_sparse \
                 and not self._sparse_as_dense:
             return sparse_allreduce_async(p.grad, name, self._op,
