@@ -429,10 +429,7 @@ static PyObject* Wait(PyObject* self, PyObject* arg) {
   if (!Ready()) return NULL;
   const long long handle = PyLong_AsLongLong(arg);
   if (handle == -1 && PyErr_Occurred()) return NULL;
-  int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = g.wait(handle, g.wait_slice);
-  Py_END_ALLOW_THREADS
+  int rc = kTimeout;
   if (WaitInSlices(handle, &rc) < 0) return NULL;
   if (rc != kOk) return Failure(handle, rc);
   g.release(handle);
