@@ -8,44 +8,23 @@
 #include "core/collectives/collectives.h"
 #include "core/collectives/test_mesh.h"
 #include "core/collectives/test_values.h"
+#include "core/transport/forwarding_context.h"
 #include "gtest/gtest.h"
 
 namespace hvd::collectives {
 namespace {
 
-// Passes every call to a mesh's context, counting the streamed receives.
-class CountingContext : public transport::Context {
+// A mesh's context, counting the streamed receives.
+class CountingContext : public transport::ForwardingContext {
  public:
-  explicit CountingContext(transport::Context& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::unique_ptr<transport::Request> Send(int peer, const void* data,
-                                           size_t len) override {
-    return inner_.Send(peer, data, len);
-  }
-  std::unique_ptr<transport::Request> Recv(int peer, void* data,
-                                           size_t len) override {
-    return inner_.Recv(peer, data, len);
-  }
+  using ForwardingContext::ForwardingContext;
   std::unique_ptr<transport::Request> RecvStreaming(int peer, void* data,
                                                     size_t len) override {
     streamed_bytes += len;
-    return inner_.RecvStreaming(peer, data, len);
-  }
-  std::unique_ptr<transport::Request> RecvAny(int peer,
-                                              std::string* out) override {
-    return inner_.RecvAny(peer, out);
-  }
-  void Abort(absl::Status reason) override { inner_.Abort(reason); }
-  absl::Status status() const override { return inner_.status(); }
-  std::string PeerAddress(int peer) const override {
-    return inner_.PeerAddress(peer);
+    return inner().RecvStreaming(peer, data, len);
   }
 
   std::atomic<size_t> streamed_bytes{0};
-
- private:
-  transport::Context& inner_;
 };
 
 // Runs a float32 Sum ring allreduce of `count` elements on 3 shared-memory

@@ -17,42 +17,13 @@
 #include "core/collectives/test_mesh.h"
 #include "core/runtime/handle_table.h"
 #include "core/runtime/runtime.h"
+#include "core/transport/forwarding_context.h"
 #include "gtest/gtest.h"
 
 namespace hvd::runtime {
 
 using collectives::MeshTransport;
-
-// A data plane that passes every call to the one it wraps; tests derive
-// from it and override what they change.
-class ForwardingContext : public transport::Context {
- public:
-  explicit ForwardingContext(std::unique_ptr<transport::Context> inner)
-      : inner_(std::move(inner)) {}
-
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::unique_ptr<transport::Request> Send(int peer, const void* data,
-                                           size_t len) override {
-    return inner_->Send(peer, data, len);
-  }
-  std::unique_ptr<transport::Request> Recv(int peer, void* data,
-                                           size_t len) override {
-    return inner_->Recv(peer, data, len);
-  }
-  std::unique_ptr<transport::Request> RecvAny(int peer,
-                                              std::string* out) override {
-    return inner_->RecvAny(peer, out);
-  }
-  void Abort(absl::Status reason) override { inner_->Abort(reason); }
-  absl::Status status() const override { return inner_->status(); }
-  std::string PeerAddress(int peer) const override {
-    return inner_->PeerAddress(peer);
-  }
-
- private:
-  std::unique_ptr<transport::Context> inner_;
-};
+using transport::ForwardingContext;
 
 // Wraps a rank's data plane before its runtime gets it.
 using WrapContext = std::function<std::unique_ptr<transport::Context>(

@@ -10,30 +10,30 @@
 //
 // Prints per mode the median busbw (GB/s) of each setting and their ratio.
 #include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/collectives/collectives.h"
 #include "core/collectives/test_mesh.h"
+#include "host/cpu_binding.h"
 
 namespace hvd::collectives {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void BindTo(int cpu) {
-  if (std::thread::hardware_concurrency() < 2) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+// Binds the calling thread to the index-th CPU this process may use, when
+// there are two or more.
+void BindTo(int index) {
+  const std::vector<int> cpus = host::AllowedCpus();
+  if (cpus.size() < 2) return;
+  absl::StatusOr<cpu_set_t> set = host::CpuSetOf({cpus[index]});
+  if (set.ok()) pthread_setaffinity_np(pthread_self(), sizeof(*set), &*set);
 }
 
 double Median(std::vector<double> v) {

@@ -84,10 +84,10 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
         process_set: a registered ProcessSet.
     """
     op = resolve_op(op, average)
-    if compression is Compression.none:  # Nothing to undo (most calls).
-        compressed, cctx, compression = tensor, None, None
-    else:
-        compressed, cctx = compression.compress(tensor)
+    # Compression.none (most calls) has nothing to do or undo.
+    plain = compression is Compression.none
+    compressed, cctx = (tensor, None) if plain else compression.compress(
+        tensor)
     if not isinstance(compressed, torch.Tensor) or (
             compressed.requires_grad and torch.is_grad_enabled()):
         reduced = HvdAllreduce.apply(compressed, name, op, prescale_factor,
@@ -102,8 +102,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
             reduced = synchronize(allreduce_async(
                 compressed, None, name, op, prescale_factor,
                 postscale_factor, process_set))
-    return reduced if compression is None else compression.decompress(
-        reduced, cctx)
+    return reduced if plain else compression.decompress(reduced, cctx)
 
 
 def allreduce_(tensor, average=None, name=None, op=None,
