@@ -130,10 +130,17 @@ class Runtime {
   Runtime(const Config& config, RuntimeParts parts, HandleTable* handles);
   void Loop();
   // The background thread's wait before a cycle: while callers drive, or
-  // did in the last 500 µs; then, on a rank other than 0 with no resend due
-  // (`resend_now`), for work or `cycle_end`. True: run a cycle now. False: a
-  // caller started driving meanwhile; wait again.
-  bool AwaitTurn(bool resend_now, absl::Time cycle_end, absl::Time last_busy);
+  // did in the last 500 µs; then, if `wait_for_work`, for work or
+  // `cycle_end`. True: run a cycle now. False: a caller started driving
+  // meanwhile; wait again.
+  bool AwaitTurn(bool wait_for_work, absl::Time cycle_end,
+                 absl::Time last_busy);
+  // Whether the background thread waits for work or its cycle timer before
+  // its next cycle (AwaitTurn's `wait_for_work`).
+  bool WaitsForWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // Whether such a cycle is due now: there is work, its timer has run out,
+  // or the loop's waits are over.
+  bool CycleDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // One cycle of the loop: negotiate, then execute. `waited`: the caller has
   // waited for work already (AwaitTurn). False once the loop has ended (a
   // failure or shutdown; every entry failed): no more cycles then.
@@ -176,7 +183,8 @@ class Runtime {
   bool Over() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stop_requested_ || aborted_ || stopped_;
   }
-  // When the next timed cycle is due on a rank other than 0.
+  // When the next timed cycle is due (on rank 0, the next vote on a cached
+  // step; it gathers at once otherwise).
   absl::Time CycleEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_) {
     return cycle_start_ + CycleTimeAfter(config_, idle_cycles_);
   }

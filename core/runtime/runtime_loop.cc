@@ -46,27 +46,46 @@ constexpr absl::Duration kDevicePoll = absl::Microseconds(200);
 
 void Runtime::Loop() {
   while (true) {
-    bool resend_now;
+    bool wait_for_work;
     absl::Time cycle_end, last_busy;
     {
       absl::MutexLock cycle(&cycle_mu_);
       if (loop_ended_) return;
-      resend_now = resend_now_;
+      wait_for_work = WaitsForWork();
       cycle_end = CycleEnd();
       last_busy = last_busy_;
     }
-    if (!AwaitTurn(resend_now, cycle_end, last_busy)) continue;
+    if (!AwaitTurn(wait_for_work, cycle_end, last_busy)) continue;
     // A caller that waits for the burst it just submitted runs the cycle
     // itself: this thread running it instead would share the caller's core
     // with it while the caller takes its results one by one, and a rank
     // descheduled in a ring stalls every rank.
     if (!SettleSubmissions()) continue;
     absl::MutexLock cycle(&cycle_mu_);
+    // A caller's cycle meanwhile may have taken the work this thread woke
+    // for, or made this one a cycle that waits for work: look again.
+    if (WaitsForWork() && !CycleDue()) continue;
     if (loop_ended_ || !RunCycle(/*waited=*/true)) return;
   }
 }
 
-bool Runtime::AwaitTurn(bool resend_now, absl::Time cycle_end,
+bool Runtime::WaitsForWork() {
+  // A rank other than 0 sends its list when it has work, at its timer, or
+  // at once when it is due to send it again. Rank 0 gathers at once, but
+  // before a cycle that starts with the cached-step vote it waits the same
+  // way while it has nothing to vote for: an empty vote would send every
+  // rank's step the long way, through its gather.
+  if (config_.rank != 0 || config_.size == 1) return !resend_now_;
+  return config_.cached_exchange && try_exchange_ && !CycleHasWork();
+}
+
+bool Runtime::CycleDue() {
+  if (CycleHasWork() || absl::Now() >= CycleEnd()) return true;
+  absl::MutexLock lock(&mu_);
+  return Over();
+}
+
+bool Runtime::AwaitTurn(bool wait_for_work, absl::Time cycle_end,
                         absl::Time last_busy) {
   {
     // While callers drive it sleeps on a timer that backs off (a caller
@@ -91,8 +110,7 @@ bool Runtime::AwaitTurn(bool resend_now, absl::Time cycle_end,
       mu_.AwaitWithDeadline(absl::Condition(&over), grace_end);
     }
   }
-  if (config_.rank == 0 && config_.size > 1) return true;
-  if (resend_now) return true;
+  if (!wait_for_work) return true;
   WaitForWork(cycle_end, last_busy);
   absl::MutexLock lock(&mu_);
   return drivers_ == 0 || Over();
@@ -215,6 +233,7 @@ bool Runtime::CycleBody(bool waited) {
   bool busy = false;
   absl::Time negotiation_start = absl::Now();
   if (config_.rank == 0 && config_.size > 1) {
+    cycle_start_ = negotiation_start;
     responses = CoordinatorCycle(&busy);
   } else {
     const bool stop =
