@@ -107,6 +107,39 @@ TEST(RuntimeNegotiationTreeTest, CachedStepsAreAgreedByExchangeAmongAllRanks) {
   EXPECT_EQ(heard[4], (std::set<int>{1, 5}));     // tree parent; fold partner
 }
 
+// Rank 0 waits for its own work before a vote only after a step of the
+// global set: a set that leaves it out never waits for its timer. Each of
+// the set's steps after its first (which follows the set's creation, a
+// global step) takes far less than the timer.
+TEST(RuntimeNegotiationTreeTest, ASetWithoutRankZeroNeverWaitsForItsTimer) {
+  Config config;
+  config.cycle_time = absl::Seconds(4);
+  Job job(3, MeshTransport::kShm, config);
+  ASSERT_EQ(job.size(), 3);
+  job.RunOnEveryRank([&](int rank) {
+    auto add = std::make_unique<TensorEntry>();
+    add->request.set_type(ADD_PROCESS_SET);
+    add->request.set_name("add_process_set.0");
+    add->request.add_set_ranks(1);
+    add->request.add_set_ranks(2);
+    ASSERT_TRUE(job.Run(rank, One(std::move(add))).ok());
+  });
+  const int set = job.runtime(1).process_sets().Find({1, 2});
+  ASSERT_GT(set, 0);
+  job.RunOnEveryRank([&](int rank) {
+    if (rank == 0) return;
+    for (int step = 0; step < 5; ++step) {
+      std::vector<float> data(4, rank + 1.0f);
+      auto entry = Allreduce("s", data);
+      entry->request.set_process_set(set);
+      const absl::Time start = absl::Now();
+      ASSERT_TRUE(job.Run(rank, One(std::move(entry))).ok());
+      EXPECT_EQ(data[3], 5.0f);
+      if (step > 0) EXPECT_LT(absl::Now() - start, config.cycle_time / 4);
+    }
+  });
+}
+
 // Cached steps of one tensor at `size` ranks, fanout 4; who each rank
 // heard from.
 std::vector<std::set<int>> CachedStepsAtScale(int size) {

@@ -289,9 +289,10 @@ class Runtime {
   int idle_cycles_ ABSL_GUARDED_BY(cycle_mu_) = 0;  // ResponseList.idle
   int resends_ ABSL_GUARDED_BY(cycle_mu_) = 0;
   bool resend_now_ ABSL_GUARDED_BY(cycle_mu_) = false;
-  // The last cycle ran responses (the same on every rank): only then does
-  // the next try the cached-step exchange, so that cycles waiting for a
-  // rank, and idle ones, send nothing more than before.
+  // The last cycle ran responses of the global set (the same on every
+  // rank): only then does the next try the cached-step exchange, so that
+  // cycles waiting for a rank, idle ones, and those of sets that leave
+  // rank 0 out send nothing more than before nor wait for rank 0's work.
   bool try_exchange_ ABSL_GUARDED_BY(cycle_mu_) = false;
   bool loop_ended_ ABSL_GUARDED_BY(cycle_mu_) = false;
   // Callers in Drive now, and when the last one left: the background thread

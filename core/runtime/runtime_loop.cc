@@ -286,7 +286,11 @@ bool Runtime::CycleBody(bool waited) {
     return false;
   }
   if (responses->responses_size() > 0) resends_ = 0;
-  try_exchange_ = responses->responses_size() > 0;
+  // Only a step of the global set can be agreed by the exchange: after one
+  // of another set, rank 0 (perhaps outside it) would wait for work for it.
+  try_exchange_ = std::any_of(
+      responses->responses().begin(), responses->responses().end(),
+      [](const Response& r) { return r.process_set() == 0; });
   resend_now_ = responses->responses_size() == 0 && !pending_.empty() &&
                 ++resends_ <= kImmediateResends;
   return true;
