@@ -193,10 +193,16 @@ class Runtime {
   // (HVD_CACHED_EXCHANGE), without rank 0's gather: when every rank's list
   // `mine` holds the same cache bits and nothing else, and rank 0 has
   // nothing pending, each rank computes the coordinator's answer itself.
-  // Tried after a cycle that ran responses only (try_exchange_). Nullopt:
-  // no agreement, negotiate as usual (every rank then does).
+  // Tried only when VotesFirst(). Nullopt: no agreement, negotiate as
+  // usual (every rank then does).
   absl::StatusOr<std::optional<ResponseList>> AgreeCachedStep(
       const RequestList& mine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // Whether the next cycle starts with the cached-step vote (the same on
+  // every rank): the exchange is on, and the last cycle ran a step of the
+  // global set (try_exchange_).
+  bool VotesFirst() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_) {
+    return config_.cached_exchange && config_.size > 1 && try_exchange_;
+  }
   // Size 1, or a rank other than 0: its subtree's lists up to its parent in
   // the negotiation tree (negotiation_tree.h), and the answer back down.
   absl::StatusOr<ResponseList> Negotiate(const RequestList& mine)

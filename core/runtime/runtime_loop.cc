@@ -76,7 +76,7 @@ bool Runtime::WaitsForWork() {
   // way while it has nothing to vote for: an empty vote would send every
   // rank's step the long way, through its gather.
   if (config_.rank != 0 || config_.size == 1) return !resend_now_;
-  return config_.cached_exchange && try_exchange_ && !CycleHasWork();
+  return VotesFirst() && !CycleHasWork();
 }
 
 bool Runtime::CycleDue() {

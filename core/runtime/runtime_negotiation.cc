@@ -172,7 +172,7 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
   const int size = config_.size;
   // Rank 0's list as the exchange saw it: the first of the hold loop's.
   std::optional<RequestList> voted;
-  if (config_.cached_exchange && try_exchange_) {
+  if (VotesFirst()) {
     voted = BuildRequests();
     voted->set_shutdown(StopRequested());
     absl::StatusOr<std::optional<ResponseList>> agreed =
@@ -359,9 +359,7 @@ absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
 
 absl::StatusOr<std::optional<ResponseList>> Runtime::AgreeCachedStep(
     const RequestList& mine) {
-  if (!config_.cached_exchange || config_.size == 1 || !try_exchange_) {
-    return std::nullopt;
-  }
+  if (!VotesFirst()) return std::nullopt;
   // Anything but bits, or state on rank 0 from earlier cycles (tensors some
   // ranks have not submitted, joined ranks, an autotuner still sampling),
   // needs the coordinator.
