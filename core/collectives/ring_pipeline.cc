@@ -9,6 +9,21 @@
 namespace hvd::collectives::internal {
 namespace {
 
+// at[i] = own[i] op received[i] (own == at in place), then the postscale
+// and divisor if `scale`: one received chunk, or a piece of one.
+void CombineChunk(char* at, const char* own, const char* received,
+                  size_t count, DataType dtype, ReduceOp op, bool scale,
+                  double postscale, int divisor) {
+  if (own != at) {
+    ReduceInto(at, own, received, count, dtype, op);
+    if (scale) Postscale(at, count, dtype, postscale, divisor);
+  } else if (scale) {
+    ReduceAndScale(at, received, count, dtype, op, postscale, divisor);
+  } else {
+    Reduce(at, received, count, dtype, op);
+  }
+}
+
 // Runs one RingPlan; see the header. Deadlock freedom: the only blocking
 // calls are waits on the oldest unprocessed receive, the final waits on
 // sends, and a wait on a send whose bytes a store-in-place receive will
@@ -35,7 +50,8 @@ class RingRunner {
         postscale_(options.postscale),
         divisor_(options.divisor),
         data_scratch_(data_scratch),
-        scratch_(plan.slot_bytes * plan.num_slots),
+        reduce_on_receive_(context.ReducesOnReceive(prev)),
+        scratch_(reduce_on_receive_ ? 0 : plan.slot_bytes * plan.num_slots),
         recvs_(plan.recvs.size()) {}
 
   absl::Status Run() {
@@ -98,31 +114,49 @@ class RingRunner {
           if (!status.ok()) return status;
         }
       }
-      char* target =
-          recv.reduce ? SlotAddress(recv.slot) : data_.At(recv.span.offset);
-      recvs_[posted_] =
-          recv.stream ? context_.RecvStreaming(prev_, target, recv.span.bytes)
-                      : context_.Recv(prev_, target, recv.span.bytes);
+      const size_t bytes = recv.span.bytes;
+      if (recv.reduce && reduce_on_receive_) {
+        recvs_[posted_] = context_.RecvReduce(prev_, bytes, ReducerFor(recv));
+      } else if (recv.reduce) {
+        recvs_[posted_] = context_.Recv(prev_, SlotAddress(recv.slot), bytes);
+      } else if (recv.stream) {
+        recvs_[posted_] = context_.RecvStreaming(
+            prev_, data_.At(recv.span.offset), bytes);
+      } else {
+        recvs_[posted_] =
+            context_.Recv(prev_, data_.At(recv.span.offset), bytes);
+      }
       ++posted_;
     }
     return absl::OkStatus();
   }
 
+  // The reduction of a `recv.reduce` chunk, as the transport hands its
+  // received bytes over (in pieces at the chunk's `offset`).
+  transport::ReceiveReducer ReducerFor(const RingRecv& recv) {
+    return [at = data_.At(recv.span.offset),
+            own = source_.At(recv.span.offset), dtype = dtype_, op = op_,
+            elem_size = elem_size_, scale = Scales(recv),
+            postscale = postscale_, divisor = divisor_](
+               size_t offset, const char* piece, size_t bytes) {
+      CombineChunk(at + offset, own + offset, piece, bytes / elem_size,
+                   dtype, op, scale, postscale, divisor);
+    };
+  }
+
+  bool Scales(const RingRecv& recv) const {
+    return recv.scale && (postscale_ != 1.0 || divisor_ != 1);
+  }
+
   void Process(const RingRecv& recv) {
-    const bool scale = recv.scale && (postscale_ != 1.0 || divisor_ != 1);
+    const bool scale = Scales(recv);
     char* at = data_.At(recv.span.offset);
     const size_t count = recv.span.bytes / elem_size_;
-    // Out of place, this rank's own operand is still in the source.
-    const char* own = recv.reduce ? source_.At(recv.span.offset) : at;
-    if (own != at) {
-      ReduceInto(at, own, SlotAddress(recv.slot), count, dtype_, op_);
-      if (scale) Postscale(at, count, dtype_, postscale_, divisor_);
-    } else if (recv.reduce && scale) {
-      ReduceAndScale(at, SlotAddress(recv.slot), count, dtype_, op_,
-                     postscale_, divisor_);
-    } else if (recv.reduce) {
-      Reduce(at, SlotAddress(recv.slot), count, dtype_, op_);
-    } else if (scale) {
+    if (recv.reduce && !reduce_on_receive_) {
+      // Out of place, this rank's own operand is still in the source.
+      CombineChunk(at, source_.At(recv.span.offset), SlotAddress(recv.slot),
+                   count, dtype_, op_, scale, postscale_, divisor_);
+    } else if (!recv.reduce && scale) {
       Postscale(at, count, dtype_, postscale_, divisor_);
     }
     if (recv.forward) Send(recv.span);
@@ -141,6 +175,9 @@ class RingRunner {
   const double postscale_;
   const int divisor_;
   Scratch* const data_scratch_;
+  // Reduced chunks are combined straight out of the transport's buffers
+  // (RecvReduce) instead of received into scratch slots first.
+  const bool reduce_on_receive_;
   Scratch scratch_;  // kPipelineDepth slots for chunks to be reduced.
   std::vector<RequestPtr> sends_;  // In posting order.
   std::vector<RequestPtr> recvs_;  // Indexed like plan_.recvs.

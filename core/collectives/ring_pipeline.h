@@ -4,8 +4,12 @@
 // A rank receives one stream of chunks from `prev` and sends one stream to
 // `next`. A plan lists the chunks it sends first from its own buffer, then
 // every chunk it will receive, in order; a received chunk is either reduced
-// into the buffer (through a scratch slot) or written in place, and may be
-// forwarded to `next` as soon as it is processed. Up to kPipelineDepth
+// into the buffer or written in place, and may be forwarded to `next` as
+// soon as it is processed. A reduced chunk is combined straight out of the
+// transport's own buffers where it can (Context::ReducesOnReceive: shared
+// memory), else received into a scratch slot and reduced from there; either
+// way its bytes in the buffer may be written from the moment its receive is
+// posted, so no pending send may read them then (true of every ring here). Up to kPipelineDepth
 // receives are posted ahead, so chunk k is reduced while chunks k+1.. are in
 // flight, and its forward is on the wire before chunk k+1 is touched.
 #ifndef HVD_CORE_COLLECTIVES_RING_PIPELINE_H_

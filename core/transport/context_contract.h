@@ -296,6 +296,13 @@ TYPED_TEST_P(ContextContractTest, AWaitPastItsDeadlineCanBeWaitedForAgain) {
                                                 Deadline());
 }
 
+TYPED_TEST_P(ContextContractTest,
+             RecvReduceHandsOverTheMessageOrSaysItCannot) {
+  auto contexts = this->Connect(2);
+  ExpectRecvReduceHandsOverTheMessageOrSaysItCannot(*contexts[0], *contexts[1],
+                                                    Deadline());
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     ContextContractTest, SizeOneContextNeedsNoStore,
     RecvAndRecvAnyInterleaveInOrder, ManyMessagesArriveInSendOrder,
@@ -305,7 +312,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     DestroyingContextCancelsItsPendingRequests,
     SelfOrOutOfRangePeerIsInvalidArgument, PollingDoneCompletesASmallReceive,
     AnOversizedControlMessageFailsUnreserved,
-    AWaitPastItsDeadlineCanBeWaitedForAgain);
+    AWaitPastItsDeadlineCanBeWaitedForAgain,
+    RecvReduceHandsOverTheMessageOrSaysItCannot);
 
 }  // namespace hvd::transport::testing
 

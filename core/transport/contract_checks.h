@@ -21,6 +21,17 @@ void ExpectAWaitPastItsDeadlineCanBeWaitedForAgain(Context& sender,
                                                    Context& receiver,
                                                    absl::Time deadline);
 
+// Where `receiver` reduces on receive from `sender`, messages of several
+// lengths (some past any ring or inline size, some not a multiple of the
+// alignment) sent to a RecvReduce arrive whole: pieces in order, each
+// starting where the last ended, at a multiple of kReducePieceAlignment,
+// covering the message, the reducer released once the request completed.
+// Elsewhere RecvReduce fails with Unimplemented and leaves the context
+// usable.
+void ExpectRecvReduceHandsOverTheMessageOrSaysItCannot(Context& sender,
+                                                       Context& receiver,
+                                                       absl::Time deadline);
+
 }  // namespace hvd::transport::testing
 
 #endif  // HVD_CORE_TRANSPORT_CONTRACT_CHECKS_H_

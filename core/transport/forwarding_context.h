@@ -11,9 +11,10 @@
 
 namespace hvd::transport {
 
-// RecvStreaming is not forwarded: it falls back to Recv (the interface's
-// default), so an override of Recv sees every receive. A test that counts
-// streamed receives overrides RecvStreaming and calls inner().
+// RecvStreaming and RecvReduce are not forwarded: a streamed receive falls
+// back to Recv and the context does not reduce on receive (the interface's
+// defaults), so an override of Recv sees every receive. A test that counts
+// streamed or reduced receives overrides those and calls inner().
 class ForwardingContext : public Context {
  public:
   // Owns `inner`.

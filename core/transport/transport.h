@@ -12,7 +12,9 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
@@ -32,6 +34,29 @@ class Request {
   // True once Wait() would return without blocking.
   virtual bool Done() = 0;
 };
+
+// A request that failed before it reached a transport: Wait() returns the
+// failure.
+class FailedRequest final : public Request {
+ public:
+  explicit FailedRequest(absl::Status status) : status_(std::move(status)) {}
+  absl::Status Wait(absl::Time) override { return status_; }
+  bool Done() override { return true; }
+
+ private:
+  const absl::Status status_;
+};
+
+// Takes a message's bytes as they arrive (Context::RecvReduce) instead of a
+// buffer that receives them: called with each piece's offset in the
+// message, the piece and its length, once per piece, in order, the pieces
+// covering the message. Every piece starts a multiple of
+// kReducePieceAlignment bytes into the message, so a message of whole
+// elements of up to that size arrives in whole elements. Runs on whichever
+// thread moves the transport's bytes, never twice at once for one message.
+using ReceiveReducer =
+    absl::AnyInvocable<void(size_t offset, const char* piece, size_t bytes)>;
+inline constexpr size_t kReducePieceAlignment = 64;
 
 // The longest message RecvAny accepts: control messages (negotiation) are
 // kilobytes to megabytes even for large jobs.
@@ -63,6 +88,23 @@ class Context {
   virtual std::unique_ptr<Request> RecvStreaming(int peer, void* data,
                                                  size_t len) {
     return Recv(peer, data, len);
+  }
+
+  // Whether RecvReduce works for messages from `peer`: a transport that
+  // holds received bytes in memory of its own (shared memory) can hand them
+  // over from there, saving their copy into a receive buffer. Elsewhere the
+  // caller receives with Recv and combines the bytes itself.
+  virtual bool ReducesOnReceive(int peer) const { return false; }
+
+  // Receives the next message from `peer`, exactly `len` bytes (a message
+  // of another length fails as for Recv), handing it to `reducer` piece by
+  // piece as it arrives; the request owns `reducer` until it completes, and
+  // completes once the last piece was handed over. Where
+  // !ReducesOnReceive(peer) it fails with Unimplemented.
+  virtual std::unique_ptr<Request> RecvReduce(int peer, size_t len,
+                                              ReceiveReducer reducer) {
+    return std::make_unique<FailedRequest>(absl::UnimplementedError(
+        "this transport cannot reduce bytes as they arrive"));
   }
 
   // Receives the next message from `peer`, of any length up to

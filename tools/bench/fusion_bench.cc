@@ -26,6 +26,7 @@
 
 #include "core/c_api.h"
 #include "tools/bench/shapes_file.h"
+#include "tools/bench/median.h"
 
 namespace {
 
@@ -52,11 +53,7 @@ struct Tensor {
   }
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using ::hvd::bench::Median;
 
 // Submits every tensor (in `order`), `gap_us` apart, and waits for all;
 // false on error.

@@ -27,6 +27,7 @@
 
 #include "core/c_api.h"
 #include "tools/bench/shapes_file.h"
+#include "tools/bench/median.h"
 
 namespace {
 
@@ -37,10 +38,7 @@ constexpr size_t kSizes[] = {size_t{1} << 10, size_t{1} << 20,
 
 int Iterations(size_t bytes) { return bytes >= (size_t{64} << 20) ? 20 : 200; }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using ::hvd::bench::Median;
 
 #define CHECK_CUDA(x)                                              \
   do {                                                             \

@@ -20,15 +20,13 @@
 
 #include "absl/time/clock.h"
 #include "core/runtime/metrics.h"
+#include "tools/bench/median.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using ::hvd::bench::Median;
 
 // Nanoseconds per call of `fn`, the median of 9 batches of `n` calls.
 template <typename Fn>

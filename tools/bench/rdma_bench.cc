@@ -20,6 +20,7 @@
 #include "core/rendezvous/store.h"
 #include "core/transport/tcp/tcp_context.h"
 #include "rdma/rdma_context.h"
+#include "tools/bench/median.h"
 
 namespace hvd::collectives {
 namespace {
@@ -128,10 +129,7 @@ Result Time(bool rdma, int n, const Flags& flags) {
   return result;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using ::hvd::bench::Median;
 
 void Report(bool rdma, int n, const Flags& flags) {
   const Result r = Time(rdma, n, flags);

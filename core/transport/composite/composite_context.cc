@@ -77,17 +77,6 @@ class CompositeRequest final : public Request {
   const std::unique_ptr<Request> inner_;
 };
 
-// A request that failed before reaching a child.
-class FailedRequest final : public Request {
- public:
-  explicit FailedRequest(absl::Status status) : status_(std::move(status)) {}
-  absl::Status Wait(absl::Time) override { return status_; }
-  bool Done() override { return true; }
-
- private:
-  const absl::Status status_;
-};
-
 class CompositeContext final : public Context {
  public:
   CompositeContext(std::shared_ptr<Shared> shared, std::vector<int> route,
@@ -117,6 +106,20 @@ class CompositeContext final : public Context {
     Context* child = Route(peer);
     if (child == nullptr) return BadPeer("Recv from", peer);
     return Wrap(child->RecvStreaming(peer, data, len));
+  }
+  bool ReducesOnReceive(int peer) const override {
+    Context* child = Route(peer);
+    return child != nullptr && child->ReducesOnReceive(peer);
+  }
+  std::unique_ptr<Request> RecvReduce(int peer, size_t len,
+                                      ReceiveReducer reducer) override {
+    Context* child = Route(peer);
+    if (child == nullptr) return BadPeer("Recv from", peer);
+    // Unwrapped: a child that cannot is not a failure of the context.
+    if (!child->ReducesOnReceive(peer)) {
+      return child->RecvReduce(peer, len, std::move(reducer));
+    }
+    return Wrap(child->RecvReduce(peer, len, std::move(reducer)));
   }
   std::unique_ptr<Request> RecvAny(int peer, std::string* out) override {
     Context* child = Route(peer);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/rendezvous/store.h"
+#include "core/transport/contract_checks.h"
 #include "core/transport/shm/shm_context.h"
 #include "core/transport/tcp/tcp_context.h"
 #include "gmock/gmock.h"
@@ -85,6 +86,16 @@ TEST_F(CompositeContextTest, EveryPairExchangesOverItsOwnTransport) {
   }
   for (auto& t : threads) t.join();
   EXPECT_THAT(contexts_[0]->PeerAddress(2), StartsWith("127.0.0.1:"));
+}
+
+TEST_F(CompositeContextTest, ReducesOnReceiveWhereThePeersTransportCan) {
+  EXPECT_TRUE(contexts_[0]->ReducesOnReceive(1));   // shared memory
+  EXPECT_FALSE(contexts_[0]->ReducesOnReceive(2));  // TCP
+  EXPECT_FALSE(contexts_[0]->ReducesOnReceive(0));  // itself
+  testing::ExpectRecvReduceHandsOverTheMessageOrSaysItCannot(
+      *contexts_[1], *contexts_[0], Deadline());
+  testing::ExpectRecvReduceHandsOverTheMessageOrSaysItCannot(
+      *contexts_[2], *contexts_[0], Deadline());
 }
 
 TEST_F(CompositeContextTest, AbortFailsWaitersOnEveryChild) {

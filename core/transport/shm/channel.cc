@@ -30,6 +30,11 @@ void Nudge(SegmentHeader* owner) {
   FutexWakeAll(&owner->helper_seq);
 }
 
+// Both cursors rest on slot boundaries and a payload starts on one, so every
+// piece of a payload starts a multiple of kSlot bytes into it: whole
+// elements for a ReceiveReducer.
+static_assert(kSlot % kReducePieceAlignment == 0);
+
 bool Op::MovePayload(const Ring& ring, size_t piece_bytes, uint64_t* cursor,
                      size_t* room, absl::FunctionRef<void()> published) {
   size_t done = payload_done_.load(std::memory_order_relaxed);
@@ -39,6 +44,8 @@ bool Op::MovePayload(const Ring& ring, size_t piece_bytes, uint64_t* cursor,
         std::min({len_ - done, *room, ring.bytes - offset, piece_bytes});
     if (is_send()) {
       std::memcpy(ring.data + offset, data_ + done, n);
+    } else if (reducer_) {
+      reducer_(done, ring.data + offset, n);
     } else if (streaming_) {
       StreamingCopy(data_ + done, ring.data + offset, n);
     } else {

@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/transport/op_kind.h"
 #include "core/transport/shm/layout.h"
+#include "core/transport/transport.h"
 
 namespace hvd::transport::shm_internal {
 
@@ -51,6 +52,16 @@ class Op {
         len_(len),
         out_(out),
         streaming_(streaming) {}
+  // A kRecv of exactly `len` bytes handed to `reducer` straight from the
+  // ring (Context::RecvReduce).
+  Op(int peer, size_t len, ReceiveReducer reducer)
+      : kind_(Kind::kRecv),
+        peer_(peer),
+        data_(nullptr),
+        len_(len),
+        out_(nullptr),
+        streaming_(false),
+        reducer_(std::move(reducer)) {}
   Op(const Op&) = delete;
   Op& operator=(const Op&) = delete;
 
@@ -91,6 +102,7 @@ class Op {
   size_t len_;
   std::string* const out_;
   const bool streaming_;
+  ReceiveReducer reducer_;  // Set for a RecvReduce.
   // Transfer state, under the channel lock (payload_done_ is also read by a
   // deadline message, hence atomic).
   bool header_done_ = false;

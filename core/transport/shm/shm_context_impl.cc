@@ -44,6 +44,11 @@ std::unique_ptr<Request> ShmContext::RecvStreaming(int peer, void* data,
                                    /*streaming=*/true));
 }
 
+std::unique_ptr<Request> ShmContext::RecvReduce(int peer, size_t len,
+                                                ReceiveReducer reducer) {
+  return Post(std::make_shared<Op>(peer, len, std::move(reducer)));
+}
+
 std::unique_ptr<Request> ShmContext::RecvAny(int peer, std::string* out) {
   return Post(
       std::make_shared<Op>(Op::Kind::kRecvAny, peer, nullptr, 0, out));

@@ -42,6 +42,10 @@ class ShmContext final : public Context {
   std::unique_ptr<Request> Recv(int peer, void* data, size_t len) override;
   std::unique_ptr<Request> RecvStreaming(int peer, void* data,
                                          size_t len) override;
+  // Reduces straight out of the ring: every peer of the context can.
+  bool ReducesOnReceive(int peer) const override { return true; }
+  std::unique_ptr<Request> RecvReduce(int peer, size_t len,
+                                      ReceiveReducer reducer) override;
   std::unique_ptr<Request> RecvAny(int peer, std::string* out) override;
   void Abort(absl::Status reason) override;
   absl::Status status() const override { return core_->status(); }

@@ -144,6 +144,29 @@ TEST_F(ShmContextTest, StreamedReceivesArriveIntactAtAnyAlignment) {
   }
 }
 
+TEST_F(ShmContextTest, ReducedReceivesComeStraightOutOfTheRingInWholePieces) {
+  auto contexts = ConnectAll(2);
+  EXPECT_TRUE(contexts[1]->ReducesOnReceive(0));
+  testing::ExpectRecvReduceHandsOverTheMessageOrSaysItCannot(
+      *contexts[0], *contexts[1], Deadline());
+}
+
+TEST_F(ShmContextTest, AReducedReceiveOfAnotherLengthFailsAsARecvDoes) {
+  auto contexts = ConnectAll(2);
+  const std::string big(100, 'a');
+  auto s = contexts[0]->Send(1, big.data(), big.size());
+  size_t handed = 0;
+  auto r = contexts[1]->RecvReduce(
+      0, 50, [&](size_t, const char*, size_t bytes) { handed += bytes; });
+  const absl::Status status = r->Wait(Deadline());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(status.message(),
+            "rank 1: message from rank 0 (shared memory) is 100 bytes but the "
+            "receive posted for it expects 50 bytes");
+  EXPECT_EQ(handed, 0u);
+  EXPECT_EQ(contexts[1]->status(), status);
+}
+
 TEST_F(ShmContextTest, ManyMessagesKeepTheirOrderBothWays) {
   auto contexts = ConnectAll(2);
   constexpr int kCount = 300;

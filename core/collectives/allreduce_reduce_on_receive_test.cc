@@ -1,0 +1,153 @@
+// A ring allreduce over shared memory reduces each received chunk straight
+// out of the transport's ring (Context::RecvReduce) instead of receiving it
+// into a scratch slot first: which receives take that path, and that the
+// results are bit for bit those of the slots, in place and out of place,
+// for every element type, with and without scaling.
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "core/collectives/collectives.h"
+#include "core/collectives/test_mesh.h"
+#include "core/collectives/test_values.h"
+#include "absl/strings/str_cat.h"
+#include "core/transport/forwarding_context.h"
+#include "gtest/gtest.h"
+
+namespace hvd::collectives {
+namespace {
+
+constexpr int kWorld = 3;
+
+// A mesh's context that reduces on receive where it does (`reduce`) or
+// never (the ring then uses its slots), counting the bytes of each way.
+class CountingContext : public transport::ForwardingContext {
+ public:
+  CountingContext(transport::Context& inner, bool reduce)
+      : ForwardingContext(inner), reduce_(reduce) {}
+
+  bool ReducesOnReceive(int peer) const override {
+    return reduce_ && const_cast<CountingContext*>(this)->inner()
+                          .ReducesOnReceive(peer);
+  }
+  std::unique_ptr<transport::Request> RecvReduce(
+      int peer, size_t len, transport::ReceiveReducer reducer) override {
+    reduced_bytes += len;
+    return inner().RecvReduce(peer, len, std::move(reducer));
+  }
+  std::unique_ptr<transport::Request> Recv(int peer, void* data,
+                                           size_t len) override {
+    received_bytes += len;
+    return inner().Recv(peer, data, len);
+  }
+
+  std::atomic<size_t> reduced_bytes{0};
+  std::atomic<size_t> received_bytes{0};
+
+ private:
+  const bool reduce_;
+};
+
+struct Outcome {
+  std::vector<std::vector<char>> outputs;  // Per rank.
+  std::vector<size_t> reduced_bytes;       // Per rank.
+  std::vector<size_t> received_bytes;      // Per rank.
+};
+
+// A ring allreduce of `count` elements on kWorld shared-memory ranks, in
+// chunks several shared-memory pieces long and in several segments.
+Outcome RunRing(DataType dtype, ReduceOp op, size_t count, bool reduce,
+                bool out_of_place, const CollectiveOptions& scaling = {}) {
+  Outcome outcome{std::vector<std::vector<char>>(kWorld),
+                  std::vector<size_t>(kWorld), std::vector<size_t>(kWorld)};
+  TestMesh* mesh = TestMesh::Shared(kWorld, MeshTransport::kShm);
+  if (mesh == nullptr) return outcome;
+  CollectiveOptions options = scaling;
+  options.algorithm = AllreduceAlgorithm::kRing;
+  options.chunk_bytes = 150000;         // Past a 64 KiB piece.
+  options.ring_segment_bytes = 900000;  // Several segments.
+  options.streaming_store_bytes = 0;
+  auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
+    CountingContext counting(context, reduce);
+    const std::vector<char> input = MakeInput(dtype, op, rank, count);
+    std::vector<char> data = input;
+    std::vector<char> output(data.size());
+    char* out = out_of_place ? output.data() : data.data();
+    absl::Status status =
+        AllreduceMany(counting, Group::All(counting), {{data.data(), out, count}},
+                      dtype, op, options);
+    if (out_of_place) EXPECT_TRUE(data == input) << "rank " << rank;
+    outcome.outputs[rank].assign(out, out + input.size());
+    outcome.reduced_bytes[rank] = counting.reduced_bytes.load();
+    outcome.received_bytes[rank] = counting.received_bytes.load();
+    return status;
+  });
+  EXPECT_EQ(FailedRanks({0, 1, 2}, statuses), "");
+  return outcome;
+}
+
+TEST(AllreduceReduceOnReceive, EveryReducedChunkComesStraightOutOfTheRing) {
+  const DataType dtype = DataType::kFloat32;
+  const size_t count = 1000003;  // Blocks not a multiple of the alignment.
+  const size_t bytes = count * sizeof(float);
+  const std::vector<char> want =
+      Expected(dtype, ReduceOp::kSum, {0, 1, 2}, count);
+  for (bool out_of_place : {false, true}) {
+    const Outcome got =
+        RunRing(dtype, ReduceOp::kSum, count, /*reduce=*/true, out_of_place);
+    for (int rank = 0; rank < kWorld; ++rank) {
+      EXPECT_EQ(Mismatch(absl::StrCat("rank ", rank), dtype,
+                         got.outputs[rank].data(), want.data(), count),
+                "");
+      // Each rank reduces two blocks of three and stores one: of the bytes
+      // it receives, all it reduces came out of the ring, no slot.
+      const size_t total = got.reduced_bytes[rank] + got.received_bytes[rank];
+      EXPECT_NEAR(static_cast<double>(total), 2.0 * bytes * 2 / 3, 64)
+          << "rank " << rank;
+      EXPECT_NEAR(static_cast<double>(got.reduced_bytes[rank]),
+                  2.0 * bytes / 3, 64)
+          << "rank " << rank;
+    }
+  }
+}
+
+TEST(AllreduceReduceOnReceive, ATransportThatCannotIsReducedFromSlots) {
+  const Outcome got = RunRing(DataType::kFloat32, ReduceOp::kSum, 300000,
+                              /*reduce=*/false, /*out_of_place=*/false);
+  for (int rank = 0; rank < kWorld; ++rank) {
+    EXPECT_EQ(got.reduced_bytes[rank], 0u) << "rank " << rank;
+    EXPECT_GT(got.received_bytes[rank], 0u) << "rank " << rank;
+  }
+}
+
+TEST(AllreduceReduceOnReceive, ResultsAreBitForBitThoseOfTheSlots) {
+  CollectiveOptions average;  // Sum, then postscale 0.5 and divide by 3.
+  average.postscale = 0.5;
+  average.divisor = kWorld;
+  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16,
+                         DataType::kFloat32, DataType::kFloat64,
+                         DataType::kInt32, DataType::kInt64,
+                         DataType::kUint8, DataType::kBool}) {
+    for (ReduceOp op : kAllOps) {
+      for (bool out_of_place : {false, true}) {
+        const CollectiveOptions scaling =
+            op == ReduceOp::kSum ? average : CollectiveOptions{};
+        const size_t count = 200001;
+        const Outcome slots =
+            RunRing(dtype, op, count, /*reduce=*/false, out_of_place, scaling);
+        const Outcome ring =
+            RunRing(dtype, op, count, /*reduce=*/true, out_of_place, scaling);
+        for (int rank = 0; rank < kWorld; ++rank) {
+          EXPECT_TRUE(ring.outputs[rank] == slots.outputs[rank])
+              << DataTypeName(dtype) << " op " << static_cast<int>(op)
+              << (out_of_place ? " out of place" : " in place") << " rank "
+              << rank;
+          EXPECT_GT(ring.reduced_bytes[rank], 0u);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hvd::collectives
