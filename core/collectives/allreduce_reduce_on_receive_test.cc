@@ -27,8 +27,7 @@ class CountingContext : public transport::ForwardingContext {
       : ForwardingContext(inner), reduce_(reduce) {}
 
   bool ReducesOnReceive(int peer) const override {
-    return reduce_ && const_cast<CountingContext*>(this)->inner()
-                          .ReducesOnReceive(peer);
+    return reduce_ && inner().ReducesOnReceive(peer);
   }
   std::unique_ptr<transport::Request> RecvReduce(
       int peer, size_t len, transport::ReceiveReducer reducer) override {

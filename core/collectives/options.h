@@ -64,7 +64,7 @@ struct CollectiveOptions {
   // past the caches (RingStep::stream): those output lines were never
   // touched, and streaming stores save reading each from memory before it
   // is overwritten (64 MiB at 2 ranks: 1.22-1.29x the busbw,
-  // tools/bench:streaming_bench). In place they were just read by the
+  // tools/bench:ring_receive_bench). In place they were just read by the
   // first sends and are still cached: streaming gained nothing there
   // (0.86-1.02x), so in place never streams. 0: never.
   size_t streaming_store_bytes = size_t{16} << 20;

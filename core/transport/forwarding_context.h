@@ -43,6 +43,7 @@ class ForwardingContext : public Context {
 
  protected:
   Context& inner() { return inner_; }
+  const Context& inner() const { return inner_; }
 
  private:
   std::unique_ptr<Context> owned_;

@@ -98,8 +98,8 @@ class Context {
 
   // Receives the next message from `peer`, exactly `len` bytes (a message
   // of another length fails as for Recv), handing it to `reducer` piece by
-  // piece as it arrives; the request owns `reducer` until it completes, and
-  // completes once the last piece was handed over. Where
+  // piece as it arrives. The request owns `reducer`, completes once the
+  // last piece was handed over, and never calls it after that. Where
   // !ReducesOnReceive(peer) it fails with Unimplemented.
   virtual std::unique_ptr<Request> RecvReduce(int peer, size_t len,
                                               ReceiveReducer reducer) {
