@@ -49,6 +49,7 @@ class RingRunner {
         limits_(LimitsOf(options)),
         postscale_(options.postscale),
         divisor_(options.divisor),
+        scales_(options.scales()),
         data_scratch_(data_scratch),
         reduce_on_receive_(context.ReducesOnReceive(prev)),
         scratch_(reduce_on_receive_ ? 0 : plan.slot_bytes * plan.num_slots),
@@ -144,9 +145,7 @@ class RingRunner {
     };
   }
 
-  bool Scales(const RingRecv& recv) const {
-    return recv.scale && (postscale_ != 1.0 || divisor_ != 1);
-  }
+  bool Scales(const RingRecv& recv) const { return recv.scale && scales_; }
 
   void Process(const RingRecv& recv) {
     const bool scale = Scales(recv);
@@ -174,6 +173,7 @@ class RingRunner {
   const transport::WaitLimits limits_;
   const double postscale_;
   const int divisor_;
+  const bool scales_;  // options.scales()
   Scratch* const data_scratch_;
   // Reduced chunks are combined straight out of the transport's buffers
   // (RecvReduce) instead of received into scratch slots first.
