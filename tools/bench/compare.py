@@ -268,7 +268,14 @@ def summarize(out, systems, rounds_rows):
 
 
 def plot(out, systems, ops, summary):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print("compare.py: no plots: this Python (%s) has no matplotlib; the "
+              "tables are in %s (Debian's python3-matplotlib, under "
+              "/usr/bin/python3, draws them)" % (sys.executable, out),
+              file=sys.stderr)
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     for op in ops:
