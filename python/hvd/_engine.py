@@ -161,23 +161,18 @@ def wrap_capsule(adapter, managed_ptr):
 
 # ---------------------------------------------------------------- handles --
 
-class _Pending:
-    __slots__ = ("keep", "finish")
-
-    def __init__(self, keep, finish):
-        self.keep = keep
-        self.finish = finish
-
-
 # The C module's wait (_speedups.wait) while the module is on, else None:
 # synchronize's path for handles whose result needs nothing from them (one
 # C call waits and releases, instead of two ctypes calls and a frame).
 # Set by _fastpath.
 result_waiter = None
 
-# handle -> _Pending. Single dict operations (setitem, pop, clear) are atomic
-# under the GIL, which is all the table needs: a handle is added once, by
-# the thread that submitted it, and popped once.
+# handle -> (keep, finish): what its operation needs alive, and
+# finish(handle), which makes synchronize's result (None: the result is
+# `keep` itself, an in-place op's tensor); a tuple, made without a frame,
+# one per gradient per step. Single dict operations (setitem, pop, clear)
+# are atomic under the GIL, which is all the table needs: a handle is added
+# once, by the thread that submitted it, and popped once.
 _pending = {}
 
 
@@ -197,7 +192,7 @@ def submit_handle(handle, keep, finish):
 
 
 def keep_pending(handle, keep, finish):
-    _pending[handle] = _Pending(keep, finish)
+    _pending[handle] = (keep, finish)
 
 
 def poll(handle):
@@ -215,7 +210,8 @@ def synchronize(handle):
     entry = _pending.pop(handle, None)
     if entry is None:
         return None
-    if entry.finish is None and result_waiter is not None:
+    keep, finish = entry
+    if finish is None and result_waiter is not None:
         return _wait_in_c(handle, entry)
     lib = _lib.lib()
     try:
@@ -229,7 +225,7 @@ def synchronize(handle):
         raise
     try:
         if rc == _lib.HVD_OK:
-            return entry.keep if entry.finish is None else entry.finish(handle)
+            return keep if finish is None else finish(handle)
         if rc == _lib.HVD_ERROR:
             raise from_status(lib.hvd_handle_error_code(handle),
                               _lib.decode(lib.hvd_handle_error(handle)))
@@ -248,7 +244,7 @@ def _wait_in_c(handle, entry):
         raise
     if failed is not None:
         raise from_status(*failed)
-    return entry.keep
+    return entry[0]
 
 
 def _take_outputs(adapter, handle, prepared_list):
@@ -308,6 +304,23 @@ def cached_options(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
             _options_cache.clear()  # e.g. names unique per call: start over
         _options_cache[key] = cached
     return cached
+
+
+def allreduce_options(name, process_set, op, prescale, postscale):
+    """cached_options("allreduce", ...) of a CPU tensor (no stream), found
+    by one dict lookup once cached: the per-gradient path."""
+    if process_set is None:
+        set_id = 0
+    elif isinstance(process_set, _ps.ProcessSet):
+        set_id = process_set.process_set_id
+    else:
+        set_id = None  # cached_options names the mistake
+    cached = _options_cache.get(("allreduce", name, set_id, op, prescale,
+                                 postscale, 0, -1, None))
+    if cached is not None:
+        return cached
+    return cached_options("allreduce", name, process_set, op, prescale,
+                          postscale)
 
 
 def _options_ref(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,

@@ -299,8 +299,8 @@ def test_an_interrupted_wait_keeps_the_operation_and_its_tensors():
                 hnp.allreduce(a, op=hnp.Sum, name="interrupted")
         finally:
             signal.signal(signal.SIGALRM, old)
-        kept = [h for h, entry in _engine._pending.items()
-                if entry.keep[0] is a]
+        kept = [h for h, (keep, _) in _engine._pending.items()
+                if keep[0] is a]
         assert len(kept) == 1
         hnp.allreduce(np.ones(1), name="released")
         out = hnp.synchronize(kept[0])
@@ -322,7 +322,7 @@ def test_an_interrupted_wait_in_c_keeps_the_handle_waitable():
         def interrupt(signum, frame):
             raise KeyboardInterrupt
         h = ht.allreduce_async_(t, op=ht.Sum, name="interrupted_in_c")
-        assert _engine._pending[h].finish is None  # the C wait's entry
+        assert _engine._pending[h][1] is None  # the C wait's entry: no finish
         old = signal.signal(signal.SIGALRM, interrupt)
         signal.setitimer(signal.ITIMER_REAL, 0.2)
         try:
@@ -330,7 +330,7 @@ def test_an_interrupted_wait_in_c_keeps_the_handle_waitable():
                 ht.synchronize(h)
         finally:
             signal.signal(signal.SIGALRM, old)
-        assert _engine._pending[h].keep is t
+        assert _engine._pending[h][0] is t  # what it keeps alive
         assert ht.synchronize(h) is t
     else:
         time.sleep(3 * _engine.WAIT_SLICE_SECONDS)
