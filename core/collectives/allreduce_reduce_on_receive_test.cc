@@ -1,9 +1,14 @@
-// A ring allreduce over shared memory reduces each received chunk straight
-// out of the transport's ring (Context::RecvReduce) instead of receiving it
-// into a scratch slot first: which receives take that path, and that the
-// results are bit for bit those of the slots, in place and out of place,
-// for every element type, with and without scaling.
+// Allreduces over shared memory reduce received bytes straight out of the
+// transport's ring (Context::RecvReduce) instead of receiving them into
+// scratch first: the ring's chunks, and the direct algorithm's buffer when
+// the group is a pair. Which receives take that path, and that the results
+// are bit for bit those of receiving first, in place and out of place, for
+// every element type, with and without scaling.
 #include <atomic>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -53,22 +58,20 @@ struct Outcome {
   std::vector<size_t> received_bytes;      // Per rank.
 };
 
-// A ring allreduce of `count` elements on kWorld shared-memory ranks, in
-// chunks several shared-memory pieces long and in several segments.
-Outcome RunRing(DataType dtype, ReduceOp op, size_t count, bool reduce,
-                bool out_of_place, const CollectiveOptions& scaling = {}) {
-  Outcome outcome{std::vector<std::vector<char>>(kWorld),
-                  std::vector<size_t>(kWorld), std::vector<size_t>(kWorld)};
-  TestMesh* mesh = TestMesh::Shared(kWorld, MeshTransport::kShm);
+using InputOf = std::function<std::vector<char>(int rank)>;
+
+// An allreduce of `count` elements (rank r's: input(r)) on `world`
+// shared-memory ranks, by `options.algorithm`.
+Outcome Run(int world, const CollectiveOptions& options, DataType dtype,
+            ReduceOp op, size_t count, bool reduce, bool out_of_place,
+            const InputOf& input_of) {
+  Outcome outcome{std::vector<std::vector<char>>(world),
+                  std::vector<size_t>(world), std::vector<size_t>(world)};
+  TestMesh* mesh = TestMesh::Shared(world, MeshTransport::kShm);
   if (mesh == nullptr) return outcome;
-  CollectiveOptions options = scaling;
-  options.algorithm = AllreduceAlgorithm::kRing;
-  options.chunk_bytes = 150000;         // Past a 64 KiB piece.
-  options.ring_segment_bytes = 900000;  // Several segments.
-  options.streaming_store_bytes = 0;
   auto statuses = mesh->RunAll([&](int rank, transport::Context& context) {
     CountingContext counting(context, reduce);
-    const std::vector<char> input = MakeInput(dtype, op, rank, count);
+    const std::vector<char> input = input_of(rank);
     std::vector<char> data = input;
     std::vector<char> output(data.size());
     char* out = out_of_place ? output.data() : data.data();
@@ -81,8 +84,36 @@ Outcome RunRing(DataType dtype, ReduceOp op, size_t count, bool reduce,
     outcome.received_bytes[rank] = counting.received_bytes.load();
     return status;
   });
-  EXPECT_EQ(FailedRanks({0, 1, 2}, statuses), "");
+  std::vector<int> ranks(world);
+  for (int r = 0; r < world; ++r) ranks[r] = r;
+  EXPECT_EQ(FailedRanks(ranks, statuses), "");
   return outcome;
+}
+
+// A ring allreduce of `count` elements on kWorld shared-memory ranks, in
+// chunks several shared-memory pieces long and in several segments.
+Outcome RunRing(DataType dtype, ReduceOp op, size_t count, bool reduce,
+                bool out_of_place, const CollectiveOptions& scaling = {}) {
+  CollectiveOptions options = scaling;
+  options.algorithm = AllreduceAlgorithm::kRing;
+  options.chunk_bytes = 150000;         // Past a 64 KiB piece.
+  options.ring_segment_bytes = 900000;  // Several segments.
+  options.streaming_store_bytes = 0;
+  return Run(kWorld, options, dtype, op, count, reduce, out_of_place,
+             [&](int rank) { return MakeInput(dtype, op, rank, count); });
+}
+
+// A direct allreduce of `count` elements on `world` shared-memory ranks.
+Outcome RunDirect(int world, DataType dtype, ReduceOp op, size_t count,
+                  bool reduce, bool out_of_place,
+                  const CollectiveOptions& scaling = {},
+                  const InputOf& input_of = nullptr) {
+  CollectiveOptions options = scaling;
+  options.algorithm = AllreduceAlgorithm::kDirect;
+  return Run(world, options, dtype, op, count, reduce, out_of_place,
+             input_of ? input_of : [&](int rank) {
+               return MakeInput(dtype, op, rank, count);
+             });
 }
 
 TEST(AllreduceReduceOnReceive, EveryReducedChunkComesStraightOutOfTheRing) {
@@ -145,6 +176,87 @@ TEST(AllreduceReduceOnReceive, ResultsAreBitForBitThoseOfTheSlots) {
         }
       }
     }
+  }
+}
+
+TEST(AllreduceReduceOnReceive, APairReducesTheDirectBufferStraightOutOfTheRing) {
+  const DataType dtype = DataType::kFloat32;
+  const size_t count = 40003;  // Past a 64 KiB piece, not a multiple of it.
+  const std::vector<char> want = Expected(dtype, ReduceOp::kSum, {0, 1}, count);
+  for (bool out_of_place : {false, true}) {
+    const Outcome got = RunDirect(2, dtype, ReduceOp::kSum, count,
+                                  /*reduce=*/true, out_of_place);
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_EQ(Mismatch(absl::StrCat("rank ", rank), dtype,
+                         got.outputs[rank].data(), want.data(), count),
+                "");
+      EXPECT_EQ(got.reduced_bytes[rank], count * sizeof(float));
+      EXPECT_EQ(got.received_bytes[rank], 0u);
+    }
+  }
+}
+
+TEST(AllreduceReduceOnReceive, ADirectAllreduceOfMoreThanTwoReceivesFirst) {
+  const Outcome got = RunDirect(3, DataType::kFloat32, ReduceOp::kSum, 1000,
+                                /*reduce=*/true, /*out_of_place=*/false);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(got.reduced_bytes[rank], 0u) << "rank " << rank;
+    EXPECT_EQ(got.received_bytes[rank], 2 * 1000 * sizeof(float));
+  }
+}
+
+TEST(AllreduceReduceOnReceive, APairsResultsAreBitForBitThoseOfReceivingFirst) {
+  CollectiveOptions average;  // Sum, then postscale 0.5 and divide by 2.
+  average.postscale = 0.5;
+  average.divisor = 2;
+  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16,
+                         DataType::kFloat32, DataType::kFloat64,
+                         DataType::kInt32, DataType::kInt64,
+                         DataType::kUint8, DataType::kBool}) {
+    for (ReduceOp op : kAllOps) {
+      for (bool out_of_place : {false, true}) {
+        const CollectiveOptions scaling =
+            op == ReduceOp::kSum ? average : CollectiveOptions{};
+        const size_t count = 20001;
+        const Outcome first = RunDirect(2, dtype, op, count, /*reduce=*/false,
+                                        out_of_place, scaling);
+        const Outcome pair = RunDirect(2, dtype, op, count, /*reduce=*/true,
+                                       out_of_place, scaling);
+        for (int rank = 0; rank < 2; ++rank) {
+          EXPECT_TRUE(pair.outputs[rank] == first.outputs[rank])
+              << DataTypeName(dtype) << " op " << static_cast<int>(op)
+              << (out_of_place ? " out of place" : " in place") << " rank "
+              << rank;
+          EXPECT_GT(pair.reduced_bytes[rank], 0u);
+        }
+      }
+    }
+  }
+}
+
+// Min and Max of a NaN and a number, and of zeros of either sign, depend
+// on the order of the operands: both members still end with the same
+// bytes, those of receiving first (member 0's operand first).
+TEST(AllreduceReduceOnReceive, APairKeepsTheOperandOrderWhereItMatters) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::vector<float>> values = {{nan, 1.0f, -0.0f, 0.0f},
+                                                  {1.0f, nan, 0.0f, -0.0f}};
+  auto input_of = [&](int rank) {
+    std::vector<char> bytes(values[rank].size() * sizeof(float));
+    std::memcpy(bytes.data(), values[rank].data(), bytes.size());
+    return bytes;
+  };
+  for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kSum}) {
+    const Outcome first = RunDirect(2, DataType::kFloat32, op, 4, false,
+                                    false, {}, input_of);
+    const Outcome pair =
+        RunDirect(2, DataType::kFloat32, op, 4, true, false, {}, input_of);
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_TRUE(pair.outputs[rank] == first.outputs[rank])
+          << "op " << static_cast<int>(op) << " rank " << rank;
+    }
+    EXPECT_TRUE(pair.outputs[0] == pair.outputs[1])
+        << "op " << static_cast<int>(op);
   }
 }
 
