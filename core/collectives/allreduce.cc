@@ -55,6 +55,17 @@ absl::Status Run(transport::Context& context, const Group& group,
     }
   }
   if (internal::UseDirect(options, group, bytes)) {
+    const char* input =
+        source != nullptr ? source->Contiguous(0, bytes) : nullptr;
+    char* output = data.Contiguous(0, bytes);
+    if (input != nullptr && output != nullptr &&
+        !internal::UseDoubling(options, group) &&
+        internal::PairReducesOnReceive(context, group)) {
+      // Out of place, straight into the output: no copy of the input first.
+      status = internal::AllreducePairOnReceive(context, group, input, output,
+                                                count, dtype, op, options);
+      return internal::Annotate(status, "Allreduce (direct)", context, group);
+    }
     in_place();
     status = internal::AllreduceSmall(context, group, data, count, dtype, op,
                                       options);

@@ -1,7 +1,8 @@
 // Latency-optimal allreduce for small buffers: one round in which every
 // member sends its buffer to every other, then each reduces the N
-// contributions in group order, so all get bit-identical results. Also the
-// choice between it and recursive doubling for a small allreduce.
+// contributions in group order, so all get bit-identical results; a pair
+// out of place over shared memory reduces straight out of the peer's ring.
+// Also the choice between it and recursive doubling for a small allreduce.
 #include <cstring>
 #include <vector>
 
@@ -9,59 +10,12 @@
 #include "core/collectives/reduce.h"
 
 namespace hvd::collectives::internal {
-namespace {
-
-// Two members whose transport reduces on receive (shared memory): each
-// combines the peer's bytes with its own where they lie in the transport's
-// memory (member 0's operand first), into scratch, then copies the result
-// back. The member that reduced into the received copy before saves a
-// pass over the buffer (the copy out of the transport); the result is
-// AllreduceDirect's, bit for bit.
-absl::Status AllreducePairOnReceive(transport::Context& context,
-                                    const Group& group, void* data,
-                                    size_t count, DataType dtype, ReduceOp op,
-                                    const CollectiveOptions& options) {
-  const int peer = group.ranks[1 - group.index];
-  const size_t elem_size = DataTypeSize(dtype);
-  const size_t bytes = count * elem_size;
-  Scratch scratch(bytes);
-  char* const out = scratch.data();
-  const char* const own = static_cast<const char*>(data);
-  const bool own_first = group.index == 0;
-  std::vector<RequestPtr> recvs;
-  recvs.push_back(context.RecvReduce(
-      peer, bytes,
-      [=](size_t offset, const char* piece, size_t piece_bytes) {
-        const char* mine = own + offset;
-        ReduceInto(out + offset, own_first ? mine : piece,
-                   own_first ? piece : mine, piece_bytes / elem_size, dtype,
-                   op);
-      }));
-  std::vector<RequestPtr> sends;
-  sends.push_back(context.Send(peer, data, bytes));
-  const transport::WaitLimits limits = LimitsOf(options);
-  absl::Status status = WaitAll(recvs, limits);
-  if (status.ok()) status = WaitAll(sends, limits);
-  if (!status.ok()) {
-    scratch.AbandonIfPending(recvs);
-    return status;
-  }
-  Postscale(out, count, dtype, options.postscale, options.divisor);
-  std::memcpy(data, out, bytes);
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status AllreduceDirect(transport::Context& context, const Group& group,
                              void* data, size_t count, DataType dtype,
                              ReduceOp op, const CollectiveOptions& options) {
   const int n = group.size();
   const int me = group.index;
-  if (n == 2 && context.ReducesOnReceive(group.ranks[1 - me])) {
-    return AllreducePairOnReceive(context, group, data, count, dtype, op,
-                                  options);
-  }
   const size_t bytes = count * DataTypeSize(dtype);
   // Contribution of member j lives in slot j, shifted past our own.
   Scratch scratch(bytes * (n - 1));
@@ -91,6 +45,41 @@ absl::Status AllreduceDirect(transport::Context& context, const Group& group,
   for (int j = 1; j < n; ++j) Reduce(acc, contribution(j), count, dtype, op);
   Postscale(acc, count, dtype, options.postscale, options.divisor);
   if (acc != data) std::memcpy(data, acc, bytes);
+  return absl::OkStatus();
+}
+
+bool PairReducesOnReceive(transport::Context& context, const Group& group) {
+  return group.size() == 2 &&
+         context.ReducesOnReceive(group.ranks[1 - group.index]);
+}
+
+absl::Status AllreducePairOnReceive(transport::Context& context,
+                                    const Group& group, const void* input,
+                                    void* output, size_t count, DataType dtype,
+                                    ReduceOp op,
+                                    const CollectiveOptions& options) {
+  const int peer = group.ranks[1 - group.index];
+  const size_t elem_size = DataTypeSize(dtype);
+  const size_t bytes = count * elem_size;
+  char* const out = static_cast<char*>(output);
+  const char* const own = static_cast<const char*>(input);
+  const bool own_first = group.index == 0;
+  std::vector<RequestPtr> recvs;
+  recvs.push_back(context.RecvReduce(
+      peer, bytes,
+      [=](size_t offset, const char* piece, size_t piece_bytes) {
+        const char* mine = own + offset;
+        ReduceInto(out + offset, own_first ? mine : piece,
+                   own_first ? piece : mine, piece_bytes / elem_size, dtype,
+                   op);
+      }));
+  std::vector<RequestPtr> sends;
+  sends.push_back(context.Send(peer, input, bytes));
+  const transport::WaitLimits limits = LimitsOf(options);
+  absl::Status status = WaitAll(recvs, limits);
+  if (status.ok()) status = WaitAll(sends, limits);
+  if (!status.ok()) return status;  // `output` is the caller's (it aborts)
+  Postscale(out, count, dtype, options.postscale, options.divisor);
   return absl::OkStatus();
 }
 

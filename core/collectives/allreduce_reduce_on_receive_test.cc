@@ -1,9 +1,9 @@
 // Allreduces over shared memory reduce received bytes straight out of the
 // transport's ring (Context::RecvReduce) instead of receiving them into
 // scratch first: the ring's chunks, and the direct algorithm's buffer when
-// the group is a pair. Which receives take that path, and that the results
-// are bit for bit those of receiving first, in place and out of place, for
-// every element type, with and without scaling.
+// a pair allreduces out of place. Which receives take that path, and that
+// the results are bit for bit those of receiving first, in place and out
+// of place, for every element type, with and without scaling.
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -179,9 +179,11 @@ TEST(AllreduceReduceOnReceive, ResultsAreBitForBitThoseOfTheSlots) {
   }
 }
 
-TEST(AllreduceReduceOnReceive, APairReducesTheDirectBufferStraightOutOfTheRing) {
+TEST(AllreduceReduceOnReceive,
+     APairOutOfPlaceReducesTheDirectBufferStraightOutOfTheRing) {
   const DataType dtype = DataType::kFloat32;
   const size_t count = 40003;  // Past a 64 KiB piece, not a multiple of it.
+  const size_t bytes = count * sizeof(float);
   const std::vector<char> want = Expected(dtype, ReduceOp::kSum, {0, 1}, count);
   for (bool out_of_place : {false, true}) {
     const Outcome got = RunDirect(2, dtype, ReduceOp::kSum, count,
@@ -190,8 +192,9 @@ TEST(AllreduceReduceOnReceive, APairReducesTheDirectBufferStraightOutOfTheRing) 
       EXPECT_EQ(Mismatch(absl::StrCat("rank ", rank), dtype,
                          got.outputs[rank].data(), want.data(), count),
                 "");
-      EXPECT_EQ(got.reduced_bytes[rank], count * sizeof(float));
-      EXPECT_EQ(got.received_bytes[rank], 0u);
+      // In place the buffer is received first, as before.
+      EXPECT_EQ(got.reduced_bytes[rank], out_of_place ? bytes : 0u);
+      EXPECT_EQ(got.received_bytes[rank], out_of_place ? 0u : bytes);
     }
   }
 }
@@ -227,7 +230,7 @@ TEST(AllreduceReduceOnReceive, APairsResultsAreBitForBitThoseOfReceivingFirst) {
               << DataTypeName(dtype) << " op " << static_cast<int>(op)
               << (out_of_place ? " out of place" : " in place") << " rank "
               << rank;
-          EXPECT_GT(pair.reduced_bytes[rank], 0u);
+          EXPECT_EQ(pair.reduced_bytes[rank] > 0, out_of_place);
         }
       }
     }
@@ -235,8 +238,8 @@ TEST(AllreduceReduceOnReceive, APairsResultsAreBitForBitThoseOfReceivingFirst) {
 }
 
 // Min and Max of a NaN and a number, and of zeros of either sign, depend
-// on the order of the operands: both members still end with the same
-// bytes, those of receiving first (member 0's operand first).
+// on the order of the operands: out of place, both members still end with
+// the same bytes, those of receiving first (member 0's operand first).
 TEST(AllreduceReduceOnReceive, APairKeepsTheOperandOrderWhereItMatters) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<std::vector<float>> values = {{nan, 1.0f, -0.0f, 0.0f},
@@ -247,10 +250,13 @@ TEST(AllreduceReduceOnReceive, APairKeepsTheOperandOrderWhereItMatters) {
     return bytes;
   };
   for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kSum}) {
-    const Outcome first = RunDirect(2, DataType::kFloat32, op, 4, false,
-                                    false, {}, input_of);
-    const Outcome pair =
-        RunDirect(2, DataType::kFloat32, op, 4, true, false, {}, input_of);
+    const Outcome first = RunDirect(2, DataType::kFloat32, op, 4,
+                                    /*reduce=*/false, /*out_of_place=*/true,
+                                    {}, input_of);
+    const Outcome pair = RunDirect(2, DataType::kFloat32, op, 4,
+                                   /*reduce=*/true, /*out_of_place=*/true, {},
+                                   input_of);
+    EXPECT_GT(pair.reduced_bytes[0], 0u);
     for (int rank = 0; rank < 2; ++rank) {
       EXPECT_TRUE(pair.outputs[rank] == first.outputs[rank])
           << "op " << static_cast<int>(op) << " rank " << rank;
