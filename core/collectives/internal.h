@@ -166,9 +166,10 @@ absl::Status AllreduceDirect(transport::Context& context, const Group& group,
 // buffer with its `input` where it lies in the transport's memory, member
 // 0's operand first, straight into `output` (which overlaps neither): no
 // copy of the input into the output first, none out of the transport.
-// Bit for bit AllreduceDirect's result. (In place, receiving first and
-// reducing there was as fast or faster on the development VM: combining
-// out of the peer's memory wins only where it saves a whole copy.)
+// Bit for bit AllreduceDirect's result. (In place, reducing out of the
+// transport into scratch and copying back was faster in some runs and
+// slower in others: combining out of the peer's memory pays where it
+// saves a whole copy.)
 bool PairReducesOnReceive(transport::Context& context, const Group& group);
 absl::Status AllreducePairOnReceive(transport::Context& context,
                                     const Group& group, const void* input,

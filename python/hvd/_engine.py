@@ -187,7 +187,7 @@ def submit_handle(handle, keep, finish):
     result is `keep` itself (an in-place op's tensor)."""
     if handle <= 0:
         raise _lib.last_error("enqueueing the operation (handle %d)" % handle)
-    keep_pending(handle, keep, finish)
+    _pending[handle] = (keep, finish)  # keep_pending, without its frame
     return handle
 
 

@@ -152,7 +152,4 @@ def submit_in_place(tensor, name, op, prescale, postscale, process_set):
     handle = module.submit(tensor, tensor, options[1], op == _lib.OP_AVERAGE)
     if handle is NotImplemented:
         return handle
-    if handle <= 0:
-        raise _lib.last_error("enqueueing the operation (handle %d)" % handle)
-    _engine.keep_pending(handle, tensor, None)
-    return handle
+    return _engine.submit_handle(handle, tensor, None)
