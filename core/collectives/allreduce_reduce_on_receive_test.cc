@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/collectives/collectives.h"
@@ -150,33 +151,46 @@ TEST(AllreduceReduceOnReceive, ATransportThatCannotIsReducedFromSlots) {
   }
 }
 
-TEST(AllreduceReduceOnReceive, ResultsAreBitForBitThoseOfTheSlots) {
-  CollectiveOptions average;  // Sum, then postscale 0.5 and divide by 3.
+// Calls check(dtype, op, out_of_place, scaling, what) for every element
+// type and op, in place and out of place; Sum with a postscale of 0.5 and
+// `divisor` (an Average's).
+void ForEveryCase(int divisor,
+                  const std::function<void(DataType, ReduceOp, bool,
+                                           const CollectiveOptions&,
+                                           const std::string&)>& check) {
+  CollectiveOptions average;
   average.postscale = 0.5;
-  average.divisor = kWorld;
+  average.divisor = divisor;
   for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16,
                          DataType::kFloat32, DataType::kFloat64,
                          DataType::kInt32, DataType::kInt64,
                          DataType::kUint8, DataType::kBool}) {
     for (ReduceOp op : kAllOps) {
       for (bool out_of_place : {false, true}) {
-        const CollectiveOptions scaling =
-            op == ReduceOp::kSum ? average : CollectiveOptions{};
-        const size_t count = 200001;
-        const Outcome slots =
-            RunRing(dtype, op, count, /*reduce=*/false, out_of_place, scaling);
-        const Outcome ring =
-            RunRing(dtype, op, count, /*reduce=*/true, out_of_place, scaling);
-        for (int rank = 0; rank < kWorld; ++rank) {
-          EXPECT_TRUE(ring.outputs[rank] == slots.outputs[rank])
-              << DataTypeName(dtype) << " op " << static_cast<int>(op)
-              << (out_of_place ? " out of place" : " in place") << " rank "
-              << rank;
-          EXPECT_GT(ring.reduced_bytes[rank], 0u);
-        }
+        check(dtype, op, out_of_place,
+              op == ReduceOp::kSum ? average : CollectiveOptions{},
+              absl::StrCat(DataTypeName(dtype), " op ", static_cast<int>(op),
+                           out_of_place ? " out of place" : " in place"));
       }
     }
   }
+}
+
+TEST(AllreduceReduceOnReceive, ResultsAreBitForBitThoseOfTheSlots) {
+  ForEveryCase(kWorld, [](DataType dtype, ReduceOp op, bool out_of_place,
+                          const CollectiveOptions& scaling,
+                          const std::string& what) {
+    const size_t count = 200001;
+    const Outcome slots =
+        RunRing(dtype, op, count, /*reduce=*/false, out_of_place, scaling);
+    const Outcome ring =
+        RunRing(dtype, op, count, /*reduce=*/true, out_of_place, scaling);
+    for (int rank = 0; rank < kWorld; ++rank) {
+      EXPECT_TRUE(ring.outputs[rank] == slots.outputs[rank])
+          << what << " rank " << rank;
+      EXPECT_GT(ring.reduced_bytes[rank], 0u);
+    }
+  });
 }
 
 TEST(AllreduceReduceOnReceive,
@@ -209,32 +223,20 @@ TEST(AllreduceReduceOnReceive, ADirectAllreduceOfMoreThanTwoReceivesFirst) {
 }
 
 TEST(AllreduceReduceOnReceive, APairsResultsAreBitForBitThoseOfReceivingFirst) {
-  CollectiveOptions average;  // Sum, then postscale 0.5 and divide by 2.
-  average.postscale = 0.5;
-  average.divisor = 2;
-  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16,
-                         DataType::kFloat32, DataType::kFloat64,
-                         DataType::kInt32, DataType::kInt64,
-                         DataType::kUint8, DataType::kBool}) {
-    for (ReduceOp op : kAllOps) {
-      for (bool out_of_place : {false, true}) {
-        const CollectiveOptions scaling =
-            op == ReduceOp::kSum ? average : CollectiveOptions{};
-        const size_t count = 20001;
-        const Outcome first = RunDirect(2, dtype, op, count, /*reduce=*/false,
-                                        out_of_place, scaling);
-        const Outcome pair = RunDirect(2, dtype, op, count, /*reduce=*/true,
-                                       out_of_place, scaling);
-        for (int rank = 0; rank < 2; ++rank) {
-          EXPECT_TRUE(pair.outputs[rank] == first.outputs[rank])
-              << DataTypeName(dtype) << " op " << static_cast<int>(op)
-              << (out_of_place ? " out of place" : " in place") << " rank "
-              << rank;
-          EXPECT_EQ(pair.reduced_bytes[rank] > 0, out_of_place);
-        }
-      }
+  ForEveryCase(2, [](DataType dtype, ReduceOp op, bool out_of_place,
+                     const CollectiveOptions& scaling,
+                     const std::string& what) {
+    const size_t count = 20001;
+    const Outcome first = RunDirect(2, dtype, op, count, /*reduce=*/false,
+                                    out_of_place, scaling);
+    const Outcome pair = RunDirect(2, dtype, op, count, /*reduce=*/true,
+                                   out_of_place, scaling);
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_TRUE(pair.outputs[rank] == first.outputs[rank])
+          << what << " rank " << rank;
+      EXPECT_EQ(pair.reduced_bytes[rank] > 0, out_of_place) << what;
     }
-  }
+  });
 }
 
 // Min and Max of a NaN and a number, and of zeros of either sign, depend
