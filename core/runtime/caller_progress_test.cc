@@ -144,6 +144,35 @@ TEST_P(CallerProgressTest, ACallerWaitingForItsBurstRunsItWithoutTheSettle) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
+TEST_P(CallerProgressTest, TensorsLeftOverFromAPartAnswerGoBackAtOnce) {
+  // Rank 1 submits a and b and waits for b; rank 0 submits a alone, so its
+  // first answer holds a only, then b a while later. Rank 1's b, still
+  // pending, goes back to rank 0 at once rather than at its cycle timer
+  // (far longer than the test may take).
+  Config config;
+  config.cycle_time = absl::Seconds(20);
+  auto job = MakeJob(2, config);
+  const absl::Time start = absl::Now();
+  job->RunOnEveryRank([&](int rank) {
+    std::vector<float> a(8, rank + 1.0f), b(8, rank + 1.0f);
+    if (rank == 1) {
+      const int64_t first =
+          job->runtime(1).Submit(One(Allreduce("a", a))).value();
+      const int64_t second =
+          job->runtime(1).Submit(One(Allreduce("b", b))).value();
+      ASSERT_TRUE(job->Wait(1, second).ok());
+      ASSERT_TRUE(job->Wait(1, first).ok());
+    } else {
+      ASSERT_TRUE(job->Run(0, One(Allreduce("a", a))).ok());
+      absl::SleepFor(absl::Milliseconds(200));
+      ASSERT_TRUE(job->Run(0, One(Allreduce("b", b))).ok());
+    }
+    EXPECT_EQ(a[7], 3.0f);
+    EXPECT_EQ(b[7], 3.0f);
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
 TEST_P(CallerProgressTest, CallersOfOneRankShareTheCyclesWithEachOther) {
   // Two threads per rank, each calling and waiting in a loop under its own
   // names: one of them at a time runs a cycle, the other waits for its

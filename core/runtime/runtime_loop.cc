@@ -291,8 +291,11 @@ bool Runtime::CycleBody(bool waited) {
   try_exchange_ = std::any_of(
       responses->responses().begin(), responses->responses().end(),
       [](const Response& r) { return r.process_set() == 0; });
-  resend_now_ = responses->responses_size() == 0 && !pending_.empty() &&
-                ++resends_ <= kImmediateResends;
+  // Tensors of this rank still pending -- waiting on slower ranks, or left
+  // over when rank 0 answered only part of what it sent -- go back at once,
+  // not at the next cycle timer (a caller waiting for them would wait that
+  // long); at most kImmediateResends cycles in a row without progress.
+  resend_now_ = !pending_.empty() && ++resends_ <= kImmediateResends;
   return true;
 }
 
