@@ -57,8 +57,8 @@ absl::Status Run(transport::Context& context, const Group& group,
   if (internal::UseDirect(options, group, bytes)) {
     const char* input =
         source != nullptr ? source->Contiguous(0, bytes) : nullptr;
-    char* output = data.Contiguous(0, bytes);
-    if (input != nullptr && output != nullptr &&
+    char* output = input != nullptr ? data.Contiguous(0, bytes) : nullptr;
+    if (output != nullptr &&
         !internal::UseDoubling(options, group) &&
         internal::PairReducesOnReceive(context, group)) {
       // Out of place, straight into the output: no copy of the input first.

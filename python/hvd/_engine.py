@@ -290,9 +290,18 @@ _OPTIONS_CACHE_LIMIT = 4096
 def cached_options(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
                    postscale=1.0, root_rank=0, dtype=-1, stream=None):
     """(ctypes.byref, address, keep) of an hvd_options for these values,
-    cached. Hold the tuple while a call uses the struct."""
-    key = (kind, name, _ps.resolve(process_set), op, prescale, postscale,
-           root_rank, dtype, stream)
+    cached. Hold the tuple while a call uses the struct. Once cached, one
+    dict lookup and no further frame (every gradient of every step comes
+    here): the set's id is read in place, and only a miss validates the set
+    (_options, through process_sets.resolve, names a bad one)."""
+    if process_set is None:
+        set_id = 0
+    elif isinstance(process_set, _ps.ProcessSet):
+        set_id = process_set.process_set_id
+    else:
+        set_id = None
+    key = (kind, name, set_id, op, prescale, postscale, root_rank, dtype,
+           stream)
     cached = _options_cache.get(key)
     if cached is None:
         opts, keep = _options(kind, name, process_set, op, prescale,
@@ -304,23 +313,6 @@ def cached_options(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,
             _options_cache.clear()  # e.g. names unique per call: start over
         _options_cache[key] = cached
     return cached
-
-
-def allreduce_options(name, process_set, op, prescale, postscale):
-    """cached_options("allreduce", ...) of a CPU tensor (no stream), found
-    by one dict lookup once cached: the per-gradient path."""
-    if process_set is None:
-        set_id = 0
-    elif isinstance(process_set, _ps.ProcessSet):
-        set_id = process_set.process_set_id
-    else:
-        set_id = None  # cached_options names the mistake
-    cached = _options_cache.get(("allreduce", name, set_id, op, prescale,
-                                 postscale, 0, -1, None))
-    if cached is not None:
-        return cached
-    return cached_options("allreduce", name, process_set, op, prescale,
-                          postscale)
 
 
 def _options_ref(kind, name, process_set, op=_lib.OP_SUM, prescale=1.0,

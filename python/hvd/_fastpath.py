@@ -112,8 +112,8 @@ def allreduce(tensor, out, name, op, prescale, postscale, process_set):
     if module is None:
         return NotImplemented
     # Held while the call runs: the cache may drop its entry meanwhile.
-    options = _engine.allreduce_options(name, process_set, op, prescale,
-                                        postscale)
+    options = _engine.cached_options("allreduce", name, process_set, op,
+                                     prescale, postscale)
     result = module.allreduce(tensor, out, options[1],
                               op == _lib.OP_AVERAGE, _keep_interrupted)
     kind = type(result)
@@ -147,8 +147,8 @@ def submit_in_place(tensor, name, op, prescale, postscale, process_set):
     module = _bound_module()
     if module is None:
         return NotImplemented
-    options = _engine.allreduce_options(name, process_set, op, prescale,
-                                        postscale)
+    options = _engine.cached_options("allreduce", name, process_set, op,
+                                     prescale, postscale)
     handle = module.submit(tensor, tensor, options[1], op == _lib.OP_AVERAGE)
     if handle is NotImplemented:
         return handle
