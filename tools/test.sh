@@ -12,12 +12,39 @@ cd "$(dirname "$0")/.."
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# failure_reports SUMMARY TESTLOGS: for each test SUMMARY lists as failed,
+# the first sanitizer report in its log (the report's stack, not only its
+# headline), or else its failed assertions, or else the log's last lines: a
+# flaky failure must be readable from CI's output alone.
+failure_reports() {
+  local target log
+  for target in $(sed -n 's|^//\([^ ]*\) .*FAILED.*|\1|p' "$1" | tr : /); do
+    for log in "$2/$target/test.log" "$2/$target"/run_*/test.log \
+               "$2/$target"/shard_*/test.log; do
+      [[ -f $log ]] || continue
+      echo "--- $target: $(basename "$(dirname "$log")")"
+      if grep -aq "ERROR: .*Sanitizer\|runtime error" "$log"; then
+        grep -a -m1 -A40 "ERROR: .*Sanitizer\|runtime error" "$log"
+      elif grep -aq ": Failure$" "$log"; then
+        grep -a -A12 ": Failure$" "$log" | head -60
+      else
+        tail -20 "$log"
+      fi
+      break
+    done
+  done
+}
+
 # What a user reads: the test summary and the failures, without Bazel's
 # INFO events or the trace Debian's linux-sandbox adds to a failing test's
 # log.
 bazel test //... --keep_going --noshow_progress --ui_event_filters=-info \
   "$@" 2>&1 | grep -av "src/main/tools/linux-sandbox" | tee "$tmp/suite"
 status=${PIPESTATUS[0]}
+if grep -aq "^//.* FAILED" "$tmp/suite"; then
+  failure_reports "$tmp/suite" "$(bazel info bazel-testlogs 2>/dev/null)"
+fi
 
 # Each other build has an output base of its own (one per checkout):
 # switching the compiler or its flags in the main one would reconfigure its
@@ -40,23 +67,6 @@ fi
 bazel --output_base="$clang_base" shutdown >/dev/null 2>&1
 took "$start"
 
-# sanitizer_reports SUMMARY TESTLOGS: for each test SUMMARY lists as failed,
-# the first sanitizer report in its log (the report's stack, not only its
-# headline: a flaky finding must be readable from CI's output alone).
-sanitizer_reports() {
-  local target log
-  for target in $(sed -n 's|^//\([^ ]*\) .*FAILED.*|\1|p' "$1" | tr : /); do
-    for log in "$2/$target/test.log" "$2/$target"/run_*/test.log \
-               "$2/$target"/shard_*/test.log; do
-      [[ -f $log ]] || continue
-      grep -aq "ERROR: .*Sanitizer\|runtime error" "$log" || continue
-      echo "--- $target: $(basename "$(dirname "$log")")"
-      grep -a -m1 -A40 "ERROR: .*Sanitizer\|runtime error" "$log"
-      break
-    done
-  done
-}
-
 extra=()
 # sanitized CONFIG PATTERN...: the tests of PATTERN under --config=CONFIG,
 # but for those tagged no_sanitizer: they measure memory or bandwidth, which
@@ -77,7 +87,7 @@ sanitized() {
   grep -aE "^Executed" "$summary"
   logs=$(bazel --output_base="$base" info --config="$config" \
     bazel-testlogs 2>/dev/null)
-  sanitizer_reports "$summary" "$logs"
+  failure_reports "$summary" "$logs"
   bazel --output_base="$base" shutdown >/dev/null 2>&1
   extra+=("$config=$summary@$logs")
   ((run_status)) && status=$run_status
