@@ -39,13 +39,17 @@ absl::Status NotInitialized() {
       "hvd is not initialized: call hvd.init() first");
 }
 
-std::string NameOf(const hvd_options& o, const char* op) {
+// The op's name: the caller's, or one generated into `generated`.
+absl::string_view NameOf(const hvd_options& o, const char* op,
+                         std::string& generated) {
   if (o.name != nullptr && o.name[0] != '\0') return o.name;
-  return GeneratedName(op, o.process_set_id);
+  generated = GeneratedName(op, o.process_set_id);
+  return generated;
 }
 
 // Members of the op's process set, or an error naming the set.
-absl::StatusOr<std::vector<int>> Members(runtime::Runtime& rt, int set) {
+absl::StatusOr<runtime::ProcessSetTable::Members> Members(runtime::Runtime& rt,
+                                                          int set) {
   auto ranks = rt.process_sets().Ranks(set);
   if (!ranks) {
     return absl::InvalidArgumentError(
@@ -57,7 +61,7 @@ absl::StatusOr<std::vector<int>> Members(runtime::Runtime& rt, int set) {
         "rank ", rt.config().rank, " is not a member of process set ", set,
         " (ranks [", absl::StrJoin(*ranks, ", "), "])"));
   }
-  return *ranks;
+  return ranks;
 }
 
 absl::Status CheckDevice(runtime::Runtime& rt, const TensorView& view) {
@@ -87,7 +91,7 @@ absl::Status MarkReady(runtime::Runtime& rt, TensorEntry& entry, void* stream,
 }
 
 absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(
-    runtime::Runtime& rt, OpType type, const std::string& name,
+    runtime::Runtime& rt, OpType type, absl::string_view name,
     DLTensor* input, DLTensor* output, const hvd_options& o) {
   auto in = ViewOf(input, o.dtype);
   if (!in.ok()) return in.status();
@@ -95,7 +99,7 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(
   auto entry = std::make_unique<TensorEntry>();
   runtime::Request& r = entry->request;
   r.set_type(type);
-  r.set_name(name);
+  r.set_name(name.data(), name.size());
   r.set_dtype(static_cast<int32_t>(in->dtype));
   for (int64_t d : in->shape) r.add_shape(d);
   r.set_device(static_cast<int32_t>(in->device));
@@ -195,15 +199,19 @@ hvd_handle Enqueue(OpType type, const char* op_name, int32_t count,
   if (count < 1) return Fail(absl::InvalidArgumentError("no tensors given"));
   auto members = Members(*rt, o.process_set_id);
   if (!members.ok()) return Fail(members.status());
-  const std::string base = NameOf(o, op_name);
+  std::string generated, grouped;
+  const absl::string_view base = NameOf(o, op_name, generated);
   Entries entries;
+  entries.reserve(count);
   std::map<int, std::shared_ptr<runtime::ReadyEvent>> ready;
   for (int32_t i = 0; i < count; ++i) {
-    const std::string name = count == 1 ? base : absl::StrCat(base, ".", i);
+    absl::string_view name = base;
+    if (count > 1) name = grouped = absl::StrCat(base, ".", i);
     auto entry = MakeEntry(*rt, type, name, inputs[i],
                            outputs ? outputs[i] : nullptr, o);
-    absl::Status s = entry.ok() ? CheckRootAndSplits(**entry, o,
-                                                     static_cast<int>(members->size()))
+    absl::Status s = entry.ok() ? CheckRootAndSplits(
+                                      **entry, o,
+                                      static_cast<int>((*members)->size()))
                                 : entry.status();
     if (s.ok()) s = MarkReady(*rt, **entry, o.stream, ready);
     if (!s.ok()) {
@@ -211,7 +219,7 @@ hvd_handle Enqueue(OpType type, const char* op_name, int32_t count,
                                                       name, "': ", s.message())));
     }
     if (count > 1) {
-      (*entry)->request.set_group(base);
+      (*entry)->request.set_group(base.data(), base.size());
       (*entry)->request.set_group_size(count);
     }
     entries.push_back(std::move(*entry));

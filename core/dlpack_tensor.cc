@@ -208,7 +208,7 @@ absl::StatusOr<DLManagedTensor*> NewHostTensorLike(const DLTensor* like) {
   }
   auto* tensor = new HostTensor();
   tensor->buffer = std::make_unique<runtime::HostBuffer>(view->bytes);
-  tensor->shape = std::move(view->shape);
+  tensor->shape.assign(view->shape.begin(), view->shape.end());
   DLTensor& t = tensor->managed.dl_tensor;
   t.data = tensor->buffer->data();
   t.device = DLDevice{kDLCPU, 0};

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "core/common/types.h"
 #include "core/runtime/entry.h"
@@ -17,7 +18,8 @@ struct TensorView {
   DataType dtype = DataType::kFloat32;
   DeviceType device = DeviceType::kCpu;
   int device_id = 0;
-  std::vector<int64_t> shape;
+  // Inline up to 6 dimensions: read on every call, kept off the heap.
+  absl::InlinedVector<int64_t, 6> shape;
   size_t bytes = 0;
 };
 

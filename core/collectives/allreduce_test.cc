@@ -581,6 +581,10 @@ TEST(AllreduceErrors, RejectsGroupThatDoesNotMatchContext) {
   status = Allreduce(context, Group{{0, 0}, 0}, &x, 1, DataType::kFloat32,
                      ReduceOp::kSum, {});
   EXPECT_EQ(status.message(), "Allreduce: group lists rank 0 twice");
+  // Out of order, the twice-listed rank apart.
+  status = Allreduce(context, Group{{1, 0, 1}, 1}, &x, 1, DataType::kFloat32,
+                     ReduceOp::kSum, {});
+  EXPECT_EQ(status.message(), "Allreduce: group lists rank 1 twice");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <new>
 
 #include "absl/strings/str_cat.h"
@@ -130,12 +131,21 @@ absl::Status CheckGroup(const transport::Context& context, const Group& group,
                        " is outside the context of size ", context.size()));
     }
   }
-  std::vector<int> sorted = group.ranks;
-  std::sort(sorted.begin(), sorted.end());
-  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end());
-      dup != sorted.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(collective, ": group lists rank ", *dup, " twice"));
+  // A process set's ranks ascend, so no copy and sort is needed to see
+  // that no rank is listed twice (this runs on every call, and a group can
+  // hold every rank of the job).
+  const bool ascending = std::adjacent_find(group.ranks.begin(),
+                                            group.ranks.end(),
+                                            std::greater_equal<int>()) ==
+                         group.ranks.end();
+  if (!ascending) {
+    std::vector<int> sorted = group.ranks;
+    std::sort(sorted.begin(), sorted.end());
+    if (auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+        dup != sorted.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(collective, ": group lists rank ", *dup, " twice"));
+    }
   }
   if (group.ranks[group.index] != context.rank()) {
     return absl::InvalidArgumentError(

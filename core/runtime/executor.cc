@@ -3,6 +3,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/collectives/reduce.h"
@@ -371,8 +372,15 @@ absl::Status Executor::Allreduce(const Response& response, Entries& entries,
                                  const collectives::Group& group) {
   const DataType dtype = static_cast<DataType>(response.dtype());
   ReduceOp op = static_cast<ReduceOp>(response.op());
-  collectives::CollectiveOptions options = options_;
+  // The options carry this allreduce's scaling for the call, set in place:
+  // a copy per call would copy options_.hosts, as long as the job.
+  collectives::CollectiveOptions& options = options_;
   options.postscale = response.postscale();
+  options.divisor = 1;
+  absl::Cleanup unscaled = [&options] {
+    options.postscale = 1.0;
+    options.divisor = 1;
+  };
   AverageAsSum(group.size(), &op, &options.postscale, &options.divisor);
   const std::string& row = response.names(0);
   AllreducePieces plan = PlanPieces(response, entries);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -60,7 +61,7 @@ class HandleTable {
     std::atomic<bool> done{false};  // pending == 0, readable without mu_
     absl::Status status;
     std::string error_text;
-    std::vector<OpResult> results;
+    absl::InlinedVector<OpResult, 1> results;  // one part: no allocation
   };
   std::shared_ptr<State> Find(int64_t handle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

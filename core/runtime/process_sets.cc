@@ -8,23 +8,22 @@ namespace hvd::runtime {
 ProcessSetTable::ProcessSetTable(int world_size) : world_size_(world_size) {
   std::vector<int> all(world_size);
   std::iota(all.begin(), all.end(), 0);
-  sets_[0] = std::move(all);
+  sets_[0] = std::make_shared<const std::vector<int>>(std::move(all));
 }
 
-std::optional<std::vector<int>> ProcessSetTable::Ranks(int id) const {
+ProcessSetTable::Members ProcessSetTable::Ranks(int id) const {
   absl::MutexLock lock(&mu_);
   auto it = sets_.find(id);
-  if (it == sets_.end()) return std::nullopt;
-  return it->second;
+  return it == sets_.end() ? nullptr : it->second;
 }
 
 int ProcessSetTable::IndexOf(int id, int rank) const {
   absl::MutexLock lock(&mu_);
   auto it = sets_.find(id);
   if (it == sets_.end()) return -1;
-  auto pos = std::find(it->second.begin(), it->second.end(), rank);
-  return pos == it->second.end() ? -1
-                                 : static_cast<int>(pos - it->second.begin());
+  const std::vector<int>& ranks = *it->second;
+  auto pos = std::find(ranks.begin(), ranks.end(), rank);
+  return pos == ranks.end() ? -1 : static_cast<int>(pos - ranks.begin());
 }
 
 std::vector<int> ProcessSetTable::Ids() const {
@@ -37,7 +36,7 @@ std::vector<int> ProcessSetTable::Ids() const {
 int ProcessSetTable::Find(const std::vector<int>& ranks) const {
   absl::MutexLock lock(&mu_);
   for (const auto& [id, members] : sets_) {
-    if (members == ranks) return id;
+    if (*members == ranks) return id;
   }
   return -1;
 }
@@ -45,13 +44,13 @@ int ProcessSetTable::Find(const std::vector<int>& ranks) const {
 bool ProcessSetTable::EverySetHasEveryRank() const {
   absl::MutexLock lock(&mu_);
   return std::all_of(sets_.begin(), sets_.end(), [this](const auto& set) {
-    return set.second.size() == world_size_;
+    return set.second->size() == world_size_;
   });
 }
 
 void ProcessSetTable::Add(int id, std::vector<int> ranks) {
   absl::MutexLock lock(&mu_);
-  sets_[id] = std::move(ranks);
+  sets_[id] = std::make_shared<const std::vector<int>>(std::move(ranks));
 }
 
 void ProcessSetTable::Remove(int id) {

@@ -4,7 +4,7 @@
 #define HVD_CORE_RUNTIME_PROCESS_SETS_H_
 
 #include <map>
-#include <optional>
+#include <memory>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -16,8 +16,12 @@ class ProcessSetTable {
  public:
   explicit ProcessSetTable(int world_size);
 
-  // Ranks of set `id` in set order (ascending), nullopt if no such set.
-  std::optional<std::vector<int>> Ranks(int id) const;
+  // A set's ranks, in set order (ascending): shared and never changed (a
+  // set that changes is a new list), so a caller reads them without a copy.
+  using Members = std::shared_ptr<const std::vector<int>>;
+
+  // Ranks of set `id`, nullptr if no such set.
+  Members Ranks(int id) const;
   // Position of `rank` in set `id`, -1 if not a member or no such set.
   int IndexOf(int id, int rank) const;
   std::vector<int> Ids() const;
@@ -32,7 +36,7 @@ class ProcessSetTable {
  private:
   mutable absl::Mutex mu_;
   const size_t world_size_;
-  std::map<int, std::vector<int>> sets_ ABSL_GUARDED_BY(mu_);
+  std::map<int, Members> sets_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hvd::runtime
