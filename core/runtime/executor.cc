@@ -1,5 +1,6 @@
 #include "core/runtime/executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -158,6 +159,19 @@ void Executor::Retune(const Tuning& tuning) {
   fusion_threshold_bytes_ = static_cast<size_t>(tuning.fusion_threshold());
 }
 
+const collectives::Group* Executor::GroupOf(int set) {
+  ProcessSetTable::Members members = sets_->Ranks(set);
+  if (!members) return nullptr;
+  if (members != group_ranks_) {
+    group_ranks_ = members;
+    group_.ranks = *members;
+    auto it = std::find(members->begin(), members->end(), rank_);
+    group_.index =
+        it == members->end() ? -1 : static_cast<int>(it - members->begin());
+  }
+  return group_.index < 0 ? nullptr : &group_;
+}
+
 absl::Status Executor::Execute(Response& response, PendingTable& pending) {
   for (const auto& name : response.names()) timeline_->ActivityEnd(name);
   if (response.type() == JOIN) {
@@ -181,15 +195,10 @@ absl::Status Executor::Execute(Response& response, PendingTable& pending) {
     }
   }
   UpdateCache(response);
-  auto members = sets_->Ranks(response.process_set());
-  collectives::Group group;
-  if (members) {
-    group.ranks = *members;
-    group.index = sets_->IndexOf(response.process_set(), rank_);
-  }
-  if (group.index < 0 || !members) return absl::OkStatus();  // Not a member.
-  if (OnDevice(response)) return RunOnDevice(response, entries, group);
-  absl::Status status = RunData(response, entries, group);
+  const collectives::Group* group = GroupOf(response.process_set());
+  if (group == nullptr) return absl::OkStatus();  // Not a member.
+  if (OnDevice(response)) return RunOnDevice(response, entries, *group);
+  absl::Status status = RunData(response, entries, *group);
   if (!status.ok()) {
     // The caller fails them with everything else, with the job's status.
     for (auto& entry : entries) {

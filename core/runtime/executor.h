@@ -109,6 +109,10 @@ class Executor {
   absl::Status RunOnDevice(Response& response, Entries& entries,
                            const collectives::Group& group);
   void* FusionBuffer(size_t bytes);
+  // This rank's group in process set `set`, nullptr when it is not a member
+  // (or no such set). The group of the set used last is kept and made again
+  // only when that set's list changes: no copy of the ranks per call.
+  const collectives::Group* GroupOf(int set);
 
   int rank_;
   transport::Context* context_;
@@ -116,6 +120,8 @@ class Executor {
   ResponseCache* cache_;
   Timeline* timeline_;
   collectives::CollectiveOptions options_;
+  ProcessSetTable::Members group_ranks_;  // what group_ was made from
+  collectives::Group group_;
   DeviceOps* device_;
   std::unique_ptr<HostBuffer> fusion_;  // persistent, grown on demand
   size_t fusion_in_place_bytes_;
