@@ -7,8 +7,8 @@ messages. Needs the right to ptrace PID (root here).
     garbage_injector.py PID REMOTE_IP HEX_BYTES
 
 Prints "injected N bytes into K connections", K counting the connections
-written (one closed meanwhile, as the job ends on the first garbage, is
-skipped); K 0 is an error, exit 1.
+written (one closed meanwhile, or all of them with the process gone, as
+the job ends on the first garbage, is skipped); K 0 is an error, exit 1.
 """
 
 import ctypes
@@ -61,12 +61,15 @@ def main():
             continue
         # A connection closed since it was listed (the garbage already
         # written into another ended the job, which closes the rest) is
-        # skipped: gone from the process (EBADF) or from the network.
+        # skipped: gone from the process (EBADF) or from the network. So
+        # are the rest once the process itself has exited (ESRCH).
         mine = libc.syscall(SYS_PIDFD_GETFD, pidfd, fd, 0)
         if mine < 0:
             err = ctypes.get_errno()
             if err == errno.EBADF:
                 continue
+            if err == errno.ESRCH and count > 0:
+                break
             sys.exit("pidfd_getfd(%d, %d): %s" % (pid, fd, os.strerror(err)))
         try:
             os.write(mine, garbage)
