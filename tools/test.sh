@@ -18,21 +18,29 @@ trap 'rm -rf "$tmp"' EXIT
 # headline), or else its failed assertions, or else the log's last lines: a
 # flaky failure must be readable from CI's output alone.
 failure_reports() {
-  local target log
+  local target log logs first
   for target in $(sed -n 's|^//\([^ ]*\) .*FAILED.*|\1|p' "$1" | tr : /); do
+    # Of several runs or shards, the one that failed.
+    logs=() first=
     for log in "$2/$target/test.log" "$2/$target"/run_*/test.log \
                "$2/$target"/shard_*/test.log; do
-      [[ -f $log ]] || continue
-      echo "--- $target: $(basename "$(dirname "$log")")"
-      if grep -aq "ERROR: .*Sanitizer\|runtime error" "$log"; then
-        grep -a -m1 -A40 "ERROR: .*Sanitizer\|runtime error" "$log"
-      elif grep -aq ": Failure$" "$log"; then
-        grep -a -A12 ": Failure$" "$log" | head -60
-      else
-        tail -20 "$log"
-      fi
-      break
+      [[ -f $log ]] && logs+=("$log")
     done
+    for log in "${logs[@]}"; do
+      if grep -aq "ERROR: .*Sanitizer\|runtime error" "$log"; then
+        echo "--- $target: $(basename "$(dirname "$log")")"
+        grep -a -m1 -A40 "ERROR: .*Sanitizer\|runtime error" "$log"
+        continue 2
+      fi
+      if [[ -z $first ]] && grep -aq ": Failure$" "$log"; then first=$log; fi
+    done
+    if [[ -n $first ]]; then
+      echo "--- $target: $(basename "$(dirname "$first")")"
+      grep -a -A12 ": Failure$" "$first" | head -60
+    elif ((${#logs[@]})); then
+      echo "--- $target: $(basename "$(dirname "${logs[0]}")")"
+      tail -20 "${logs[0]}"
+    fi
   done
 }
 

@@ -1,6 +1,5 @@
 #include "core/runtime/executor.h"
 
-#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -165,9 +164,7 @@ const collectives::Group* Executor::GroupOf(int set) {
   if (members != group_ranks_) {
     group_ranks_ = members;
     group_.ranks = *members;
-    auto it = std::find(members->begin(), members->end(), rank_);
-    group_.index =
-        it == members->end() ? -1 : static_cast<int>(it - members->begin());
+    group_.index = PositionIn(*members, rank_);
   }
   return group_.index < 0 ? nullptr : &group_;
 }
@@ -381,11 +378,11 @@ absl::Status Executor::Allreduce(const Response& response, Entries& entries,
                                  const collectives::Group& group) {
   const DataType dtype = static_cast<DataType>(response.dtype());
   ReduceOp op = static_cast<ReduceOp>(response.op());
-  // The options carry this allreduce's scaling for the call, set in place:
-  // a copy per call would copy options_.hosts, as long as the job.
+  // The options carry this allreduce's scaling for the call, set in place
+  // and reset on return (between calls they carry none): a copy per call
+  // would copy options_.hosts, as long as the job.
   collectives::CollectiveOptions& options = options_;
   options.postscale = response.postscale();
-  options.divisor = 1;
   absl::Cleanup unscaled = [&options] {
     options.postscale = 1.0;
     options.divisor = 1;

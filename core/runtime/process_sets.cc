@@ -17,13 +17,14 @@ ProcessSetTable::Members ProcessSetTable::Ranks(int id) const {
   return it == sets_.end() ? nullptr : it->second;
 }
 
-int ProcessSetTable::IndexOf(int id, int rank) const {
-  absl::MutexLock lock(&mu_);
-  auto it = sets_.find(id);
-  if (it == sets_.end()) return -1;
-  const std::vector<int>& ranks = *it->second;
+int PositionIn(const std::vector<int>& ranks, int rank) {
   auto pos = std::find(ranks.begin(), ranks.end(), rank);
   return pos == ranks.end() ? -1 : static_cast<int>(pos - ranks.begin());
+}
+
+int ProcessSetTable::IndexOf(int id, int rank) const {
+  const Members members = Ranks(id);
+  return members ? PositionIn(*members, rank) : -1;
 }
 
 std::vector<int> ProcessSetTable::Ids() const {
