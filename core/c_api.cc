@@ -233,12 +233,11 @@ int hvd_wait(hvd_handle handle, double timeout_seconds) {
           : absl::Seconds(timeout_seconds);
   // The caller runs the cycles that complete its op itself, where it may;
   // driving and waiting share the one timeout.
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = absl::Now() + timeout;  // infinite stays so
   if (auto runtime = Current()) {
     runtime->Drive(handle, deadline);
   }
-  switch (Handles().Wait(handle, std::max(absl::ZeroDuration(),
-                                          deadline - absl::Now()))) {
+  switch (Handles().Wait(handle, deadline)) {
     case hvd::runtime::HandleTable::kInvalid:
       return HVD_INVALID_HANDLE;
     case hvd::runtime::HandleTable::kTimeout:

@@ -112,7 +112,8 @@ TEST_F(GpuCallerProgressTest,
   std::vector<float> data(4, 1.0f);
   const int64_t handle = Submit(data);
   runtime_->Drive(handle, absl::Now() + absl::Seconds(3));
-  ASSERT_EQ(handles_.Wait(handle, absl::Seconds(3)), HandleTable::kDone);
+  ASSERT_EQ(handles_.Wait(handle, absl::Now() + absl::Seconds(3)),
+            HandleTable::kDone);
   EXPECT_TRUE(handles_.GetStatus(handle).ok()) << handles_.GetStatus(handle);
   handles_.Release(handle);
 }

@@ -112,7 +112,7 @@ TEST_P(CallerProgressTest, ADriveEndsAtItsDeadlineWhileAPeerHasNotSubmitted) {
   EXPECT_EQ(job->handles(0).Poll(first), 0);
   // The peer submits: the background thread (or a new Drive) finishes it.
   ASSERT_TRUE(job->Run(1, One(Allreduce("late peer", one))).ok());
-  ASSERT_EQ(job->handles(0).Wait(first, absl::Seconds(30)),
+  ASSERT_EQ(job->handles(0).Wait(first, absl::Now() + absl::Seconds(30)),
             HandleTable::kDone);
   EXPECT_TRUE(job->handles(0).GetStatus(first).ok());
   EXPECT_EQ(zero[0], 3.0f);

@@ -355,6 +355,21 @@ ResponseList CachedStepResponses(const std::string& bits,
   return out;
 }
 
+const ResponseList& CachedStepMemo::For(const std::string& bits,
+                                        const ResponseCache& cache,
+                                        const ProcessSetTable& sets,
+                                        int64_t fusion_threshold) {
+  if (!valid_ || bits != bits_ || cache.generation() != generation_ ||
+      fusion_threshold != fusion_threshold_) {
+    responses_ = CachedStepResponses(bits, cache, sets, fusion_threshold);
+    bits_ = bits;
+    generation_ = cache.generation();
+    fusion_threshold_ = fusion_threshold;
+    valid_ = true;
+  }
+  return responses_;
+}
+
 void Coordinator::Fuse(std::vector<Response> ready, ResponseList& out) {
   const int before = out.responses_size();
   FuseResponses(std::move(ready), options_.fusion_threshold, out);

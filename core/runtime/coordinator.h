@@ -5,6 +5,7 @@
 #ifndef HVD_CORE_RUNTIME_COORDINATOR_H_
 #define HVD_CORE_RUNTIME_COORDINATOR_H_
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -12,10 +13,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "proto/negotiation.pb.h"
 #include "core/runtime/process_sets.h"
 #include "core/runtime/response_cache.h"
 #include "core/runtime/timeline.h"
+#include "proto/negotiation.pb.h"
 
 namespace hvd::runtime {
 
@@ -58,6 +59,26 @@ ResponseList CachedStepResponses(const std::string& bits,
                                  const ResponseCache& cache,
                                  const ProcessSetTable& sets,
                                  int64_t fusion_threshold);
+
+// CachedStepResponses, kept for the next step: a training loop repeats its
+// steps, and the same bits over the same slots (the cache's generation)
+// and threshold give the same list, so it is built again only when one of
+// them changed. Not thread-safe (the cycles only).
+class CachedStepMemo {
+ public:
+  // CachedStepResponses(bits, cache, sets, fusion_threshold); valid until
+  // the next call.
+  const ResponseList& For(const std::string& bits, const ResponseCache& cache,
+                          const ProcessSetTable& sets,
+                          int64_t fusion_threshold);
+
+ private:
+  bool valid_ = false;
+  std::string bits_;
+  uint64_t generation_ = 0;
+  int64_t fusion_threshold_ = 0;
+  ResponseList responses_;
+};
 
 class Coordinator {
  public:

@@ -70,6 +70,41 @@ TEST(AgreedAllreduceResponseTest, IsTheResponseValidationBuildsFromAllRanks) {
   }
 }
 
+// The kept answer is CachedStepResponses' for the same bits, threshold
+// and slots; a change in any of them gives that function's new answer.
+TEST(CachedStepMemoTest, KeepsTheAnswerWhileBitsSlotsAndThresholdStay) {
+  ProcessSetTable sets(2);
+  ResponseCache cache(8);
+  for (const char* name : {"a", "b", "c"}) cache.Put(Allreduce(0, name));
+  std::string ab, abc;
+  for (const char* name : {"a", "b"})
+    SetBit(ab, cache.Lookup(Allreduce(0, name)));
+  abc = ab;
+  SetBit(abc, cache.Lookup(Allreduce(0, "c")));
+  CachedStepMemo memo;
+  auto same = [&](const std::string& bits, int64_t threshold) {
+    const std::string kept =
+        memo.For(bits, cache, sets, threshold).SerializeAsString();
+    return kept == CachedStepResponses(bits, cache, sets, threshold)
+                       .SerializeAsString();
+  };
+  const ResponseList* first = &memo.For(ab, cache, sets, 1 << 20);
+  EXPECT_EQ(first->responses_size(), 1);
+  EXPECT_EQ(first->responses(0).names_size(), 2);
+  EXPECT_EQ(&memo.For(ab, cache, sets, 1 << 20), first);
+  EXPECT_TRUE(same(ab, 1 << 20));
+  EXPECT_TRUE(same(abc, 1 << 20));
+  EXPECT_TRUE(same(abc, 0)) << "threshold";
+  EXPECT_EQ(memo.For(abc, cache, sets, 0).responses_size(), 3);
+  // The slot of "b" now holds another shape: the same bits mean it.
+  cache.Put(Allreduce(0, "b", {6}));
+  EXPECT_TRUE(same(abc, 0)) << "slot changed";
+  EXPECT_EQ(memo.For(abc, cache, sets, 0).responses(1).sizes(0), 6);
+  cache.Erase(0, "c");
+  EXPECT_TRUE(same(abc, 0)) << "slot freed";
+  EXPECT_EQ(memo.For(abc, cache, sets, 0).responses_size(), 0);
+}
+
 TEST_F(CoordinatorTest, ReadyOnlyWhenEveryRankRequested) {
   EXPECT_EQ(Cycle({{Allreduce(0, "a")}, {}}).responses_size(), 0);
   ResponseList out = Cycle({{}, {Allreduce(1, "a")}});

@@ -169,7 +169,8 @@ const collectives::Group* Executor::GroupOf(int set) {
   return group_.index < 0 ? nullptr : &group_;
 }
 
-absl::Status Executor::Execute(Response& response, PendingTable& pending) {
+absl::Status Executor::Execute(const Response& response,
+                               PendingTable& pending) {
   for (const auto& name : response.names()) timeline_->ActivityEnd(name);
   if (response.type() == JOIN) {
     CompleteJoin(response, pending);
@@ -257,7 +258,7 @@ absl::Status Executor::RunData(const Response& response, Entries& entries,
   return absl::OkStatus();
 }
 
-absl::Status Executor::RunOnDevice(Response& response, Entries& entries,
+absl::Status Executor::RunOnDevice(const Response& response, Entries& entries,
                                    const collectives::Group& group) {
   if (device_ == nullptr) {
     FailEntries(entries,
@@ -282,7 +283,7 @@ absl::Status Executor::RunOnDevice(Response& response, Entries& entries,
       if (done) done(status, std::move(result));
     };
   }
-  return device_->Execute(std::move(response), entries, group);
+  return device_->Execute(response, entries, group);  // a copy
 }
 
 void* Executor::FusionBuffer(size_t bytes) {

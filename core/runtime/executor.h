@@ -60,12 +60,12 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // Executes `response`, completing the entries it names (taken out of
-  // `pending`). A response on GPU tensors is moved to the device backend
-  // (`response` is left empty then). An error response or a bad local argument
-  // fails just those entries; a non-OK return means the data plane failed and
-  // the job cannot go on: the response's entries not completed are back in
-  // `pending`, and the caller fails everything.
-  absl::Status Execute(Response& response, PendingTable& pending);
+  // `pending`). A response on GPU tensors goes to the device backend (a
+  // copy of it: `response` may be a cached step's, kept). An error response or
+  // a bad local argument fails just those entries; a non-OK return means the
+  // data plane failed and the job cannot go on: the response's entries not
+  // completed are back in `pending`, and the caller fails everything.
+  absl::Status Execute(const Response& response, PendingTable& pending);
 
   // The autotuner's small-message threshold, chunk size, hierarchical
   // switches and fusion threshold, for the responses after this one.
@@ -106,7 +106,7 @@ class Executor {
                              const collectives::Group& group);
   absl::Status RunData(const Response& response, Entries& entries,
                        const collectives::Group& group);
-  absl::Status RunOnDevice(Response& response, Entries& entries,
+  absl::Status RunOnDevice(const Response& response, Entries& entries,
                            const collectives::Group& group);
   void* FusionBuffer(size_t bytes);
   // This rank's group in process set `set`, nullptr when it is not a member

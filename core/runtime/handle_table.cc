@@ -60,8 +60,7 @@ int HandleTable::Poll(int64_t handle) {
   return state->pending == 0 ? 1 : 0;
 }
 
-HandleTable::WaitResult HandleTable::Wait(int64_t handle,
-                                          absl::Duration timeout) {
+HandleTable::WaitResult HandleTable::Wait(int64_t handle, absl::Time deadline) {
   std::shared_ptr<State> state;
   {
     absl::MutexLock lock(&mu_);
@@ -69,13 +68,12 @@ HandleTable::WaitResult HandleTable::Wait(int64_t handle,
     if (state == nullptr) return kInvalid;
     if (state->pending == 0) return kDone;
   }
-  const absl::Time deadline = absl::Now() + timeout;  // infinite stays so
   // A small op completes within microseconds; polling for it saves the
   // wakeup of a sleeping thread.
   const absl::Duration spin =
       absl::Nanoseconds(spin_ns_.load(std::memory_order_relaxed));
   if (spin > absl::ZeroDuration()) {
-    const absl::Time end = absl::Now() + std::min(spin, timeout);
+    const absl::Time end = std::min(absl::Now() + spin, deadline);
     while (absl::Now() < end) {
       if (state->done.load(std::memory_order_acquire)) return kDone;
       sched_yield();  // The background thread may need this CPU.
@@ -84,7 +82,7 @@ HandleTable::WaitResult HandleTable::Wait(int64_t handle,
   absl::MutexLock lock(&mu_);
   State* s = state.get();
   auto done = [s]() { return s->pending == 0; };
-  if (timeout == absl::InfiniteDuration()) {
+  if (deadline == absl::InfiniteFuture()) {
     mu_.Await(absl::Condition(&done));
     return kDone;
   }

@@ -41,8 +41,9 @@ class HandleTable {
 
   // 1 done, 0 running, -1 unknown handle.
   int Poll(int64_t handle);
-  // Blocks until done or `timeout` (InfiniteDuration: no limit).
-  WaitResult Wait(int64_t handle, absl::Duration timeout);
+  // Blocks until done or `deadline` (InfiniteFuture: no limit). Reads no
+  // clock when the handle is done already.
+  WaitResult Wait(int64_t handle, absl::Time deadline);
   // Status of a done handle (OK while running or unknown).
   absl::Status GetStatus(int64_t handle);
   // Stable pointer to the error text until Release; nullptr if unknown.

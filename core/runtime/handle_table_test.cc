@@ -29,9 +29,10 @@ TEST(HandleTable, FirstErrorWins) {
 TEST(HandleTable, WaitTimesOutThenCompletes) {
   HandleTable table;
   const int64_t h = table.Create(1);
-  EXPECT_EQ(table.Wait(h, absl::Milliseconds(10)), HandleTable::kTimeout);
+  EXPECT_EQ(table.Wait(h, absl::Now() + absl::Milliseconds(10)),
+            HandleTable::kTimeout);
   std::thread t([&] { table.Complete(h, 0, absl::OkStatus(), {}); });
-  EXPECT_EQ(table.Wait(h, absl::InfiniteDuration()), HandleTable::kDone);
+  EXPECT_EQ(table.Wait(h, absl::InfiniteFuture()), HandleTable::kDone);
   t.join();
 }
 
@@ -41,7 +42,8 @@ TEST(HandleTable, UnknownAndReleasedHandlesAreInvalid) {
   const int64_t h = table.CreateFailed(absl::AbortedError("x"));
   EXPECT_EQ(table.Poll(h), 1);
   table.Release(h);
-  EXPECT_EQ(table.Wait(h, absl::Seconds(1)), HandleTable::kInvalid);
+  EXPECT_EQ(table.Wait(h, absl::Now() + absl::Seconds(1)),
+            HandleTable::kInvalid);
 }
 
 TEST(HandleTable, OutputIsTakenOnce) {

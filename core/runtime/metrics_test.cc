@@ -80,7 +80,8 @@ TEST(MetricsReport, TheRuntimePublishesItsCountsInTheStore) {
   std::vector<std::unique_ptr<TensorEntry>> entries;
   entries.push_back(std::move(entry));
   const int64_t handle = (*runtime)->Submit(std::move(entries)).value();
-  ASSERT_EQ(handles.Wait(handle, absl::Seconds(30)), HandleTable::kDone);
+  ASSERT_EQ(handles.Wait(handle, absl::Now() + absl::Seconds(30)),
+            HandleTable::kDone);
   EXPECT_TRUE(handles.GetStatus(handle).ok());
   const std::string want =
       "hvd_collective_bytes_total{op=\"allreduce\"} 4096\n";

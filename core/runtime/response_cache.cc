@@ -42,6 +42,28 @@ Request RequestFrom(const Response& response, int index, int first_dim) {
   return request;
 }
 
+// Whether `cached` has the parameters RequestFrom(response, index,
+// first_dim) would give it, found without building that request (a step's
+// every tensor refreshes its entry: three allocations each).
+bool SameAsBuilt(const Request& cached, const Response& response, int index,
+                 int first_dim) {
+  const int ndims = response.ndims(index);
+  if (cached.type() != ALLREDUCE || cached.dtype() != response.dtype() ||
+      cached.device() != response.device() || cached.op() != response.op() ||
+      cached.prescale() != response.prescale() ||
+      cached.postscale() != response.postscale() ||
+      cached.process_set() != response.process_set() || cached.root() != 0 ||
+      !cached.splits().empty() || !cached.group().empty() ||
+      cached.group_size() != 0 || !cached.set_ranks().empty() ||
+      cached.shape_size() != ndims) {
+    return false;
+  }
+  for (int d = 0; d < ndims; ++d) {
+    if (cached.shape(d) != response.dims(first_dim + d)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 ResponseCache::ResponseCache(int capacity)
@@ -66,6 +88,7 @@ void ResponseCache::Put(const Request& request) {
     if (!SameParameters(it->second.request, request)) {
       it->second.request = request;
       it->second.request.set_rank(0);
+      ++generation_;
     }
     lru_.splice(lru_.begin(), lru_, it->second.lru);
     return;
@@ -91,11 +114,19 @@ void ResponseCache::Put(const Request& request) {
   entry.slot = slot;
   entry.lru = lru_.begin();
   slots_[slot] = &entry;
+  ++generation_;
 }
 
 void ResponseCache::PutFromResponse(const Response& response, int index,
                                     int first_dim) {
   if (capacity_ == 0) return;
+  auto it = entries_.find(
+      TensorKeyView(response.process_set(), response.names(index)));
+  if (it != entries_.end() &&
+      SameAsBuilt(it->second.request, response, index, first_dim)) {
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    return;
+  }
   Put(RequestFrom(response, index, first_dim));
 }
 
@@ -105,6 +136,7 @@ void ResponseCache::Erase(int process_set, const std::string& name) {
   slots_[it->second.slot] = nullptr;
   lru_.erase(it->second.lru);
   entries_.erase(it);
+  ++generation_;
 }
 
 void ResponseCache::EraseProcessSet(int process_set) {
@@ -116,6 +148,7 @@ void ResponseCache::EraseProcessSet(int process_set) {
     slots_[it->second.slot] = nullptr;
     lru_.erase(it->second.lru);
     entries_.erase(it++);
+    ++generation_;
   }
 }
 

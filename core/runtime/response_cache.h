@@ -8,6 +8,7 @@
 #ifndef HVD_CORE_RUNTIME_RESPONSE_CACHE_H_
 #define HVD_CORE_RUNTIME_RESPONSE_CACHE_H_
 
+#include <cstdint>
 #include <list>
 #include <string>
 #include <utility>
@@ -42,6 +43,10 @@ class ResponseCache {
   // Erases every entry of `process_set` (it was removed: its names will not
   // come again), freeing their slots.
   void EraseProcessSet(int process_set);
+  // Changes whenever a slot's request does (an entry inserted, replaced,
+  // evicted or erased), not when an entry is only refreshed: what was
+  // derived from the slots holds while it stays the same.
+  uint64_t generation() const { return generation_; }
 
  private:
   struct Entry {
@@ -54,6 +59,7 @@ class ResponseCache {
   StableTensorKeyMap<Entry> entries_;
   std::vector<const Entry*> slots_;  // slot -> entry (nullptr: free)
   std::list<TensorKey> lru_;         // front: most recently used
+  uint64_t generation_ = 0;
 };
 
 // Helpers for the bit vector carried in RequestList.cache_bits.

@@ -90,6 +90,88 @@ TEST(ResponseCache, AResponseRecordsTheRequestsItStandsFor) {
   EXPECT_EQ(cache.Lookup(Tensor("a")), a_slot);
 }
 
+// A refreshed entry is compared with the response's tensor field by field
+// (without building its request; the process set and name are its key): a
+// change in any of them replaces it,
+// and so does an entry Put with parameters no allreduce response has.
+TEST(ResponseCache, AResponseChangingAnyFieldReplacesTheEntry) {
+  Response base;
+  base.set_type(ALLREDUCE);
+  base.set_dtype(8);
+  base.add_names("a");
+  base.add_ndims(1);
+  base.add_dims(4);
+  std::vector<Response> changed(7, base);
+  changed[0].set_dtype(9);
+  changed[1].set_device(1);
+  changed[2].set_op(1);
+  changed[3].set_prescale(2);
+  changed[4].set_postscale(0.5);
+  changed[5].set_dims(0, 5);
+  changed[6].set_ndims(0, 2);
+  changed[6].add_dims(1);
+  for (size_t i = 0; i < changed.size(); ++i) {
+    ResponseCache cache(2);
+    cache.PutFromResponse(base, 0, 0);
+    ASSERT_GE(cache.Lookup(Tensor("a")), 0);
+    cache.PutFromResponse(changed[i], 0, 0);
+    EXPECT_EQ(cache.Lookup(Tensor("a")), -1) << "field change " << i;
+  }
+  for (int i = 0; i < 5; ++i) {
+    Request odd = Tensor("a");
+    if (i == 0) odd.set_root(1);
+    if (i == 1) odd.add_splits(1);
+    if (i == 2) odd.set_group("g");
+    if (i == 3) odd.set_group_size(2);
+    if (i == 4) odd.add_set_ranks(0);
+    ResponseCache cache(2);
+    cache.Put(odd);
+    cache.PutFromResponse(base, 0, 0);
+    EXPECT_EQ(cache.Lookup(odd), -1) << "parameter " << i;
+    EXPECT_GE(cache.Lookup(Tensor("a")), 0) << "parameter " << i;
+  }
+}
+
+// What is derived from the slots (a cached step's responses) is kept while
+// the generation stays: refreshing leaves it, any change of a slot moves it.
+TEST(ResponseCache, GenerationMovesWhenASlotChangesOnly) {
+  ResponseCache cache(2);
+  uint64_t seen = cache.generation();
+  auto moved = [&]() {
+    const bool changed = cache.generation() != seen;
+    seen = cache.generation();
+    return changed;
+  };
+  cache.Put(Tensor("a"));
+  EXPECT_TRUE(moved()) << "insert";
+  cache.Put(Tensor("a"));
+  EXPECT_FALSE(moved()) << "refresh";
+  Response a;
+  a.set_type(ALLREDUCE);
+  a.set_dtype(8);
+  a.add_names("a");
+  a.add_ndims(1);
+  a.add_dims(4);
+  cache.PutFromResponse(a, 0, 0);
+  EXPECT_FALSE(moved()) << "refresh from a response";
+  cache.Put(Tensor("a", 5));
+  EXPECT_TRUE(moved()) << "replace";
+  cache.Put(Tensor("b"));
+  EXPECT_TRUE(moved()) << "insert";
+  cache.Put(Tensor("c"));
+  EXPECT_TRUE(moved()) << "evict";
+  cache.Erase(0, "c");
+  EXPECT_TRUE(moved()) << "erase";
+  cache.Erase(0, "c");
+  EXPECT_FALSE(moved()) << "erase of nothing";
+  Request other = Tensor("x");
+  other.set_process_set(3);
+  cache.Put(other);
+  EXPECT_TRUE(moved());
+  cache.EraseProcessSet(3);
+  EXPECT_TRUE(moved()) << "erase of a set";
+}
+
 TEST(ResponseCache, RankDoesNotMatter) {
   ResponseCache cache(2);
   Request r = Tensor("a");

@@ -295,13 +295,13 @@ bool Runtime::StopRequested() {
   return stop_requested_;
 }
 
-absl::Status Runtime::Execute(ResponseList& responses) {
+absl::Status Runtime::Execute(const ResponseList& responses) {
   for (const Response& response : responses.responses()) {
     for (const auto& name : response.names()) {
       timeline_.ActivityStart(name, "QUEUE");
     }
   }
-  for (Response& response : *responses.mutable_responses()) {
+  for (const Response& response : responses.responses()) {
     if (absl::Status s = executor_->Execute(response, pending_); !s.ok()) {
       return s;
     }

@@ -193,10 +193,11 @@ class Runtime {
   // (HVD_CACHED_EXCHANGE), without rank 0's gather: when every rank's list
   // `mine` holds the same cache bits and nothing else, and rank 0 has
   // nothing pending, each rank computes the coordinator's answer itself.
-  // Tried only when VotesFirst(). Nullopt: no agreement, negotiate as
-  // usual (every rank then does).
-  absl::StatusOr<std::optional<ResponseList>> AgreeCachedStep(
-      const RequestList& mine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // Tried only when VotesFirst(). The answer is cached_steps_'s, valid
+  // until the next cycle; nullptr: no agreement, negotiate as usual (every
+  // rank then does).
+  absl::StatusOr<const ResponseList*> AgreeCachedStep(const RequestList& mine)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Whether the next cycle starts with the cached-step vote (the same on
   // every rank): the exchange is on, and the last cycle ran a step of the
   // global set (try_exchange_).
@@ -204,11 +205,19 @@ class Runtime {
     return config_.cached_exchange && config_.size > 1 && try_exchange_;
   }
   // Size 1, or a rank other than 0: its subtree's lists up to its parent in
-  // the negotiation tree (negotiation_tree.h), and the answer back down.
-  absl::StatusOr<ResponseList> Negotiate(const RequestList& mine)
+  // the negotiation tree (negotiation_tree.h), and the answer back down
+  // (kept in negotiated_).
+  absl::StatusOr<const ResponseList*> Negotiate(const RequestList& mine)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
-  // Rank 0 of a larger job; *busy: whether any rank announced work.
-  absl::StatusOr<ResponseList> CoordinatorCycle(bool* busy)
+  // Any other rank's cycle (or a job of one): waits for work unless
+  // `waited` (or a resend is due), then agrees the step by the exchange or
+  // negotiates it. *busy: whether this rank announced work. The answer is
+  // valid until the next cycle; the abort's status once aborted.
+  absl::StatusOr<const ResponseList*> MemberCycle(bool waited, bool* busy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
+  // Rank 0 of a larger job; *busy: whether any rank announced work. The
+  // answer is negotiated_ or cached_steps_'s, valid until the next cycle.
+  absl::StatusOr<const ResponseList*> CoordinatorCycle(bool* busy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Every other rank's list, gathered from rank 0's children's bundles.
   absl::StatusOr<std::vector<std::string>> GatherLists()
@@ -223,7 +232,7 @@ class Runtime {
                               const std::string& reply)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Runs `responses` (those on GPU tensors are moved to the device backend).
-  absl::Status Execute(ResponseList& responses)
+  absl::Status Execute(const ResponseList& responses)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Switches this rank to the autotuner's values (every rank does, after the
   // same list).
@@ -255,6 +264,10 @@ class Runtime {
   std::unique_ptr<DeviceOps> device_ops_;
   std::unique_ptr<Executor> executor_;
   PendingTable pending_ ABSL_GUARDED_BY(cycle_mu_);
+  // The cycle's answer: negotiated, or a cached step's (kept for the next
+  // step like it).
+  ResponseList negotiated_ ABSL_GUARDED_BY(cycle_mu_);
+  CachedStepMemo cached_steps_ ABSL_GUARDED_BY(cycle_mu_);
 
   // (process set, name) of every entry submitted and not yet completed.
   // Its own mutex: entries complete (and leave it) with mu_ held too.

@@ -37,8 +37,9 @@ void Step(Job& job, int rank, int step) {
   // Sum over ranks of (rank + step).
   const float want = size * (size - 1) / 2.0f + size * step;
   for (size_t i = 0; i < data.size(); ++i) {
-    ASSERT_EQ(job.handles(rank).Wait(handles[i], absl::Seconds(30)),
-              HandleTable::kDone);
+    ASSERT_EQ(
+        job.handles(rank).Wait(handles[i], absl::Now() + absl::Seconds(30)),
+        HandleTable::kDone);
     ASSERT_TRUE(job.handles(rank).GetStatus(handles[i]).ok());
     job.handles(rank).Release(handles[i]);
     ASSERT_EQ(data[i].front(), want) << "rank " << rank << " step " << step;

@@ -121,7 +121,8 @@ bool Runtime::WaitForWork(absl::Time cycle_end, absl::Time last_busy) {
   // a benchmark call after call): right after a busy cycle, poll for it a
   // little instead of sleeping, which would cost a thread wakeup -- tens of
   // microseconds on a busy VM -- per call. Idle cycles never poll.
-  if (absl::Now() - last_busy < config_.background_spin) {
+  if (!has_work_.load(std::memory_order_acquire) &&
+      absl::Now() - last_busy < config_.background_spin) {
     const absl::Time spin_end =
         std::min(cycle_end, last_busy + config_.background_spin);
     while (!has_work_.load(std::memory_order_acquire) &&
@@ -149,9 +150,16 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
   }
   // Set when the op is first found off the cycles.
   absl::Time poll_end = absl::InfinitePast();
-  while (handles_->Poll(handle) == 0 && absl::Now() < deadline) {
+  // The first look at the deadline uses `start`: one clock read less in a
+  // call that one cycle completes.
+  auto before_deadline = [&, first = true]() mutable {
+    const bool before = (first ? start : absl::Now()) < deadline;
+    first = false;
+    return before;
+  };
+  while (handles_->Poll(handle) == 0 && before_deadline()) {
     if (!cycle_mu_.TryLock()) {
-      handles_->Wait(handle, std::min(kDriverRetry, deadline - absl::Now()));
+      handles_->Wait(handle, std::min(absl::Now() + kDriverRetry, deadline));
       continue;
     }
     if (!loop_ended_ && !CycleHasWork()) {
@@ -164,7 +172,7 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
         poll_end = std::min(absl::Now() + kDevicePoll, deadline);
       }
       if (absl::Now() < poll_end && PollDevice(handle, poll_end)) continue;
-      handles_->Wait(handle, std::min(kDriverRetry, deadline - absl::Now()));
+      handles_->Wait(handle, std::min(absl::Now() + kDriverRetry, deadline));
       continue;
     }
     const bool ended =
@@ -229,68 +237,55 @@ bool Runtime::RunCycle(bool waited) {
 
 bool Runtime::CycleBody(bool waited) {
   if (FailIfAborted()) return false;
-  absl::StatusOr<ResponseList> responses;
+  absl::StatusOr<const ResponseList*> step;
   bool busy = false;
-  absl::Time negotiation_start = absl::Now();
+  // One clock read for the cycle's start, one for its end (and one more
+  // between negotiation and data when metrics are counted): a 4 KiB call
+  // costs a few microseconds, and each read tens of nanoseconds.
   if (config_.rank == 0 && config_.size > 1) {
-    cycle_start_ = negotiation_start;
-    responses = CoordinatorCycle(&busy);
-  } else {
-    const bool stop =
-        resend_now_ || waited
-            ? StopRequested()
-            : WaitForWork(CycleEnd(), last_busy_);
-    if (FailIfAborted()) return false;
     cycle_start_ = absl::Now();
-    timeline_.MarkCycle();
-    RequestList mine = BuildRequests();
-    mine.set_shutdown(stop);
-    busy = Announces(mine);
-    negotiation_start = absl::Now();
-    absl::StatusOr<std::optional<ResponseList>> agreed = AgreeCachedStep(mine);
-    if (!agreed.ok()) {
-      responses = agreed.status();
-    } else if (agreed->has_value()) {
-      responses = **std::move(agreed);
-    } else {
-      responses = Negotiate(mine);
-    }
+    step = CoordinatorCycle(&busy);
+  } else {
+    step = MemberCycle(waited, &busy);
   }
-  const absl::Time data_start = absl::Now();
-  if (!responses.ok()) {
-    FailAll(responses.status());
+  const absl::Time data_start = Reports() ? absl::Now() : absl::InfinitePast();
+  if (!step.ok()) {
+    FailAll(step.status());
     return false;
   }
-  if (absl::Status s = Execute(*responses); !s.ok()) {
+  const ResponseList& responses = **step;
+  if (absl::Status s = Execute(responses); !s.ok()) {
     FailAll(s);
     return false;
   }
-  const bool worked = busy || responses->responses_size() > 0;
-  // Idle cycles (rank 0 waits for the peers' lists in them) count as
-  // neither.
-  if (Reports() && worked) {
-    metrics_.Negotiation(data_start - negotiation_start);
-    metrics_.DataMovement(absl::Now() - data_start);
+  const bool worked = busy || responses.responses_size() > 0;
+  if (worked) {
+    last_busy_ = absl::Now();
+    // Idle cycles (rank 0 waits for the peers' lists in them) count as
+    // neither.
+    if (Reports()) {
+      metrics_.Negotiation(data_start - cycle_start_);
+      metrics_.DataMovement(last_busy_ - data_start);
+    }
   }
-  if (worked) last_busy_ = absl::Now();
   idle_cycles_ =
-      responses->idle() ? std::min(idle_cycles_ + 1, kMaxIdleCycles) : 0;
-  if (!responses->shutdown().empty()) {
+      responses.idle() ? std::min(idle_cycles_ + 1, kMaxIdleCycles) : 0;
+  if (!responses.shutdown().empty()) {
     // A stall ends the job (Aborted, its own exception in Python); any
     // other shutdown is a rank's hvd.shutdown (FailedPrecondition).
     const std::string why =
-        absl::StrCat("hvd has been shut down: ", responses->shutdown());
-    FailAll(absl::StartsWith(responses->shutdown(), kStallShutdownPrefix)
+        absl::StrCat("hvd has been shut down: ", responses.shutdown());
+    FailAll(absl::StartsWith(responses.shutdown(), kStallShutdownPrefix)
                 ? absl::AbortedError(why)
                 : absl::FailedPreconditionError(why));
     return false;
   }
-  if (responses->responses_size() > 0) resends_ = 0;
+  if (responses.responses_size() > 0) resends_ = 0;
   // Only a step of the global set can be agreed by the exchange: after one
   // of another set, rank 0 (perhaps outside it) would wait for work for it.
-  try_exchange_ = std::any_of(
-      responses->responses().begin(), responses->responses().end(),
-      [](const Response& r) { return r.process_set() == 0; });
+  try_exchange_ =
+      std::any_of(responses.responses().begin(), responses.responses().end(),
+                  [](const Response& r) { return r.process_set() == 0; });
   // Tensors of this rank still pending -- waiting on slower ranks, or left
   // over when rank 0 answered only part of what it sent -- go back at once,
   // not at the next cycle timer (a caller waiting for them would wait that

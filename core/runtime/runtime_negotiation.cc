@@ -71,12 +71,12 @@ absl::Status AbortedFor(transport::Context& context, absl::Status failure) {
 // the rank whose position differs in one bit, log2 P rounds, and hands the
 // result back. Each swap combines (Combine is commutative and
 // associative), so every rank ends with the same votes.
+// Waits are named from `start`.
 absl::StatusOr<Votes> ExchangeVotes(transport::Context& context, int rank,
                                     int size,
                                     const transport::WaitLimits& limits,
-                                    Votes mine) {
+                                    absl::Time start, Votes mine) {
   const collectives::DoublingLayout layout(size);
-  const absl::Time start = absl::Now();
   // Sends `mine` to `peer` when `send`, and receives its votes when
   // `receive`, combining them into `mine`.
   auto swap = [&](int peer, bool send, bool receive) -> absl::Status {
@@ -168,20 +168,19 @@ absl::Status WaitEach(
 // nothing is ready only because rank 0 itself has not submitted a tensor
 // that others have, hold the answer up to HVD_CYCLE_TIME for that
 // submission rather than send every peer back to wait a cycle.
-absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
+absl::StatusOr<const ResponseList*> Runtime::CoordinatorCycle(bool* busy) {
   const int size = config_.size;
   // Rank 0's list as the exchange saw it: the first of the hold loop's.
   std::optional<RequestList> voted;
   if (VotesFirst()) {
     voted = BuildRequests();
     voted->set_shutdown(StopRequested());
-    absl::StatusOr<std::optional<ResponseList>> agreed =
-        AgreeCachedStep(*voted);
+    absl::StatusOr<const ResponseList*> agreed = AgreeCachedStep(*voted);
     if (!agreed.ok()) return agreed.status();
-    if (agreed->has_value()) {
+    if (*agreed != nullptr) {
       *busy = true;
       timeline_.MarkCycle();
-      return **std::move(agreed);
+      return agreed;
     }
   }
   std::vector<RequestList> lists(size);
@@ -240,7 +239,23 @@ absl::StatusOr<ResponseList> Runtime::CoordinatorCycle(bool* busy) {
       !s.ok()) {
     return s;
   }
-  return result;
+  negotiated_ = std::move(result);
+  return &negotiated_;
+}
+
+absl::StatusOr<const ResponseList*> Runtime::MemberCycle(bool waited,
+                                                         bool* busy) {
+  const bool stop = resend_now_ || waited ? StopRequested()
+                                          : WaitForWork(CycleEnd(), last_busy_);
+  if (absl::Status aborted = AbortStatus(); !aborted.ok()) return aborted;
+  cycle_start_ = absl::Now();
+  timeline_.MarkCycle();
+  RequestList mine = BuildRequests();
+  mine.set_shutdown(stop);
+  *busy = Announces(mine);
+  absl::StatusOr<const ResponseList*> step = AgreeCachedStep(mine);
+  if (step.ok() && *step == nullptr) step = Negotiate(mine);
+  return step;
 }
 
 absl::StatusOr<std::vector<std::string>> Runtime::GatherLists() {
@@ -326,9 +341,13 @@ RequestList Runtime::BuildRequests() {
   return list;
 }
 
-absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
-  if (config_.size == 1) return coordinator_->Compute({mine}, absl::Now());
-  const absl::Time start = absl::Now();
+absl::StatusOr<const ResponseList*> Runtime::Negotiate(
+    const RequestList& mine) {
+  if (config_.size == 1) {
+    negotiated_ = coordinator_->Compute({mine}, cycle_start_);
+    return &negotiated_;
+  }
+  const absl::Time start = cycle_start_;
   const int fanout = config_.negotiation_fanout;
   const int parent = NegotiationParent(config_.rank, fanout);
   const std::vector<int> children =
@@ -354,12 +373,15 @@ absl::StatusOr<ResponseList> Runtime::Negotiate(const RequestList& mine) {
                                                parent, " failed")));
   }
   if (s = SendToChildren(children, in); !s.ok()) return s;
-  return Parse(in, parent);
+  absl::StatusOr<ResponseList> answer = Parse(in, parent);
+  if (!answer.ok()) return answer.status();
+  negotiated_ = *std::move(answer);
+  return &negotiated_;
 }
 
-absl::StatusOr<std::optional<ResponseList>> Runtime::AgreeCachedStep(
+absl::StatusOr<const ResponseList*> Runtime::AgreeCachedStep(
     const RequestList& mine) {
-  if (!VotesFirst()) return std::nullopt;
+  if (!VotesFirst()) return nullptr;
   // Anything but bits, or state on rank 0 from earlier cycles (tensors some
   // ranks have not submitted, joined ranks, an autotuner still sampling),
   // needs the coordinator.
@@ -370,15 +392,15 @@ absl::StatusOr<std::optional<ResponseList>> Runtime::AgreeCachedStep(
   votes.all = votes.any = mine.cache_bits();
   absl::StatusOr<Votes> agreed =
       ExchangeVotes(*parts_.context, config_.rank, config_.size, wait_limits_,
-                    std::move(votes));
+                    cycle_start_, std::move(votes));
   if (!agreed.ok()) return agreed.status();
-  if (!Agreed(*agreed)) return std::nullopt;
-  ResponseList out =
-      CachedStepResponses(agreed->all, cache_, sets_, config_.fusion_threshold);
+  if (!Agreed(*agreed)) return nullptr;
+  const ResponseList& out =
+      cached_steps_.For(agreed->all, cache_, sets_, config_.fusion_threshold);
   // Every rank has the same cache, so every rank gets the same answer.
-  if (out.responses_size() == 0) return std::nullopt;
+  if (out.responses_size() == 0) return nullptr;
   if (coordinator_) coordinator_->CountCachedStep(out);
-  return out;
+  return &out;
 }
 
 }  // namespace hvd::runtime

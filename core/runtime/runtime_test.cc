@@ -140,7 +140,7 @@ TEST_P(RuntimeTest, JoinedRanksContributeZerosAndJoinReturnsTheLastRank) {
       EXPECT_EQ(data[6], 1.0f);  // every other rank had joined: zeros
     }
     const int64_t handle = job.runtime(rank).Submit(One(Join())).value();
-    ASSERT_EQ(job.handles(rank).Wait(handle, absl::Seconds(30)),
+    ASSERT_EQ(job.handles(rank).Wait(handle, absl::Now() + absl::Seconds(30)),
               HandleTable::kDone);
     OpResult result;
     ASSERT_TRUE(job.handles(rank).PeekResult(handle, 0, &result));
@@ -171,7 +171,7 @@ TEST_P(RuntimeTest, NameStillInFlightIsRefusedAtSubmitAndTheFirstCompletes) {
       EXPECT_THAT(std::string(second.status().message()), HasSubstr("'dup'"));
       ++refused;
     }
-    ASSERT_EQ(job.handles(rank).Wait(*first, absl::Seconds(30)),
+    ASSERT_EQ(job.handles(rank).Wait(*first, absl::Now() + absl::Seconds(30)),
               HandleTable::kDone);
     EXPECT_TRUE(job.handles(rank).GetStatus(*first).ok());
     job.handles(rank).Release(*first);
@@ -274,8 +274,9 @@ void ExpectAbortFailsEverything(Job& job, const std::vector<int64_t>& handles,
   for (int rank = 0; rank < job.size(); ++rank) job.runtime(rank).Abort(reason);
   for (int rank = 0; rank < job.size(); ++rank) {
     if (handles[rank] < 0) continue;
-    ASSERT_EQ(job.handles(rank).Wait(handles[rank], absl::Seconds(5)),
-              HandleTable::kDone)
+    ASSERT_EQ(
+        job.handles(rank).Wait(handles[rank], absl::Now() + absl::Seconds(5)),
+        HandleTable::kDone)
         << "rank " << rank;
     const absl::Status status = job.handles(rank).GetStatus(handles[rank]);
     EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
@@ -355,8 +356,9 @@ TEST_P(RuntimeTest, InAnElasticJobAPeersAbortFailsTheOthersAsAborted) {
   absl::SleepFor(absl::Milliseconds(50));
   job.runtime(0).Abort(absl::AbortedError("lost host h3"));
   for (int rank = 1; rank < size(); ++rank) {
-    ASSERT_EQ(job.handles(rank).Wait(handles[rank], absl::Seconds(5)),
-              HandleTable::kDone);
+    ASSERT_EQ(
+        job.handles(rank).Wait(handles[rank], absl::Now() + absl::Seconds(5)),
+        HandleTable::kDone);
     const absl::Status status = job.handles(rank).GetStatus(handles[rank]);
     EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
     EXPECT_THAT(std::string(status.message()), HasSubstr("lost host h3"));

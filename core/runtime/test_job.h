@@ -85,7 +85,7 @@ class Job {
 
   // The same without running any cycle: the background thread's to run.
   absl::Status Await(int rank, int64_t handle) {
-    if (handles(rank).Wait(handle, absl::Seconds(30)) !=
+    if (handles(rank).Wait(handle, absl::Now() + absl::Seconds(30)) !=
         HandleTable::kDone) {
       return absl::DeadlineExceededError("handle did not complete");
     }
