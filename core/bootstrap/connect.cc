@@ -155,7 +155,7 @@ absl::StatusOr<Stores> ReachRendezvous(
 
 // `tcp` with the ranks on this host routed through shared memory where they
 // can map each other's segments (a composite context); `tcp` itself when no
-// local peer can.
+// local peer can; the shared memory alone when it reaches every rank.
 absl::StatusOr<std::unique_ptr<transport::Context>> AddSharedMemory(
     const Config& config, const std::vector<int>& hosts, Store* store,
     std::unique_ptr<transport::Context> tcp) {
@@ -171,6 +171,12 @@ absl::StatusOr<std::unique_ptr<transport::Context>> AddSharedMemory(
                                           store, options);
   if (!mesh.ok()) return mesh.status();
   if (mesh->peers.empty()) return tcp;
+  if (mesh->peers.size() + 1 == static_cast<size_t>(config.size)) {
+    // Every other rank is reached through shared memory (its peers are
+    // mutual): the network transport, which connects lazily, would carry
+    // nothing, and a composite would wrap every request in one more.
+    return std::move(mesh->context);
+  }
   std::vector<int> route(config.size, 0);
   for (int peer : mesh->peers) route[peer] = 1;
   std::vector<std::unique_ptr<transport::Context>> children;

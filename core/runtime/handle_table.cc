@@ -53,6 +53,13 @@ void HandleTable::Complete(int64_t handle, int part, const absl::Status& status,
   if (--state->pending == 0) state->done.store(true, std::memory_order_release);
 }
 
+std::shared_ptr<const std::atomic<bool>> HandleTable::DoneFlag(int64_t handle) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<State> state = Find(handle);
+  if (state == nullptr) return nullptr;
+  return std::shared_ptr<const std::atomic<bool>>(state, &state->done);
+}
+
 int HandleTable::Poll(int64_t handle) {
   absl::MutexLock lock(&mu_);
   auto state = Find(handle);

@@ -41,6 +41,10 @@ class HandleTable {
 
   // 1 done, 0 running, -1 unknown handle.
   int Poll(int64_t handle);
+  // The handle's done flag (Poll() == 1 once it is true), read without the
+  // table's lock for as long as it is held: for a caller that looks many
+  // times. nullptr for an unknown handle.
+  std::shared_ptr<const std::atomic<bool>> DoneFlag(int64_t handle);
   // Blocks until done or `deadline` (InfiniteFuture: no limit). Reads no
   // clock when the handle is done already.
   WaitResult Wait(int64_t handle, absl::Time deadline);

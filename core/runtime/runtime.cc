@@ -243,6 +243,7 @@ void Runtime::Abort(const absl::Status& reason) {
     absl::MutexLock lock(&abort_mu_);
     if (!abort_status_.ok()) return;
     abort_status_ = status;
+    abort_set_.store(true, std::memory_order_release);
   }
   {
     // Every wait on a peer returns now, in negotiation or a collective.
@@ -258,6 +259,7 @@ void Runtime::Abort(const absl::Status& reason) {
 }
 
 absl::Status Runtime::AbortStatus() {
+  if (!abort_set_.load(std::memory_order_acquire)) return absl::OkStatus();
   absl::MutexLock lock(&abort_mu_);
   return abort_status_;
 }

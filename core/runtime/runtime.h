@@ -277,6 +277,8 @@ class Runtime {
   // The reason Abort was given (read on every failed completion).
   absl::Mutex abort_mu_;
   absl::Status abort_status_ ABSL_GUARDED_BY(abort_mu_);
+  // Set once abort_status_ is: read without the lock, several times a call.
+  std::atomic<bool> abort_set_{false};
   // Keeps Abort from reaching the data plane and the device backend while
   // Shutdown closes them (the background thread needs no lock: it is
   // joined before they are closed).

@@ -142,7 +142,11 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
   // A done handle (the rest of a step the caller's first wait ran) needs no
   // cycle: nor the driver count, whose lock wakes the background thread's
   // waits to look at it.
-  if (!config_.caller_progress || handles_->Poll(handle) != 0) return;
+  if (!config_.caller_progress) return;
+  const std::shared_ptr<const std::atomic<bool>> done =
+      handles_->DoneFlag(handle);
+  auto running = [&done]() { return !done->load(std::memory_order_acquire); };
+  if (done == nullptr || !running()) return;
   const absl::Time start = absl::Now();
   {
     absl::MutexLock lock(&mu_);
@@ -157,7 +161,7 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
     first = false;
     return before;
   };
-  while (handles_->Poll(handle) == 0 && before_deadline()) {
+  while (running() && before_deadline()) {
     if (!cycle_mu_.TryLock()) {
       handles_->Wait(handle, std::min(absl::Now() + kDriverRetry, deadline));
       continue;
@@ -176,8 +180,7 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
       continue;
     }
     const bool ended =
-        loop_ended_ ||
-        (handles_->Poll(handle) == 0 && !RunCycle(/*waited=*/false));
+        loop_ended_ || (running() && !RunCycle(/*waited=*/false));
     cycle_mu_.Unlock();
     if (ended) break;
   }

@@ -41,6 +41,7 @@ absl::Status Timeline::Start(const std::string& path, bool mark_cycles) {
   start_ = absl::Now();
   mark_cycles_ = mark_cycles;
   rows_.clear();
+  writing_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -52,6 +53,7 @@ void Timeline::Stop() {
   std::fputs("{\"name\": \"trace_end\", \"ph\": \"M\", \"pid\": 0}\n]\n", file_);
   std::fclose(file_);
   file_ = nullptr;
+  writing_.store(false, std::memory_order_release);
 }
 
 bool Timeline::active() const {
@@ -88,18 +90,21 @@ void Timeline::WriteLocked(absl::string_view name, char phase, int row,
 }
 
 void Timeline::NegotiateStart(absl::string_view tensor, absl::string_view op) {
+  if (!writing_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&mu_);
   if (file_ == nullptr) return;
   WriteLocked(absl::StrCat("NEGOTIATE_", op), 'B', RowLocked(tensor), "");
 }
 
 void Timeline::NegotiateRankReady(absl::string_view tensor, int rank) {
+  if (!writing_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&mu_);
   if (file_ == nullptr) return;
   WriteLocked(absl::StrCat(rank), 'i', RowLocked(tensor), "");
 }
 
 void Timeline::NegotiateEnd(absl::string_view tensor) {
+  if (!writing_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&mu_);
   if (file_ == nullptr) return;
   WriteLocked("", 'E', RowLocked(tensor), "");
@@ -107,18 +112,21 @@ void Timeline::NegotiateEnd(absl::string_view tensor) {
 
 void Timeline::ActivityStart(absl::string_view tensor,
                              absl::string_view activity) {
+  if (!writing_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&mu_);
   if (file_ == nullptr) return;
   WriteLocked(activity, 'B', RowLocked(tensor), "");
 }
 
 void Timeline::ActivityEnd(absl::string_view tensor) {
+  if (!writing_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&mu_);
   if (file_ == nullptr) return;
   WriteLocked("", 'E', RowLocked(tensor), "");
 }
 
 void Timeline::MarkCycle() {
+  if (!writing_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&mu_);
   if (file_ == nullptr || !mark_cycles_) return;
   WriteLocked("CYCLE_START", 'i', 0, "");

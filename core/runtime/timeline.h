@@ -6,6 +6,7 @@
 #ifndef HVD_CORE_RUNTIME_TIMELINE_H_
 #define HVD_CORE_RUNTIME_TIMELINE_H_
 
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -17,7 +18,7 @@
 
 namespace hvd::runtime {
 
-// Thread-safe. Calls while not started are no-ops.
+// Thread-safe. Calls while not started are no-ops (and take no lock).
 class Timeline {
  public:
   Timeline() = default;
@@ -47,6 +48,9 @@ class Timeline {
   bool mark_cycles_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time start_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int, std::less<>> rows_ ABSL_GUARDED_BY(mu_);
+  // Whether file_ is open, read without mu_: a call while the timeline is
+  // off (the usual case, several a call) takes no lock.
+  std::atomic<bool> writing_{false};
 };
 
 }  // namespace hvd::runtime
