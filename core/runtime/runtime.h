@@ -192,17 +192,19 @@ class Runtime {
   // A step of cached tensors agreed by one exchange among all ranks
   // (HVD_CACHED_EXCHANGE), without rank 0's gather: when every rank's list
   // `mine` holds the same cache bits and nothing else, and rank 0 has
-  // nothing pending, each rank computes the coordinator's answer itself.
-  // Tried only when VotesFirst(). The answer is cached_steps_'s, valid
+  // nothing pending, each rank computes the coordinator's answer itself
+  // (in a job of one, with no exchange). Tried only when VotesFirst(). The answer is cached_steps_'s, valid
   // until the next cycle; nullptr: no agreement, negotiate as usual (every
   // rank then does).
   absl::StatusOr<const ResponseList*> AgreeCachedStep(const RequestList& mine)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Whether the next cycle starts with the cached-step vote (the same on
   // every rank): the exchange is on, and the last cycle ran a step of the
-  // global set (try_exchange_).
+  // global set (try_exchange_). In a job of one the vote is this rank's
+  // own, exchanged with nobody: a step of cached tensors only is answered
+  // from the kept step without the coordinator's pass over its tables.
   bool VotesFirst() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_) {
-    return config_.cached_exchange && config_.size > 1 && try_exchange_;
+    return config_.cached_exchange && try_exchange_;
   }
   // Size 1, or a rank other than 0: its subtree's lists up to its parent in
   // the negotiation tree (negotiation_tree.h), and the answer back down

@@ -391,8 +391,10 @@ absl::StatusOr<const ResponseList*> Runtime::AgreeCachedStep(
               (autotuner_ == nullptr || autotuner_->frozen());
   votes.all = votes.any = mine.cache_bits();
   absl::StatusOr<Votes> agreed =
-      ExchangeVotes(*parts_.context, config_.rank, config_.size, wait_limits_,
-                    cycle_start_, std::move(votes));
+      config_.size == 1
+          ? std::move(votes)
+          : ExchangeVotes(*parts_.context, config_.rank, config_.size,
+                          wait_limits_, cycle_start_, std::move(votes));
   if (!agreed.ok()) return agreed.status();
   if (!Agreed(*agreed)) return nullptr;
   const ResponseList& out =

@@ -390,6 +390,18 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(2)),
     CaseName);
 
+// A job of one votes with itself: a step of cached tensors only is
+// answered from the kept step, not by the coordinator, and still right.
+TEST(RuntimeOfOneTest, RepeatedStepsAreAnsweredFromTheKeptStep) {
+  for (MeshTransport transport : {MeshTransport::kTcp, MeshTransport::kShm}) {
+    const Coordinator::Stats stats = RepeatedSteps(1, transport, Config{}, 10);
+    EXPECT_GT(stats.agreed_steps, 0);
+    Config off;
+    off.cached_exchange = false;
+    EXPECT_EQ(RepeatedSteps(1, transport, off, 10).agreed_steps, 0);
+  }
+}
+
 TEST_P(RuntimeTest, NoStepIsAgreedByExchangeWhenItIsOff) {
   Config config;
   config.cached_exchange = false;
