@@ -171,12 +171,6 @@ absl::StatusOr<std::unique_ptr<transport::Context>> AddSharedMemory(
                                           store, options);
   if (!mesh.ok()) return mesh.status();
   if (mesh->peers.empty()) return tcp;
-  if (mesh->peers.size() + 1 == static_cast<size_t>(config.size)) {
-    // Every other rank is reached through shared memory (its peers are
-    // mutual): the network transport, which connects lazily, would carry
-    // nothing, and a composite would wrap every request in one more.
-    return std::move(mesh->context);
-  }
   std::vector<int> route(config.size, 0);
   for (int peer : mesh->peers) route[peer] = 1;
   std::vector<std::unique_ptr<transport::Context>> children;

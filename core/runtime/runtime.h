@@ -193,9 +193,9 @@ class Runtime {
   // (HVD_CACHED_EXCHANGE), without rank 0's gather: when every rank's list
   // `mine` holds the same cache bits and nothing else, and rank 0 has
   // nothing pending, each rank computes the coordinator's answer itself
-  // (in a job of one, with no exchange). Tried only when VotesFirst(). The answer is cached_steps_'s, valid
-  // until the next cycle; nullptr: no agreement, negotiate as usual (every
-  // rank then does).
+  // (in a job of one, with no exchange). Tried only when VotesFirst(). The
+  // answer is cached_steps_'s, valid until the next cycle; nullptr: no
+  // agreement, negotiate as usual (every rank then does).
   absl::StatusOr<const ResponseList*> AgreeCachedStep(const RequestList& mine)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Whether the next cycle starts with the cached-step vote (the same on
@@ -233,7 +233,8 @@ class Runtime {
   absl::Status SendToChildren(const std::vector<int>& children,
                               const std::string& reply)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
-  // Runs `responses` (those on GPU tensors are moved to the device backend).
+  // Runs `responses` (the device backend gets a copy of those on GPU
+  // tensors).
   absl::Status Execute(const ResponseList& responses)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cycle_mu_);
   // Switches this rank to the autotuner's values (every rank does, after the

@@ -57,8 +57,7 @@ void Timeline::Stop() {
 }
 
 bool Timeline::active() const {
-  absl::MutexLock lock(&mu_);
-  return file_ != nullptr;
+  return writing_.load(std::memory_order_acquire);
 }
 
 int Timeline::RowLocked(absl::string_view tensor) {

@@ -1,5 +1,6 @@
 #include "core/transport/composite/composite_context.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -162,6 +163,17 @@ class CompositeContext final : public Context {
   const int size_;
 };
 
+// The child every peer routes to, when there are peers and it is one.
+std::optional<int> OnlyRoute(const std::vector<int>& child_of_peer, int rank) {
+  std::optional<int> only;
+  for (int peer = 0; peer < static_cast<int>(child_of_peer.size()); ++peer) {
+    if (peer == rank) continue;
+    if (only.has_value() && *only != child_of_peer[peer]) return std::nullopt;
+    only = child_of_peer[peer];
+  }
+  return only;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Context>> NewCompositeContext(
@@ -193,6 +205,11 @@ absl::StatusOr<std::unique_ptr<Context>> NewCompositeContext(
           absl::StrCat("NewCompositeContext: peer ", peer, " routed to child ",
                        c, " of ", children.size()));
     }
+  }
+  if (std::optional<int> only = OnlyRoute(child_of_peer, rank)) {
+    // Every peer is reached through one child: the others would carry
+    // nothing, and the composite would wrap each of its requests in one more.
+    return std::move(children[*only]);
   }
   auto shared = std::make_shared<Shared>(std::move(children));
   return std::unique_ptr<Context>(std::make_unique<CompositeContext>(

@@ -18,8 +18,10 @@
 namespace hvd::transport {
 
 // `children` all have this context's rank and size; `child_of_peer[p]` is the
-// index of the child that reaches peer p (ignored for this rank).
-// InvalidArgument when sizes, ranks or indices disagree.
+// index of the child that reaches peer p (ignored for this rank). When
+// every peer routes to the same child, that child alone is returned (the
+// others are destroyed). InvalidArgument when sizes, ranks or indices
+// disagree.
 absl::StatusOr<std::unique_ptr<Context>> NewCompositeContext(
     std::vector<std::unique_ptr<Context>> children,
     std::vector<int> child_of_peer);

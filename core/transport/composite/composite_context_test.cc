@@ -121,6 +121,17 @@ TEST_F(CompositeContextTest, FailureSeenOnOneChildAbortsTheOther) {
   EXPECT_EQ(from_tcp->Wait(Deadline()), shm_status);
 }
 
+TEST(CompositeContextArguments, EveryPeerOnOneChildGivesThatChildAlone) {
+  std::shared_ptr<Store> store = NewInMemoryStore();
+  std::vector<std::unique_ptr<Context>> children;
+  children.push_back(*CreateTcpContext(0, 3, store, {}));
+  children.push_back(*CreateTcpContext(0, 3, store, {}));
+  const Context* second = children[1].get();
+  auto c = NewCompositeContext(std::move(children), {0, 1, 1});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->get(), second);
+}
+
 TEST(CompositeContextArguments, RejectsBadRoutesAndMismatchedChildren) {
   std::shared_ptr<Store> store = NewInMemoryStore();
   auto make = [&] {
