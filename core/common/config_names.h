@@ -90,6 +90,7 @@ inline constexpr char kShmSpinUs[] = "SHM_SPIN_US";
 inline constexpr char kShmPieceBytes[] = "SHM_PIECE_BYTES";
 inline constexpr char kShmRingBytes[] = "SHM_RING_BYTES";
 inline constexpr char kShmYield[] = "SHM_YIELD";
+inline constexpr char kShmSlowCopyMbps[] = "SHM_SLOW_COPY_MBPS";
 inline constexpr char kGpuDataPath[] = "GPU_DATA_PATH";
 inline constexpr char kRdmaProvider[] = "RDMA_PROVIDER";
 

@@ -318,6 +318,7 @@ void ReadDataPlane(Reader& r, Config& c) {
   r.Integer(names::kShmPieceBytes, 1, &c.shm_tuning.piece_bytes);
   r.Integer(names::kShmRingBytes, 1, &c.shm_tuning.ring_bytes);
   r.Bool(names::kShmYield, &c.shm_tuning.yield);
+  r.Integer(names::kShmSlowCopyMbps, 0, &c.shm_tuning.slow_copy_mbps);
   using P = GpuDataPath;
   r.Choice<P>(names::kGpuDataPath,
               {{"auto", P::kAuto}, {"nccl", P::kNccl}, {"staged", P::kStaged}},

@@ -35,15 +35,16 @@ void Nudge(SegmentHeader* owner) {
 // elements for a ReceiveReducer.
 static_assert(kSlot % kReducePieceAlignment == 0);
 
-bool Op::MovePayload(const Ring& ring, size_t piece_bytes, uint64_t* cursor,
-                     size_t* room, absl::FunctionRef<void()> published) {
+bool Op::MovePayload(const Ring& ring, size_t piece_bytes, CopyPace* pace,
+                     uint64_t* cursor, size_t* room,
+                     absl::FunctionRef<void()> published) {
   size_t done = payload_done_.load(std::memory_order_relaxed);
   while (done < len_ && *room > 0) {
     const size_t offset = *cursor % ring.bytes;
     const size_t n =
         std::min({len_ - done, *room, ring.bytes - offset, piece_bytes});
     if (is_send()) {
-      std::memcpy(ring.data + offset, data_ + done, n);
+      PacedCopy(*pace, ring.data + offset, data_ + done, n);
     } else if (reducer_) {
       reducer_(done, ring.data + offset, n);
     } else if (streaming_) {
@@ -89,12 +90,13 @@ void OpQueue::Fail(const absl::Status& status) {
 // ---- sending --------------------------------------------------------------
 
 SendChannel::SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes,
-                         Reserve reserve)
+                         size_t slow_copy_mbps, Reserve reserve)
     : ring_(ring),
       peer_(peer),
       piece_bytes_(piece_bytes),
       reserve_(std::move(reserve)),
-      head_(ring.header->head.load(std::memory_order_relaxed)) {}
+      head_(ring.header->head.load(std::memory_order_relaxed)),
+      pace_(slow_copy_mbps) {}
 
 int SendChannel::Post(std::shared_ptr<Op> op, absl::Status* failure) {
   absl::MutexLock lock(&mu_);
@@ -154,7 +156,7 @@ int SendChannel::ProgressLocked(absl::Status* failure) {
         result |= kMoved;
       }
       const bool complete = op.MovePayload(
-          ring_, piece_bytes_, &head_, &free,
+          ring_, piece_bytes_, &pace_, &head_, &free,
           [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
             ring_.header->head.store(head_, std::memory_order_release);
             RingBell(&peer_->bell);
@@ -282,12 +284,12 @@ int RecvChannel::ProgressLocked(absl::Status* failure) {
       op.header_done_ = true;
       result |= kMoved;
     }
-    const bool complete = op.MovePayload(
-        ring_, piece_bytes_, &tail_, &avail,
-        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          PublishTail();
-          result |= kMoved;
-        });
+    const bool complete =
+        op.MovePayload(ring_, piece_bytes_, /*pace=*/nullptr, &tail_, &avail,
+                       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                         PublishTail();
+                         result |= kMoved;
+                       });
     if (!complete) break;
     if (op.len_ == 0) PublishTail();
     queue_.CompleteFront();

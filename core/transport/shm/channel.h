@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "core/transport/op_kind.h"
+#include "core/transport/shm/copy_pace.h"
 #include "core/transport/shm/layout.h"
 #include "core/transport/transport.h"
 
@@ -92,9 +93,11 @@ class Op {
   // `piece_bytes`. Each piece advances *cursor and takes from *room (the
   // last piece padded to a slot boundary), then `published()` runs so the
   // caller can hand the piece over to the other side. Returns whether the
-  // whole payload has moved. Under the owning channel's lock.
-  bool MovePayload(const Ring& ring, size_t piece_bytes, uint64_t* cursor,
-                   size_t* room, absl::FunctionRef<void()> published);
+  // whole payload has moved. A send copies its pieces as `pace` says (null
+  // for a receive). Under the owning channel's lock.
+  bool MovePayload(const Ring& ring, size_t piece_bytes, CopyPace* pace,
+                   uint64_t* cursor, size_t* room,
+                   absl::FunctionRef<void()> published);
 
   const Kind kind_;
   const int peer_;
@@ -168,8 +171,9 @@ class SendChannel {
   // ever carries small messages holds a page or a few, one that carries
   // bulk data all of it after its first pass. `reserve` runs under the
   // channel lock.
+  // `slow_copy_mbps`: see CopyPace.
   SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes,
-              Reserve reserve);
+              size_t slow_copy_mbps, Reserve reserve);
   SendChannel(const SendChannel&) = delete;
   SendChannel& operator=(const SendChannel&) = delete;
 
@@ -203,6 +207,7 @@ class SendChannel {
   // Ring data [0, reserved_) is reserved; until it all is, head_ has not
   // wrapped (head_ % ring_.bytes <= reserved_).
   size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  CopyPace pace_ ABSL_GUARDED_BY(mu_);
 };
 
 // This process reads `ring` (which lives in its own segment).

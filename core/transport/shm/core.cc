@@ -36,6 +36,7 @@ Tuning TuningFrom(const ShmTuning& options) {
   t.liveness_interval = absl::Milliseconds(kLivenessMs);
   t.helper_delay = absl::Microseconds(kHelperDelayUs);
   t.yield = options.yield;
+  t.slow_copy_mbps = options.slow_copy_mbps;
   return t;
 }
 
@@ -72,7 +73,7 @@ void Core::AddPeer(int peer, std::unique_ptr<Segment> segment,
   segment->Prefault(0, HeadersBytes(num_rings));
   p->send = std::make_unique<SendChannel>(
       ring_in(segment->data(), ring_bytes, index_there), p->header,
-      tuning_.piece_bytes,
+      tuning_.piece_bytes, tuning_.slow_copy_mbps,
       RingReservation(segment.get(),
                       RingDataOffset(num_rings, ring_bytes, index_there),
                       ring_bytes, peer));

@@ -29,6 +29,7 @@ struct Tuning {
   size_t piece_bytes;    // ShmTuning::piece_bytes, rounded up to kSlot
   size_t ring_bytes;     // ShmTuning::ring_bytes, rounded up to kSlot
   bool yield;            // ShmTuning::yield
+  size_t slow_copy_mbps;  // ShmTuning::slow_copy_mbps
   // A sleeping waiter wakes this often to check that its peers still live.
   absl::Duration liveness_interval;
   // How long the helper thread leaves stuck work to the owner's threads

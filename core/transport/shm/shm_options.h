@@ -25,6 +25,10 @@ struct ShmTuning {
   size_t ring_bytes = size_t{1} << 20;
   // Whether a polling waiter yields the CPU between polls (HVD_SHM_YIELD).
   bool yield = true;
+  // A sender whose plain copies of large pieces into a ring run below this
+  // rate, in MB/s, writes them with streaming stores instead, trying a
+  // plain copy again now and then (HVD_SHM_SLOW_COPY_MBPS; 0: never).
+  size_t slow_copy_mbps = 8000;
 };
 
 struct ShmOptions {
