@@ -1,15 +1,16 @@
 // How a sender copies its pieces into a shared-memory ring: plainly, unless
 // plain copies are measured slow, then with streaming stores.
 //
-// glibc's memcpy copies these sizes with `rep movsb`. On some machines (an
-// AMD EPYC VM, in some placements of its two vCPUs that come and go every
-// few seconds) `rep movsb` into ring lines last read by the peer's CPU runs
-// at 2-4 GB/s instead of 30 and more, and allreduces of 16 KiB-4 MiB take
-// 4-9 times as long. Streaming stores (and plain vector stores) are not
-// slowed there, but where plain copies are fast they cost 1.3-1.7x: the
-// reader then finds the bytes in memory rather than in a shared cache. So
-// the sender times its plain copies of large pieces, streams while they are
-// slow, and tries a plain one again every kProbeEvery pieces.
+// On some machines (an AMD EPYC VM, in some placements of its two vCPUs
+// that come and go every few seconds) plain stores into ring lines last
+// held by the peer's CPU, memcpy's `rep movsb` or vector stores, run at 2-4
+// GB/s instead of 30 and more, and allreduces of 16 KiB-4 MiB take 4-9
+// times as long. Streaming stores, which do not take a line over before
+// writing it, are not slowed there; but where plain copies are fast they
+// cost 1.3-1.7x, as the reader then finds the bytes in memory rather than
+// in a shared cache. So the sender times its plain copies of large pieces,
+// streams while they are slow, and tries a plain one again every
+// kProbeEvery pieces.
 #ifndef HVD_CORE_TRANSPORT_SHM_COPY_PACE_H_
 #define HVD_CORE_TRANSPORT_SHM_COPY_PACE_H_
 
