@@ -170,8 +170,8 @@ class SendChannel {
   // each part of it, in steps that double (a page first): a ring that only
   // ever carries small messages holds a page or a few, one that carries
   // bulk data all of it after its first pass. `reserve` runs under the
-  // channel lock.
-  // `slow_copy_mbps`: see CopyPace.
+  // channel lock. Pieces are copied into the ring as a CopyPace of
+  // `slow_copy_mbps` says.
   SendChannel(Ring ring, SegmentHeader* peer, size_t piece_bytes,
               size_t slow_copy_mbps, Reserve reserve);
   SendChannel(const SendChannel&) = delete;
