@@ -63,6 +63,7 @@ TEST(ParseConfigTest, NothingSetIsAJobOfSizeOneWithEveryDefault) {
   EXPECT_FALSE(c->log_level.has_value());
   EXPECT_EQ(c->tcp.spin, transport::TcpTuning().spin);
   EXPECT_EQ(c->shm_tuning.ring_bytes, transport::ShmTuning().ring_bytes);
+  EXPECT_EQ(c->shm_tuning.slow_copy_mbps, 8000u);
   EXPECT_EQ(c->collectives.chunk_bytes,
             collectives::CollectiveOptions().chunk_bytes);
   EXPECT_TRUE(c->shm);
@@ -83,6 +84,7 @@ TEST(ParseConfigTest, TransportTuningGoesToTheTransportsOptions) {
                                                {"SHM_PIECE_BYTES", "4096"},
                                                {"SHM_RING_BYTES", "65536"},
                                                {"SHM_YIELD", "off"},
+                                               {"SHM_SLOW_COPY_MBPS", "0"},
                                                {"SHM", "0"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->tcp.spin, absl::Microseconds(7));
@@ -92,6 +94,7 @@ TEST(ParseConfigTest, TransportTuningGoesToTheTransportsOptions) {
   EXPECT_EQ(c->shm_tuning.piece_bytes, 4096u);
   EXPECT_EQ(c->shm_tuning.ring_bytes, 65536u);
   EXPECT_FALSE(c->shm_tuning.yield);
+  EXPECT_EQ(c->shm_tuning.slow_copy_mbps, 0u);
   EXPECT_FALSE(c->shm);
 }
 
