@@ -60,13 +60,14 @@ std::vector<std::string> OurSegments() {
 class ShmContextTest : public ::testing::Test {
  protected:
   // Ranks `local` of a size-`size` job, one thread each.
-  std::vector<ShmMesh> Connect(int size, const std::vector<int>& local) {
+  std::vector<ShmMesh> Connect(int size, const std::vector<int>& local,
+                               const ShmOptions& options = {}) {
     std::vector<absl::StatusOr<ShmMesh>> results(local.size());
     std::vector<std::thread> threads;
     for (size_t i = 0; i < local.size(); ++i) {
       threads.emplace_back([&, i] {
         results[i] =
-            CreateShmContext(local[i], size, local, store_.get(), {});
+            CreateShmContext(local[i], size, local, store_.get(), options);
       });
     }
     for (auto& t : threads) t.join();
@@ -78,9 +79,10 @@ class ShmContextTest : public ::testing::Test {
     return meshes;
   }
 
-  std::vector<std::unique_ptr<Context>> ConnectAll(int size) {
+  std::vector<std::unique_ptr<Context>> ConnectAll(
+      int size, const ShmOptions& options = {}) {
     std::vector<std::unique_ptr<Context>> contexts;
-    for (ShmMesh& m : Connect(size, Iota(size))) {
+    for (ShmMesh& m : Connect(size, Iota(size), options)) {
       contexts.push_back(std::move(m.context));
     }
     return contexts;
@@ -119,6 +121,32 @@ TEST_F(ShmContextTest, MessagesOfEverySizeArriveIntact) {
     std::thread t([&] { exchange(1); });
     exchange(0);
     t.join();
+  }
+}
+
+TEST_F(ShmContextTest, SendsStreamedIntoTheRingArriveIntactAtAnyAlignment) {
+  // A rate no plain copy reaches: after two timed copies of 16 KiB or more
+  // every sender streams its pieces, with a plain one every 32nd.
+  ShmOptions options;
+  options.tuning.slow_copy_mbps = SIZE_MAX / 4000;
+  auto contexts = ConnectAll(2, options);
+  for (size_t len : {size_t{16} << 10, (size_t{64} << 10) + 5,
+                     (size_t{1} << 20) + 17, size_t{5} << 20}) {
+    for (size_t at : {0, 3}) {
+      auto exchange = [&](int me) {
+        const std::string out = Pattern(at + len, me);
+        std::string in(len, 'x');
+        auto s = contexts[me]->Send(1 - me, out.data() + at, len);
+        auto r = contexts[me]->Recv(1 - me, in.data(), len);
+        ASSERT_TRUE(r->Wait(Deadline()).ok()) << len;
+        ASSERT_TRUE(s->Wait(Deadline()).ok()) << len;
+        EXPECT_TRUE(in == Pattern(at + len, 1 - me).substr(at))
+            << len << " from " << at;
+      };
+      std::thread t([&] { exchange(1); });
+      exchange(0);
+      t.join();
+    }
   }
 }
 
