@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "host/cpu_binding.h"
+#include "tools/bench/worker_binding.h"
 
 namespace {
 
@@ -106,18 +106,6 @@ bool CopyOnce(std::vector<char>& from, std::vector<char>& to,
   struct iovec remote = {from.data(), from.size()};
   return process_vm_readv(holder->pid, &local, 1, &remote, 1, 0) ==
          static_cast<ssize_t>(from.size());
-}
-
-// Binds this process, copier `index` of `processes`, to its share of the
-// cores, as hvdrun's agent binds its workers (host/cpu_binding.h); nobody
-// is bound where the processes outnumber the cores.
-void BindAsAWorker(int index, int processes) {
-  const std::vector<int> share = hvd::host::CpuShare(
-      hvd::host::CoresOf(hvd::host::AllowedCpus(), hvd::host::kCpuSysfs),
-      index, processes);
-  if (share.empty()) return;
-  absl::StatusOr<cpu_set_t> set = hvd::host::CpuSetOf(share);
-  if (set.ok()) sched_setaffinity(0, sizeof(*set), &*set);
 }
 
 // Copies `iterations` times, each after the barrier; times go to `us`.
@@ -199,7 +187,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (pid == 0) {
-      BindAsAWorker(p, processes);
+      hvd::bench::BindAsAWorker(p, processes);
       _exit(Copy(bytes, iterations, processes, cma, shared,
                  shared->us + size_t(p) * iterations)
                 ? 0
@@ -207,7 +195,7 @@ int main(int argc, char** argv) {
     }
     children.push_back(pid);
   }
-  if (processes > 1) BindAsAWorker(0, processes);
+  if (processes > 1) hvd::bench::BindAsAWorker(0, processes);
   bool ok = Copy(bytes, iterations, processes, cma, shared, shared->us);
   for (pid_t child : children) {
     int status = 0;
