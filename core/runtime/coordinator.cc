@@ -359,15 +359,27 @@ const ResponseList& CachedStepMemo::For(const std::string& bits,
                                         const ResponseCache& cache,
                                         const ProcessSetTable& sets,
                                         int64_t fusion_threshold) {
-  if (!valid_ || bits != bits_ || cache.generation() != generation_ ||
+  if (cache.generation() != generation_ ||
       fusion_threshold != fusion_threshold_) {
-    responses_ = CachedStepResponses(bits, cache, sets, fusion_threshold);
-    bits_ = bits;
+    kept_.clear();
     generation_ = cache.generation();
     fusion_threshold_ = fusion_threshold;
-    valid_ = true;
   }
-  return responses_;
+  ++uses_;
+  Kept* slot = nullptr;
+  for (Kept& kept : kept_) {
+    if (kept.bits == bits) {
+      kept.last_use = uses_;
+      return kept.responses;
+    }
+    if (slot == nullptr || kept.last_use < slot->last_use) slot = &kept;
+  }
+  if (kept_.size() < kCapacity) slot = &kept_.emplace_back();
+  ++built_;
+  slot->bits = bits;
+  slot->responses = CachedStepResponses(bits, cache, sets, fusion_threshold);
+  slot->last_use = uses_;
+  return slot->responses;
 }
 
 void Coordinator::Fuse(std::vector<Response> ready, ResponseList& out) {

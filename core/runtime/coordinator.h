@@ -60,24 +60,38 @@ ResponseList CachedStepResponses(const std::string& bits,
                                  const ProcessSetTable& sets,
                                  int64_t fusion_threshold);
 
-// CachedStepResponses, kept for the next step: a training loop repeats its
-// steps, and the same bits over the same slots (the cache's generation)
-// and threshold give the same list, so it is built again only when one of
-// them changed. Not thread-safe (the cycles only).
+// CachedStepResponses, kept for the steps that follow: a training loop
+// repeats its steps, and the same bits over the same slots (the cache's
+// generation) and threshold give the same list, so it is built again only
+// when one of them changed. A loop's step is often several cycles of their
+// own bits (the gradients, then a metric's allreduce), so the answers to the
+// last kCapacity different bits are kept, the least recently used giving
+// way. Not thread-safe (the cycles only).
 class CachedStepMemo {
  public:
+  static constexpr int kCapacity = 8;
+
   // CachedStepResponses(bits, cache, sets, fusion_threshold); valid until
   // the next call.
   const ResponseList& For(const std::string& bits, const ResponseCache& cache,
                           const ProcessSetTable& sets,
                           int64_t fusion_threshold);
 
+  // How many answers were built rather than found kept.
+  int64_t built() const { return built_; }
+
  private:
-  bool valid_ = false;
-  std::string bits_;
+  struct Kept {
+    std::string bits;
+    ResponseList responses;
+    uint64_t last_use = 0;
+  };
+  // What every kept answer was built under; a change drops them all.
   uint64_t generation_ = 0;
   int64_t fusion_threshold_ = 0;
-  ResponseList responses_;
+  uint64_t uses_ = 0;
+  int64_t built_ = 0;
+  std::vector<Kept> kept_;  // at most kCapacity
 };
 
 class Coordinator {

@@ -105,6 +105,45 @@ TEST(CachedStepMemoTest, KeepsTheAnswerWhileBitsSlotsAndThresholdStay) {
   EXPECT_EQ(memo.For(abc, cache, sets, 0).responses_size(), 0);
 }
 
+// A loop whose step is several cycles of their own bits (the gradients, a
+// metric) finds each cycle's answer kept, up to kCapacity different bits;
+// the least recently used gives way, and a change of slot or threshold
+// drops them all.
+TEST(CachedStepMemoTest, KeepsTheAnswersOfSeveralAlternatingSteps) {
+  ProcessSetTable sets(2);
+  ResponseCache cache(64);
+  std::vector<std::string> steps;
+  for (int i = 0; i <= CachedStepMemo::kCapacity; ++i) {
+    const std::string name = "t" + std::to_string(i);
+    cache.Put(Allreduce(0, name.c_str()));
+    std::string bits;
+    SetBit(bits, cache.Lookup(Allreduce(0, name.c_str())));
+    steps.push_back(bits);
+  }
+  CachedStepMemo memo;
+  auto answer = [&](int step) {
+    return memo.For(steps[step], cache, sets, 1 << 20).responses(0).names(0);
+  };
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(answer(0), "t0");
+    EXPECT_EQ(answer(1), "t1");
+  }
+  EXPECT_EQ(memo.built(), 2);
+  for (int step = 2; step < CachedStepMemo::kCapacity; ++step) answer(step);
+  EXPECT_EQ(answer(0), "t0");  // used last: kept past the next one
+  EXPECT_EQ(memo.built(), CachedStepMemo::kCapacity);
+  EXPECT_EQ(answer(CachedStepMemo::kCapacity), "t8");  // replaces t1
+  EXPECT_EQ(answer(0), "t0");
+  EXPECT_EQ(memo.built(), CachedStepMemo::kCapacity + 1);
+  EXPECT_EQ(answer(1), "t1");
+  EXPECT_EQ(memo.built(), CachedStepMemo::kCapacity + 2);
+  memo.For(steps[0], cache, sets, 0);
+  EXPECT_EQ(memo.built(), CachedStepMemo::kCapacity + 3) << "threshold";
+  cache.Put(Allreduce(0, "t0", {6}));
+  EXPECT_EQ(memo.For(steps[0], cache, sets, 0).responses(0).sizes(0), 6);
+  EXPECT_EQ(memo.built(), CachedStepMemo::kCapacity + 4) << "slot changed";
+}
+
 TEST_F(CoordinatorTest, ReadyOnlyWhenEveryRankRequested) {
   EXPECT_EQ(Cycle({{Allreduce(0, "a")}, {}}).responses_size(), 0);
   ResponseList out = Cycle({{}, {Allreduce(1, "a")}});
