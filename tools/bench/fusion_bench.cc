@@ -3,7 +3,7 @@
 //
 //   hvdrun -np 2 bazel-bin/tools/bench/fusion_bench
 //       [--shapes tools/bench/resnet50_shapes.txt] [--steps 15] [--warmup 3]
-//       [--op avg|sum] [--submit-gap-us 0]
+//       [--op avg|sum] [--submit-gap-us 0] [--memory shared|separate]
 //
 // A step submits one allreduce per tensor (ResNet-50's 161 parameter shapes,
 // 25.6 M float32) in reverse parameter order, as backpropagation produces
@@ -16,8 +16,12 @@
 // --submit-gap-us N spins N microseconds between a step's submissions, as
 // a binding's own work per call spaces them (hvd.torch: about 6 us here),
 // so that the cost of gradients arriving over time shows apart from it.
+// --memory: whether the step and the flat tensor move the same pages
+// (shared, the default) or each gradient has an allocation of its own
+// (separate); see Memory.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,25 +29,29 @@
 #include <vector>
 
 #include "core/c_api.h"
-#include "tools/bench/shapes_file.h"
 #include "tools/bench/median.h"
+#include "tools/bench/shapes_file.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// One tensor as the C ABI takes it, over memory it does not own.
 struct Tensor {
-  std::vector<float> data;
   std::vector<int64_t> shape;
+  size_t count = 1;
+  float* data = nullptr;
   DLTensor t{};
   std::string name;
 
   Tensor(std::vector<int64_t> dims, std::string n)
       : shape(std::move(dims)), name(std::move(n)) {
-    size_t count = 1;
     for (int64_t d : shape) count *= static_cast<size_t>(d);
-    data.assign(count, 1.0f);
-    t.data = data.data();
+  }
+  void Bind(float* memory) {
+    data = memory;
+    std::fill(data, data + count, 1.0f);
+    t.data = data;
     t.device.device_type = kDLCPU;
     t.ndim = static_cast<int32_t>(shape.size());
     t.dtype.code = kDLFloat;
@@ -51,6 +59,44 @@ struct Tensor {
     t.dtype.lanes = 1;
     t.shape = shape.data();
   }
+};
+
+// Where the gradients and the flat tensor live. "shared": the gradients are
+// carved from one allocation, each starting 64-byte aligned as torch's CPU
+// allocator places them, and the flat tensor is that allocation's first
+// bytes, so the step and its reference move the same pages. "separate": an
+// allocation per gradient and one for the flat tensor, as torch allocates
+// them; on a VM two allocations of the same size can differ in speed by
+// several percent, which then shows in the ratio.
+class Memory {
+ public:
+  Memory(bool shared, std::vector<Tensor>& grads, Tensor& flat) {
+    if (!shared) {
+      for (Tensor& g : grads) g.Bind(Own(g.count));
+      flat.Bind(Own(flat.count));
+      return;
+    }
+    constexpr size_t kAlign = 64 / sizeof(float);
+    size_t padded = 0;
+    for (const Tensor& g : grads)
+      padded += (g.count + kAlign - 1) / kAlign * kAlign;
+    float* base = Own(std::max(padded, flat.count));
+    size_t at = 0;
+    for (Tensor& g : grads) {
+      g.Bind(base + at);
+      at += (g.count + kAlign - 1) / kAlign * kAlign;
+    }
+    flat.Bind(base);
+  }
+
+ private:
+  float* Own(size_t count) {
+    blocks_.emplace_back(count + 64 / sizeof(float));
+    float* p = blocks_.back().data();
+    while (reinterpret_cast<uintptr_t>(p) % 64 != 0) ++p;
+    return p;
+  }
+  std::vector<std::vector<float>> blocks_;
 };
 
 using ::hvd::bench::Median;
@@ -89,6 +135,7 @@ struct BenchFlags {
   int warmup = 3;
   std::string op_name = "avg";
   int submit_gap_us = 0;
+  bool shared_memory = true;
 };
 
 bool ParseFlags(int argc, char** argv, BenchFlags* f) {
@@ -104,6 +151,16 @@ bool ParseFlags(int argc, char** argv, BenchFlags* f) {
       f->op_name = argv[i + 1];
     } else if (a == "--submit-gap-us") {
       f->submit_gap_us = std::atoi(argv[i + 1]);
+    } else if (a == "--memory") {
+      const std::string v = argv[i + 1];
+      if (v != "shared" && v != "separate") {
+        std::fprintf(stderr,
+                     "fusion_bench: --memory is shared or separate, "
+                     "not %s\n",
+                     v.c_str());
+        return false;
+      }
+      f->shared_memory = v == "shared";
     } else {
       std::fprintf(stderr, "fusion_bench: unknown flag %s\n", a.c_str());
       return false;
@@ -132,12 +189,13 @@ double Ms(Clock::duration d) {
 // Returns the wrong elements on this rank, or -1 when the allreduce failed.
 long CheckSum(std::vector<Tensor>& grads, const std::vector<size_t>& order,
               int rank, int size) {
-  for (Tensor& g : grads) std::fill(g.data.begin(), g.data.end(), rank + 1.0f);
+  for (Tensor& g : grads) std::fill(g.data, g.data + g.count, rank + 1.0f);
   if (!Allreduce(grads, order, HVD_OP_SUM)) return -1;
   const float want = size * (size + 1) / 2.0f;
   long wrong = 0;
   for (const Tensor& g : grads) {
-    for (float v : g.data) wrong += v != want;
+    wrong += std::count_if(g.data, g.data + g.count,
+                           [&](float v) { return v != want; });
   }
   return wrong;
 }
@@ -151,6 +209,13 @@ void PrintResult(const std::vector<double>& step_ms,
               *std::min_element(flat_ms.begin(), flat_ms.end()));
   std::printf("ratio step/flat %.3f  (wrong elements on rank 0: %ld)\n", s / f,
               wrong);
+  // Each step beside the flat call after it: a drift of the machine's pace
+  // within the run moves both.
+  std::vector<double> pairs;
+  for (size_t i = 0; i < step_ms.size(); ++i) {
+    pairs.push_back(step_ms[i] / flat_ms[i]);
+  }
+  std::printf("pairs step/flat median %.3f\n", Median(pairs));
 }
 
 }  // namespace
@@ -164,7 +229,7 @@ int main(int argc, char** argv) {
   }
   const int op = flags.op_name == "sum" ? HVD_OP_SUM : HVD_OP_AVERAGE;
   size_t total = 0;
-  for (const Tensor& g : grads) total += g.data.size();
+  for (const Tensor& g : grads) total += g.count;
   if (hvd_init() != HVD_OK) {
     std::fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
     return 1;
@@ -172,6 +237,7 @@ int main(int argc, char** argv) {
   const int rank = hvd_rank(), size = hvd_size();
   std::vector<Tensor> flat;
   flat.emplace_back(std::vector<int64_t>{static_cast<int64_t>(total)}, "flat");
+  Memory memory(flags.shared_memory, grads, flat[0]);
   std::vector<size_t> backward(grads.size());
   for (size_t i = 0; i < grads.size(); ++i) backward[i] = grads.size() - 1 - i;
   const std::vector<size_t> one = {0};
@@ -180,9 +246,10 @@ int main(int argc, char** argv) {
     std::printf(
         "# fusion_bench: %d ranks, %zu tensors, %zu float32 (%.1f MB), "
         "op %s, HVD_FUSION_THRESHOLD=%s, %d steps, %d us between "
-        "submissions\n",
+        "submissions, memory %s\n",
         size, grads.size(), total, total * 4 / 1e6, flags.op_name.c_str(),
-        fusion ? fusion : "(default)", flags.steps, flags.submit_gap_us);
+        fusion ? fusion : "(default)", flags.steps, flags.submit_gap_us,
+        flags.shared_memory ? "shared" : "separate");
   }
   std::vector<double> step_ms, flat_ms;
   bool ok = true;

@@ -14,8 +14,11 @@ Measures, in one process, what the Python layer adds to an allreduce:
 at 4 KiB and 64 MiB (float32, Sum), the modes alternating call by call; and
 ResNet-50's 161 gradients submitted as DistributedOptimizer does
 (allreduce_async_ per gradient, reverse order, then synchronize each) against
-one flat tensor of the same size, alternating step by step (Average).
-Rank 0 prints one line per figure: `name median_us min_us` (and --json).
+one flat tensor of the same size, alternating step by step (Average), the
+gradients views of the flat tensor's memory unless --memory separate.
+Rank 0 prints one line per figure: `name median_us min_us` (and --json);
+`resnet_pairs` is the median and minimum of each step's time over the flat
+call's after it.
 The C ABI anchors (hvd_bench, fusion_bench) run beside it in
 python_overhead.sh, which prints the table with the ratios.
 """
@@ -23,6 +26,7 @@ python_overhead.sh, which prints the table with the ratios.
 import argparse
 import ctypes
 import json
+import math
 import statistics
 import sys
 import time
@@ -80,6 +84,27 @@ class _Ctypes:
         self._release(h)
 
 
+def _gradients(shapes, shared):
+    """One tensor of ones per shape, and a flat tensor of their total size.
+    shared: the gradients are views of one allocation, each starting 64-byte
+    aligned as torch's allocator places them, and the flat tensor is its
+    first elements, so the step and its reference move the same pages (on a
+    VM two allocations of the same size can differ in speed by several
+    percent). Otherwise each has an allocation of its own, as a model's
+    gradients do."""
+    counts = [math.prod(s) for s in shapes]
+    total = sum(counts)
+    if not shared:
+        return [torch.ones(s) for s in shapes], torch.ones(total)
+    padded = [(c + 15) // 16 * 16 for c in counts]
+    memory = torch.ones(max(sum(padded), total))
+    grads, at = [], 0
+    for shape, count, room in zip(shapes, counts, padded):
+        grads.append(memory[at:at + count].view(shape))
+        at += room
+    return grads, memory[:total]
+
+
 def _alternate(fns, iters, warmup):
     """Runs each of fns in turn iters times; per-name lists of seconds.
     Names ending in _py run with the C module off (the pure-Python path),
@@ -104,6 +129,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--shapes", default=shapes_file.RESNET50)
     ap.add_argument("--only", default="small,big,resnet")
+    ap.add_argument("--memory", choices=("shared", "separate"),
+                    default="shared")
     ap.add_argument("--json")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -150,10 +177,9 @@ def main():
                 statistics.median(ts) * 1e6, min(ts) * 1e6)
 
     if "resnet" in parts:
-        shapes = shapes_file.read(args.shapes)
-        grads = [torch.ones(s) for s in shapes]
+        grads, flat = _gradients(shapes_file.read(args.shapes),
+                                 args.memory == "shared")
         names = ["grad.%d" % i for i in range(len(grads))]
-        flat = torch.ones(sum(g.numel() for g in grads))
         order = list(range(len(grads)))[::-1]
 
         def step():
@@ -171,10 +197,16 @@ def main():
         times = _alternate(fns, args.steps, 3)
         for name, ts in times.items():
             results[name] = (statistics.median(ts) * 1e6, min(ts) * 1e6)
+        # Each step beside the flat call after it: a drift of the machine's
+        # pace within the run moves both.
+        pairs = [s / f for s, f in zip(times["resnet_step"],
+                                       times["resnet_flat"])]
+        results["resnet_pairs"] = (statistics.median(pairs), min(pairs))
 
     if rank == 0:
         for name, (med, mn) in results.items():
-            print("%s %.1f %.1f" % (name, med, mn))
+            form = "%s %.4f %.4f" if name.endswith("_pairs") else "%s %.1f %.1f"
+            print(form % (name, med, mn))
         sys.stdout.flush()
         if args.json:
             with open(args.json, "w") as f:

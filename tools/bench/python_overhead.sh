@@ -71,6 +71,9 @@ for r in range(rounds):
         m = re.match(r"(step|flat)\s+median ([\d.]+) ms", line)
         if m:
             add("C_ABI_resnet_" + m.group(1), float(m.group(2)) * 1e3)
+        m = re.match(r"pairs step/flat median ([\d.]+)", line)
+        if m:
+            add("C_ABI_resnet_pairs", float(m.group(1)))
     for line in open("%s/py-%d.txt" % (out, r)):
         name, med, _ = line.split()
         add(name, float(med))
@@ -132,6 +135,10 @@ for who, step, label in (
         label, fmt(s), fmt(f), s / f, " ".join(
             "%.3f" % (a / b) for a, b in zip(runs[who + step],
                                               runs[who + "_flat"]))))
+    if step == "_step" and who + "_pairs" in runs:
+        print("%-22s each step over the flat call after it: median %.3f "
+              "(per round: %s)" % ("", med[who + "_pairs"], " ".join(
+                  "%.3f" % x for x in runs[who + "_pairs"])))
 print("\nraw per-round medians (us):")
 for k in sorted(runs):
     print("  %-22s %s" % (k, " ".join("%.1f" % x for x in runs[k])))
