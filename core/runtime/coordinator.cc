@@ -374,7 +374,9 @@ const ResponseList& CachedStepMemo::For(const std::string& bits,
     }
     if (slot == nullptr || kept.last_use < slot->last_use) slot = &kept;
   }
-  if (kept_.size() < kCapacity) slot = &kept_.emplace_back();
+  if (kept_.size() < static_cast<size_t>(kCapacity)) {
+    slot = &kept_.emplace_back();
+  }
   ++built_;
   slot->bits = bits;
   slot->responses = CachedStepResponses(bits, cache, sets, fusion_threshold);

@@ -115,9 +115,9 @@ TEST(CachedStepMemoTest, KeepsTheAnswersOfSeveralAlternatingSteps) {
   std::vector<std::string> steps;
   for (int i = 0; i <= CachedStepMemo::kCapacity; ++i) {
     const std::string name = "t" + std::to_string(i);
-    cache.Put(Allreduce(0, name.c_str()));
+    cache.Put(Allreduce(0, name));
     std::string bits;
-    SetBit(bits, cache.Lookup(Allreduce(0, name.c_str())));
+    SetBit(bits, cache.Lookup(Allreduce(0, name)));
     steps.push_back(bits);
   }
   CachedStepMemo memo;
