@@ -205,8 +205,8 @@ def main():
 
     if rank == 0:
         for name, (med, mn) in results.items():
-            form = "%s %.4f %.4f" if name.endswith("_pairs") else "%s %.1f %.1f"
-            print(form % (name, med, mn))
+            digits = 4 if name.endswith("_pairs") else 1
+            print("%s %.*f %.*f" % (name, digits, med, digits, mn))
         sys.stdout.flush()
         if args.json:
             with open(args.json, "w") as f:

@@ -139,8 +139,9 @@ for who, step, label in (
         print("%-22s each step over the flat call after it: median %.3f "
               "(per round: %s)" % ("", med[who + "_pairs"], " ".join(
                   "%.3f" % x for x in runs[who + "_pairs"])))
-print("\nraw per-round medians (us):")
+print("\nraw per-round medians (us; the pairs' ratios as they are):")
 for k in sorted(runs):
-    print("  %-22s %s" % (k, " ".join("%.1f" % x for x in runs[k])))
+    form = "%.3f" if k.endswith("_pairs") else "%.1f"
+    print("  %-22s %s" % (k, " ".join(form % x for x in runs[k])))
 PYEOF
 echo "logs: $OUT"
