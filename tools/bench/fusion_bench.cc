@@ -76,15 +76,19 @@ class Memory {
       flat.Bind(Own(flat.count));
       return;
     }
-    constexpr size_t kAlign = 64 / sizeof(float);
+    // Each gradient's room: its elements, up to the next 64 bytes. Their
+    // sum is at least the flat tensor's count.
+    auto room = [](const Tensor& g) {
+      constexpr size_t kAlign = 64 / sizeof(float);
+      return (g.count + kAlign - 1) / kAlign * kAlign;
+    };
     size_t padded = 0;
-    for (const Tensor& g : grads)
-      padded += (g.count + kAlign - 1) / kAlign * kAlign;
-    float* base = Own(std::max(padded, flat.count));
+    for (const Tensor& g : grads) padded += room(g);
+    float* base = Own(padded);
     size_t at = 0;
     for (Tensor& g : grads) {
       g.Bind(base + at);
-      at += (g.count + kAlign - 1) / kAlign * kAlign;
+      at += room(g);
     }
     flat.Bind(base);
   }

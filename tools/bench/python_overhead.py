@@ -96,8 +96,8 @@ def _gradients(shapes, shared):
     total = sum(counts)
     if not shared:
         return [torch.ones(s) for s in shapes], torch.ones(total)
-    padded = [(c + 15) // 16 * 16 for c in counts]
-    memory = torch.ones(max(sum(padded), total))
+    padded = [(c + 15) // 16 * 16 for c in counts]  # at least `total`
+    memory = torch.ones(sum(padded))
     grads, at = [], 0
     for shape, count, room in zip(shapes, counts, padded):
         grads.append(memory[at:at + count].view(shape))
