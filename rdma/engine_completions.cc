@@ -84,7 +84,7 @@ void Engine::OnError(const fi_cq_err_entry& err) {
   char prov[256] = {};
   fi_cq_strerror(fabric_->cq(), err.prov_errno, err.err_data, prov,
                  sizeof(prov));
-  std::string what = fi_strerror(err.err);
+  std::string what = FiErrorText(err.err);
   if (prov[0] != '\0') absl::StrAppend(&what, " (", prov, ")");
   auto* slot = static_cast<Slot*>(err.op_context);
   if (slot == nullptr) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rdma/libfabric.h"
 
 namespace hvd::rdma {
 namespace {
@@ -16,8 +17,8 @@ namespace {
 constexpr uint32_t kFiVersion = FI_VERSION(1, 17);
 
 // The hints of fabric.h; `provider` may be empty.
-fi_info* Hints(const std::string& provider) {
-  fi_info* hints = fi_allocinfo();
+fi_info* Hints(const LibfabricApi& fi, const std::string& provider) {
+  fi_info* hints = fi.dupinfo(nullptr);  // fi_allocinfo()
   hints->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
   hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
   hints->ep_attr->type = FI_EP_RDM;
@@ -47,8 +48,14 @@ std::vector<fi_info*> Matches(fi_info* list) {
 
 }  // namespace
 
+std::string FiErrorText(int errnum) {
+  absl::StatusOr<const LibfabricApi*> fi = Libfabric();
+  if (!fi.ok()) return absl::StrCat("libfabric error ", errnum);
+  return (*fi)->strerror(errnum);
+}
+
 std::string FiError(const char* call, long code) {
-  return absl::StrCat(call, " failed: ", fi_strerror(static_cast<int>(-code)));
+  return absl::StrCat(call, " failed: ", FiErrorText(static_cast<int>(-code)));
 }
 
 bool IsHardwareProvider(const std::string& provider) {
@@ -82,10 +89,13 @@ std::string HardwareProvider(const std::string& wanted,
 }
 
 std::vector<std::string> UsableProviders() {
-  fi_info* hints = Hints("");
-  fi_info* list = nullptr;
   std::vector<std::string> names;
-  if (fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list) == 0) {
+  absl::StatusOr<const LibfabricApi*> loaded = Libfabric();
+  if (!loaded.ok()) return names;
+  const LibfabricApi& fi = **loaded;
+  fi_info* hints = Hints(fi, "");
+  fi_info* list = nullptr;
+  if (fi.getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list) == 0) {
     for (fi_info* i : Matches(list)) {
       std::string name = CoreName(i->fabric_attr->prov_name);
       if (std::find(names.begin(), names.end(), name) == names.end()) {
@@ -93,12 +103,13 @@ std::vector<std::string> UsableProviders() {
       }
     }
   }
-  fi_freeinfo(list);
-  fi_freeinfo(hints);
+  fi.freeinfo(list);
+  fi.freeinfo(hints);
   return names;
 }
 
 absl::StatusOr<std::string> ResolveProvider(const std::string& provider) {
+  if (absl::Status loaded = Libfabric().status(); !loaded.ok()) return loaded;
   for (const std::string& name : UsableProviders()) {
     if (provider.empty() || name == provider) return name;
   }
@@ -114,19 +125,22 @@ absl::StatusOr<std::string> ResolveProvider(const std::string& provider) {
 
 absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Open(
     const std::string& provider, size_t cq_entries) {
-  std::unique_ptr<Fabric> fabric(new Fabric);
-  fi_info* hints = Hints(provider);
+  absl::StatusOr<const LibfabricApi*> loaded = Libfabric();
+  if (!loaded.ok()) return loaded.status();
+  const LibfabricApi& fi = **loaded;
+  std::unique_ptr<Fabric> fabric(new Fabric(fi));
+  fi_info* hints = Hints(fi, provider);
   fi_info* list = nullptr;
-  const int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
-  fi_freeinfo(hints);
+  const int rc = fi.getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
+  fi.freeinfo(hints);
   if (rc != 0 || Matches(list).empty()) {
-    fi_freeinfo(list);
+    fi.freeinfo(list);
     auto resolved = ResolveProvider(provider);
     return resolved.ok() ? absl::UnavailableError(FiError("fi_getinfo", rc))
                          : resolved.status();
   }
-  fabric->info_ = fi_dupinfo(Matches(list).front());
-  fi_freeinfo(list);
+  fabric->info_ = fi.dupinfo(Matches(list).front());
+  fi.freeinfo(list);
   if (absl::Status s = fabric->OpenAll(cq_entries); !s.ok()) return s;
   return fabric;
 }
@@ -135,7 +149,7 @@ absl::Status Fabric::OpenAll(size_t cq_entries) {
   auto fail = [](const char* call, int rc) {
     return absl::UnavailableError(FiError(call, rc));
   };
-  if (int rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr))
+  if (int rc = fi_.fabric(info_->fabric_attr, &fabric_, nullptr))
     return fail("fi_fabric", rc);
   if (int rc = fi_domain(fabric_, info_, &domain_, nullptr))
     return fail("fi_domain", rc);
@@ -168,8 +182,8 @@ absl::Status Fabric::CheckRegistrationMode() {
   // A domain that reported no FI_MR_PROV_KEY must keep the key it is asked
   // for. One that picks its own is running libfabric's 1.0 semantics
   // (virtual addresses, provider keys) behind an fi_info that says
-  // otherwise: this program's fi_* references are unversioned, i.e. bound to
-  // the library's 1.0 ABI (a shared object linked without -lfabric).
+  // otherwise, as a program whose fi_* references were bound to the
+  // library's 1.0 ABI once did (libfabric.h binds the 1.17 versions).
   static char probe[64];
   constexpr uint64_t kProbeKey = uint64_t{1} << 41;
   fid_mr* mr = nullptr;
@@ -181,11 +195,15 @@ absl::Status Fabric::CheckRegistrationMode() {
   fi_close(&mr->fid);
   if (key == kProbeKey) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "libfabric's ", provider_name(),
-      " domain chose memory registration key ", key, " although fi_getinfo "
-      "reported no FI_MR_PROV_KEY (asked for ", kProbeKey, "): this program "
-      "is bound to libfabric's 1.0 ABI, whose domains address remote writes "
-      "differently; link the code calling fi_* with -lfabric"));
+      "libfabric's ", provider_name(), " domain chose memory registration key ",
+      key,
+      " although fi_getinfo "
+      "reported no FI_MR_PROV_KEY (asked for ",
+      kProbeKey,
+      "): the domain "
+      "behaves as libfabric's 1.0 ABI does, whose domains address remote "
+      "writes differently; this libfabric is not one the transport can use "
+      "(libfabric 1.17's versioned fi_getinfo and fi_fabric are bound)"));
 }
 
 void Fabric::CloseEndpoint() {
@@ -199,7 +217,7 @@ Fabric::~Fabric() {
   if (cq_ != nullptr) fi_close(&cq_->fid);
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
-  if (info_ != nullptr) fi_freeinfo(info_);
+  if (info_ != nullptr) fi_.freeinfo(info_);
 }
 
 std::string Fabric::provider_name() const {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "rdma/libfabric.h"
 
 namespace hvd::rdma {
 
@@ -42,11 +43,13 @@ std::string HardwareProvider(const std::string& wanted,
                              const std::vector<std::string>& usable);
 
 // Names of the providers that pass the hints above, first match first,
-// without duplicates ("tcp;ofi_rxm" is reported as "tcp").
+// without duplicates ("tcp;ofi_rxm" is reported as "tcp"); none where
+// libfabric cannot be loaded.
 std::vector<std::string> UsableProviders();
 
 // The first provider passing the hints whose name is `provider` (any, if
-// empty). NotFound naming what was looked for and what exists otherwise.
+// empty). NotFound naming what was looked for and what exists otherwise;
+// FailedPrecondition where libfabric cannot be loaded (Libfabric()).
 absl::StatusOr<std::string> ResolveProvider(const std::string& provider);
 
 class Fabric {
@@ -85,12 +88,13 @@ class Fabric {
   bool ordered_writes(size_t bytes) const;
 
  private:
-  Fabric() = default;
+  explicit Fabric(const LibfabricApi& fi) : fi_(fi) {}
   absl::Status OpenAll(size_t cq_entries);
   // FailedPrecondition when the domain does not use the registration mode
   // fi_getinfo reported (libfabric bound through its 1.0 ABI).
   absl::Status CheckRegistrationMode();
 
+  const LibfabricApi& fi_;
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;
@@ -99,6 +103,9 @@ class Fabric {
   fid_ep* ep_ = nullptr;
   bool cq_waitable_ = false;
 };
+
+// fi_strerror's text for a (positive) libfabric error number.
+std::string FiErrorText(int errnum);
 
 // "fi_xxx failed: <fi_strerror>" for a negative libfabric return code.
 std::string FiError(const char* call, long code);

@@ -1,12 +1,13 @@
 // Remote writes land where the receiver's advert says, in the addressing the
-// domain really uses, in a binary linked the way rdma_bench and libhvd.so
-// are (whole, with libfabric's symbols bound to their current versions).
+// domain really uses, in a test linked a shared object per library (which
+// once bound libfabric's 1.0 ABI; libfabric.h now binds the versions
+// whatever the link).
 //
 // Over libfabric 1.17's tcp;ofi_rxm, fi_getinfo reports mr_mode 0: a
 // remote address is an offset into the region and the key is the one the
 // application asked for. A program bound to libfabric's 1.0 ABI instead
 // (unversioned fi_* references, as a shared library linked without
-// -lfabric has) gets a domain that addresses regions by virtual address and
+// -lfabric had) gets a domain that addresses regions by virtual address and
 // picks its own keys, while fi_getinfo still says mr_mode 0. The transport
 // once took the 1.0 behaviour for the tcp provider's own; then every write
 // of the benchmark (linked whole) was refused by the receiving provider.

@@ -197,11 +197,6 @@ def lib():
 
 
 def _load():
-    # libfabric pulls in libinfinipath, whose load-time constructor takes
-    # SIGINT, SIGTERM, SIGSEGV, ... for a backtrace-and-exit handler: Ctrl-C
-    # would no longer raise KeyboardInterrupt, and a SIGTERM during a wait
-    # crashes the process. This keeps it from doing so.
-    os.environ.setdefault("IPATH_NO_BACKTRACE", "1")
     tried = []
     for path in candidate_paths():
         if not os.path.exists(path):

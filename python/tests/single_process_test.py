@@ -37,7 +37,9 @@ def run_python(code, **env):
 # Order matters: these run before init.
 
 def test_loading_the_library_leaves_pythons_signal_handlers_alone():
-    # libfabric's libinfinipath would take SIGINT (Ctrl-C) and SIGTERM.
+    # libfabric's libinfinipath takes SIGINT (Ctrl-C) and SIGTERM as it
+    # loads; the library loads libfabric only for the RDMA transport, and
+    # keeps the handlers then.
     import signal
     _lib.lib()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -47,6 +49,18 @@ def test_loading_the_library_leaves_pythons_signal_handlers_alone():
                        text=True, env=dict(os.environ), timeout=60)
     assert "KeyboardInterrupt" in p.stderr, p.stderr
     assert not [f for f in os.listdir(".") if f.endswith(".btr")]
+
+
+def libfabric_is_mapped():
+    with open("/proc/self/maps") as f:
+        return "/libfabric.so.1" in f.read()
+
+
+def test_loading_the_library_does_not_load_libfabric():
+    # Its providers' libraries cost about 0.2 s at load; only the RDMA
+    # transport needs them.
+    _lib.lib()
+    assert not libfabric_is_mapped()
 
 
 def test_topology_before_init_raises_value_error():
@@ -78,6 +92,7 @@ def test_init_makes_a_job_of_size_one():
     assert (hvd.cross_rank(), hvd.cross_size()) == (0, 1)
     assert hvd.is_homogeneous()
     assert hvd.global_process_set.ranks == [0]
+    assert not libfabric_is_mapped()  # no RDMA in a job of one
     assert hvd.global_process_set.size() == 1
 
 
