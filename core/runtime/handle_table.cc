@@ -68,6 +68,23 @@ int HandleTable::Poll(int64_t handle) {
 }
 
 HandleTable::WaitResult HandleTable::Wait(int64_t handle, absl::Time deadline) {
+  return WaitFor(handle, deadline, std::nullopt);
+}
+
+HandleTable::WaitResult HandleTable::WaitUnlessNudged(int64_t handle,
+                                                      absl::Time deadline,
+                                                      uint64_t seen) {
+  return WaitFor(handle, deadline, seen);
+}
+
+void HandleTable::Nudge() {
+  absl::MutexLock lock(&mu_);
+  nudges_.fetch_add(1, std::memory_order_release);
+}
+
+HandleTable::WaitResult HandleTable::WaitFor(int64_t handle,
+                                             absl::Time deadline,
+                                             std::optional<uint64_t> seen) {
   std::shared_ptr<State> state;
   {
     absl::MutexLock lock(&mu_);
@@ -83,18 +100,23 @@ HandleTable::WaitResult HandleTable::Wait(int64_t handle, absl::Time deadline) {
     const absl::Time end = std::min(absl::Now() + spin, deadline);
     while (absl::Now() < end) {
       if (state->done.load(std::memory_order_acquire)) return kDone;
+      if (seen.has_value() && Nudges() != *seen) return kTimeout;
       sched_yield();  // The background thread may need this CPU.
     }
   }
   absl::MutexLock lock(&mu_);
   State* s = state.get();
-  auto done = [s]() { return s->pending == 0; };
+  auto over = [this, s, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return s->pending == 0 ||
+           (seen.has_value() &&
+            nudges_.load(std::memory_order_relaxed) != *seen);
+  };
   if (deadline == absl::InfiniteFuture()) {
-    mu_.Await(absl::Condition(&done));
-    return kDone;
+    mu_.Await(absl::Condition(&over));
+  } else {
+    mu_.AwaitWithDeadline(absl::Condition(&over), deadline);
   }
-  return mu_.AwaitWithDeadline(absl::Condition(&done), deadline) ? kDone
-                                                                 : kTimeout;
+  return s->pending == 0 ? kDone : kTimeout;
 }
 
 absl::Status HandleTable::GetStatus(int64_t handle) {

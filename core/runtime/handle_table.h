@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,17 @@ class HandleTable {
   // Blocks until done or `deadline` (InfiniteFuture: no limit). Reads no
   // clock when the handle is done already.
   WaitResult Wait(int64_t handle, absl::Time deadline);
+  // Wait, that also ends (kTimeout) once Nudge() has been called more than
+  // `seen` (a Nudges() value) times: for a caller that waits while another
+  // thread runs a cycle that may complete its op, or may end and leave the
+  // next cycle to it.
+  WaitResult WaitUnlessNudged(int64_t handle, absl::Time deadline,
+                              uint64_t seen);
+  // Ends the WaitUnlessNudged calls in progress, and those about to begin
+  // with an earlier count.
+  void Nudge();
+  // How many times Nudge() was called. Any thread, without a lock.
+  uint64_t Nudges() const { return nudges_.load(std::memory_order_acquire); }
   // Status of a done handle (OK while running or unknown).
   absl::Status GetStatus(int64_t handle);
   // Stable pointer to the error text until Release; nullptr if unknown.
@@ -70,10 +82,15 @@ class HandleTable {
   };
   std::shared_ptr<State> Find(int64_t handle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wait, or WaitUnlessNudged when `seen` is set.
+  WaitResult WaitFor(int64_t handle, absl::Time deadline,
+                     std::optional<uint64_t> seen);
 
   std::atomic<int64_t> spin_ns_{0};  // SetWaitSpin
   absl::Mutex mu_;
   int64_t next_ ABSL_GUARDED_BY(mu_) = 1;
+  // Written under mu_, so that a Nudge wakes the waits on it.
+  std::atomic<uint64_t> nudges_{0};
   absl::flat_hash_map<int64_t, std::shared_ptr<State>> states_
       ABSL_GUARDED_BY(mu_);
 };

@@ -36,6 +36,39 @@ TEST(HandleTable, WaitTimesOutThenCompletes) {
   t.join();
 }
 
+TEST(HandleTable, ANudgeEndsOnlyTheWaitsThatAskForIt) {
+  HandleTable table;
+  const int64_t h = table.Create(1);
+  // Each wait below that the nudge must end would otherwise sleep a minute.
+  const absl::Time start = absl::Now();
+  const absl::Time far = start + absl::Seconds(60);
+  // A nudge between reading the count and waiting is not missed.
+  const uint64_t seen = table.Nudges();
+  table.Nudge();
+  EXPECT_EQ(table.Nudges(), seen + 1);
+  EXPECT_EQ(table.WaitUnlessNudged(h, far, seen), HandleTable::kTimeout);
+  // One that comes while the wait sleeps wakes it.
+  std::thread nudger([&table] {
+    absl::SleepFor(absl::Milliseconds(20));
+    table.Nudge();
+  });
+  EXPECT_EQ(table.WaitUnlessNudged(h, far, table.Nudges()),
+            HandleTable::kTimeout);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  nudger.join();
+  // Plain waits sleep through nudges.
+  std::thread nudge_then_complete([&table, h] {
+    table.Nudge();
+    absl::SleepFor(absl::Milliseconds(20));
+    table.Nudge();
+    table.Complete(h, 0, absl::OkStatus(), {});
+  });
+  EXPECT_EQ(table.Wait(h, far), HandleTable::kDone);
+  nudge_then_complete.join();
+  // A done handle is done, nudged or not.
+  EXPECT_EQ(table.WaitUnlessNudged(h, far, 0), HandleTable::kDone);
+}
+
 TEST(HandleTable, UnknownAndReleasedHandlesAreInvalid) {
   HandleTable table;
   EXPECT_EQ(table.Poll(42), -1);

@@ -33,7 +33,8 @@ constexpr absl::Duration kDriverGrace = absl::Microseconds(500);
 constexpr absl::Duration kDriverSleepCap = absl::Milliseconds(4);
 
 // A caller that finds another thread in a cycle waits for its handle at
-// most this long before it tries to run the next cycle itself.
+// most this long before it tries to run the next cycle itself; the
+// background thread's cycles end that wait sooner (LoopCycleLock).
 constexpr absl::Duration kDriverRetry = absl::Microseconds(200);
 
 // How long, in one drive, a caller whose op runs on a GPU stream polls the
@@ -42,6 +43,30 @@ constexpr absl::Duration kDriverRetry = absl::Microseconds(200);
 // op's launch and run, short enough that a long one costs no core.
 constexpr absl::Duration kDevicePoll = absl::Microseconds(200);
 
+// The cycle lock, held by the background thread. Its release nudges the
+// callers whose drive found it taken: the cycle may have left their op to
+// them (a cycle that only voted, or waited for work, completes nothing), and
+// they should not sleep out kDriverRetry -- 250 us with the timer's slack,
+// on every call that follows a training step.
+class ABSL_SCOPED_LOCKABLE LoopCycleLock {
+ public:
+  LoopCycleLock(absl::Mutex* mu, HandleTable* handles)
+      ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
+      : mu_(mu), handles_(handles) {
+    mu_->Lock();
+  }
+  ~LoopCycleLock() ABSL_UNLOCK_FUNCTION() {
+    mu_->Unlock();
+    handles_->Nudge();
+  }
+  LoopCycleLock(const LoopCycleLock&) = delete;
+  LoopCycleLock& operator=(const LoopCycleLock&) = delete;
+
+ private:
+  absl::Mutex* const mu_;
+  HandleTable* const handles_;
+};
+
 }  // namespace
 
 void Runtime::Loop() {
@@ -49,7 +74,7 @@ void Runtime::Loop() {
     bool wait_for_work;
     absl::Time cycle_end, last_busy;
     {
-      absl::MutexLock cycle(&cycle_mu_);
+      LoopCycleLock cycle(&cycle_mu_, handles_);
       if (loop_ended_) return;
       wait_for_work = WaitsForWork();
       cycle_end = CycleEnd();
@@ -61,7 +86,7 @@ void Runtime::Loop() {
     // with it while the caller takes its results one by one, and a rank
     // descheduled in a ring stalls every rank.
     if (!SettleSubmissions()) continue;
-    absl::MutexLock cycle(&cycle_mu_);
+    LoopCycleLock cycle(&cycle_mu_, handles_);
     // A caller's cycle meanwhile may have taken the work this thread woke
     // for, or made this one a cycle that waits for work: look again.
     if (WaitsForWork() && !CycleDue()) continue;
@@ -162,8 +187,10 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
     return before;
   };
   while (running() && before_deadline()) {
+    const uint64_t nudges = handles_->Nudges();
     if (!cycle_mu_.TryLock()) {
-      handles_->Wait(handle, std::min(absl::Now() + kDriverRetry, deadline));
+      handles_->WaitUnlessNudged(
+          handle, std::min(absl::Now() + kDriverRetry, deadline), nudges);
       continue;
     }
     if (!loop_ended_ && !CycleHasWork()) {
