@@ -22,7 +22,8 @@ constexpr int kSignals[] = {SIGINT, SIGILL, SIGABRT, SIGBUS, SIGSEGV, SIGTERM};
 // a backtrace-and-exit handler for kSignals (unless IPATH_NO_BACKTRACE is
 // set): Ctrl-C or SIGTERM would then end the program inside a signal
 // handler, its exit() recursing into locks the interrupted thread holds,
-// and leave *.btr files behind.
+// and leave *.btr files behind. RTLD_LOCAL: libfabric's symbols stay out of
+// the global scope, where they would otherwise meet the program's.
 void* OpenKeepingSignals() {
   struct sigaction before[std::size(kSignals)];
   for (size_t i = 0; i < std::size(kSignals); ++i) {
@@ -56,8 +57,6 @@ struct Loaded {
   std::string error;
 
   Loaded() {
-    // RTLD_LOCAL: its symbols stay out of the global scope, where they would
-    // otherwise meet the program's.
     void* library = OpenKeepingSignals();
     if (library == nullptr) {
       const char* why = dlerror();
