@@ -110,10 +110,10 @@ std::vector<std::string> UsableProviders() {
 
 absl::StatusOr<std::string> ResolveProvider(const std::string& provider) {
   if (absl::Status loaded = Libfabric().status(); !loaded.ok()) return loaded;
-  for (const std::string& name : UsableProviders()) {
+  const std::vector<std::string> usable = UsableProviders();
+  for (const std::string& name : usable) {
     if (provider.empty() || name == provider) return name;
   }
-  const std::vector<std::string> usable = UsableProviders();
   return absl::NotFoundError(absl::StrCat(
       "no libfabric provider ",
       provider.empty() ? std::string("of any name")
@@ -196,14 +196,12 @@ absl::Status Fabric::CheckRegistrationMode() {
   if (key == kProbeKey) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "libfabric's ", provider_name(), " domain chose memory registration key ",
-      key,
-      " although fi_getinfo "
-      "reported no FI_MR_PROV_KEY (asked for ",
+      key, " although fi_getinfo reported no FI_MR_PROV_KEY (asked for ",
       kProbeKey,
-      "): the domain "
-      "behaves as libfabric's 1.0 ABI does, whose domains address remote "
-      "writes differently; this libfabric is not one the transport can use "
-      "(libfabric 1.17's versioned fi_getinfo and fi_fabric are bound)"));
+      "): the domain behaves as libfabric's 1.0 ABI does, whose domains "
+      "address remote writes differently; this libfabric is not one the "
+      "transport can use (libfabric 1.17's versioned fi_getinfo and "
+      "fi_fabric are bound)"));
 }
 
 void Fabric::CloseEndpoint() {

@@ -36,18 +36,18 @@ void* OpenKeepingSignals() {
   return library;
 }
 
-// `*slot` = the function `name` at `version`; false, with `error` set, if
-// the library has none.
+// `*slot` = the function `name` at `version`, unless an earlier Bind failed
+// (`error` set); sets `error` if the library has none.
 template <typename F>
-bool Bind(void* library, const char* name, const char* version, F* slot,
+void Bind(void* library, const char* name, const char* version, F* slot,
           std::string* error) {
+  if (!error->empty()) return;
   void* found = dlvsym(library, name, version);
   if (found == nullptr) {
     *error = absl::StrCat(kLibrary, " has no ", name, "@", version);
-    return false;
+    return;
   }
   *slot = reinterpret_cast<F>(found);
-  return true;
 }
 
 // The loaded API, or why it could not be loaded. Once per process: a
@@ -67,15 +67,14 @@ struct Loaded {
     }
     // The versions a program compiled against 1.17's headers and linked
     // with -lfabric records (readelf --dyn-syms).
-    const bool all =
-        Bind(library, "fi_getinfo", "FABRIC_1.3", &api.getinfo, &error) &&
-        Bind(library, "fi_freeinfo", "FABRIC_1.3", &api.freeinfo, &error) &&
-        Bind(library, "fi_dupinfo", "FABRIC_1.3", &api.dupinfo, &error) &&
-        Bind(library, "fi_fabric", "FABRIC_1.1", &api.fabric, &error) &&
-        Bind(library, "fi_strerror", "FABRIC_1.0", &api.strerror, &error);
+    // The first missing one sets `error`, which Libfabric() then returns.
     // The library stays loaded for the process's life either way: the
     // providers it loaded may have started threads.
-    if (!all) api = LibfabricApi{};
+    Bind(library, "fi_getinfo", "FABRIC_1.3", &api.getinfo, &error);
+    Bind(library, "fi_freeinfo", "FABRIC_1.3", &api.freeinfo, &error);
+    Bind(library, "fi_dupinfo", "FABRIC_1.3", &api.dupinfo, &error);
+    Bind(library, "fi_fabric", "FABRIC_1.1", &api.fabric, &error);
+    Bind(library, "fi_strerror", "FABRIC_1.0", &api.strerror, &error);
   }
 };
 
