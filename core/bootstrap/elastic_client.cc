@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/thread_role.h"
 #include "core/rendezvous/channel.h"
 #include "proto/elastic.grpc.pb.h"
 #include "proto/job_token.h"
@@ -171,7 +172,10 @@ absl::StatusOr<std::unique_ptr<RoundWatcher>> RoundWatcher::Start(
   auto call = std::make_unique<Call>(*std::move(channel), config, round);
   std::unique_ptr<RoundWatcher> watcher(
       new RoundWatcher(std::move(call), std::move(events)));
-  watcher->thread_ = std::thread([w = watcher.get()] { w->Run(); });
+  watcher->thread_ = std::thread([w = watcher.get()] {
+    NameThisThread("hvd-elastic");
+    w->Run();
+  });
   return watcher;
 }
 

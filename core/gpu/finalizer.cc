@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "core/common/thread_role.h"
+
 namespace hvd::gpu {
 namespace {
 
@@ -43,7 +45,10 @@ class PolledEvent : public Event {
 
 Finalizer::Finalizer(std::function<void(const absl::Status&)> on_failure)
     : on_failure_(std::move(on_failure)) {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("hvd-gpu-finish");
+    Loop();
+  });
 }
 
 Finalizer::~Finalizer() {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/common/logging.h"
+#include "core/common/thread_role.h"
 #include "core/gpu/staged_comm.h"
 
 namespace hvd::gpu {
@@ -82,7 +83,10 @@ GpuOps::GpuOps(runtime::DeviceEnv env, std::unique_ptr<Platform> platform,
       platform_(std::move(platform)),
       options_(options),
       finalizer_([this](const absl::Status& status) { Abort(status); }) {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("hvd-gpu-ops");
+    Loop();
+  });
 }
 
 GpuOps::~GpuOps() { Shutdown(); }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
+#include "core/common/thread_role.h"
 
 namespace hvd::runtime {
 namespace {
@@ -115,9 +116,15 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
       &runtime->cache_, &runtime->timeline_, options,
       runtime->device_ops_.get(),
       runtime->Reports() ? &runtime->metrics_ : nullptr);
-  runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
+  runtime->thread_ = std::thread([r = runtime.get()] {
+    NameThisThread("hvd-background");
+    r->Loop();
+  });
   if (runtime->Reports()) {
-    runtime->reporter_ = std::thread([r = runtime.get()] { r->Report(); });
+    runtime->reporter_ = std::thread([r = runtime.get()] {
+      NameThisThread("hvd-metrics");
+      r->Report();
+    });
   }
   HVD_LOG(INFO) << "initialized: rank " << config.rank << " of "
                 << config.size << " on " << config.hostname;

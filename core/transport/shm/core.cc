@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/cpu_relax.h"
 #include "core/common/logging.h"
+#include "core/common/thread_role.h"
 #include "core/transport/shm/futex.h"
 
 namespace hvd::transport::shm_internal {
@@ -105,7 +106,15 @@ SendChannel::Reserve Core::RingReservation(const Segment* segment,
 
 void Core::Start() {
   if (peers_.empty()) return;
-  helper_ = std::thread([this] { HelperLoop(); });
+  helper_ = std::thread([this] {
+    NameThisThread("hvd-shm-helper");
+    // Nudged whenever a peer's ring fills while no thread of ours polls,
+    // which in a large collective is mostly between two of our thread's
+    // waits: woken at once, it would preempt that thread only to find it
+    // polling again.
+    StandByWithoutPreempting();
+    HelperLoop();
+  });
 }
 
 bool Core::connected(int peer) const {

@@ -22,10 +22,14 @@
 //   cache) with both sides copying at the same time. A send completes
 //   once its bytes are in the ring.
 // - Progress: any thread that posts, polls or waits moves the bytes of every
-//   pending op of the context (an MPI-style progress rule; there is no
-//   helper thread), so two ranks each waiting on their own receive still
-//   drain each other's sends. Ops that nobody waits on move only when some
-//   thread of the context waits or polls.
+//   pending op of the context (an MPI-style progress rule), so two ranks
+//   each waiting on their own receive still drain each other's sends. When
+//   no thread of the context polls (its owner waits on another transport,
+//   or computes) and a peer waits on it, the peer wakes the context's helper
+//   thread ("hvd-shm-helper"), which moves the bytes instead. The helper
+//   stands by under SCHED_BATCH: in a large collective most nudges come
+//   between two waits of the owner's thread, and a helper that preempted
+//   that thread would only find it polling again.
 // - Waiting: poll for ShmTuning::spin after the last byte moved,
 //   then sleep on the process's futex doorbell, which every peer rings (only
 //   when somebody sleeps) after it moves bytes this process may wait for.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
+#include "core/common/thread_role.h"
 #include "core/transport/tcp/socket_options.h"
 
 namespace hvd::transport::tcp_internal {
@@ -28,7 +29,10 @@ void Core::Start() {
   if (connector_ != nullptr) connector_->Start();
   io_->restart();
   work_.emplace(io_->get_executor());
-  io_thread_ = std::thread([this] { io_->run(); });
+  io_thread_ = std::thread([this] {
+    NameThisThread("hvd-tcp-io");
+    io_->run();
+  });
 }
 
 void Core::Shutdown() {
