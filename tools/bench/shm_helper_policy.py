@@ -45,10 +45,16 @@ def set_helper_policy(policy):
             with open("/proc/self/task/%s/comm" % tid) as f:
                 if f.read().strip() != HELPER:
                     continue
-            os.sched_setscheduler(int(tid), policy, os.sched_param(0))
-            n += 1
         except OSError:  # the thread ended meanwhile
-            pass
+            continue
+        try:
+            os.sched_setscheduler(int(tid), policy, os.sched_param(0))
+        except ProcessLookupError:
+            continue
+        except PermissionError as e:
+            sys.exit("cannot change the scheduling class of %s (%s)" %
+                     (HELPER, e))
+        n += 1
     return n
 
 
