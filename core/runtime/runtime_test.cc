@@ -410,11 +410,14 @@ TEST_P(RuntimeTest, NoStepIsAgreedByExchangeWhenItIsOff) {
   EXPECT_EQ(stats.agreed_steps, 0);
 }
 
-// Each rank submits 20 small allreduces 1 ms apart, without waiting (as a
+// Each rank submits 20 small allreduces 2 ms apart, without waiting (as a
 // framework submits a step's gradients), then waits for them all; the
 // background thread takes the submissions (nobody drives). Rank 0's responses,
 // with a settle window longer than the gaps and without one. The first
-// submission comes alone, so it may go alone.
+// submission comes alone, so it may go alone. Without the settle, a loaded
+// machine (a sanitizer's build beside other tests) may still delay a cycle
+// past a gap or two and fuse what came meanwhile: expected are many
+// responses, not one per submission.
 int64_t ResponsesForASpacedBurst(absl::Duration settle) {
   Config config;
   config.submit_settle = settle;
@@ -425,7 +428,7 @@ int64_t ResponsesForASpacedBurst(absl::Duration settle) {
     std::vector<std::vector<float>> data(kTensors,
                                          std::vector<float>(8, rank + 1.0f));
     const std::vector<int64_t> handles =
-        SubmitEach(job, rank, data, absl::Milliseconds(1));
+        SubmitEach(job, rank, data, absl::Milliseconds(2));
     // Waited for without driving: a caller that drives runs the burst
     // itself, without the settle (caller_progress_test).
     for (int t = 0; t < kTensors; ++t) {
@@ -442,7 +445,7 @@ TEST(RuntimeSettleTest, ABurstOfSubmissionsIsNegotiatedWhole) {
 }
 
 TEST(RuntimeSettleTest, WithoutTheSettleABurstGoesAsItArrives) {
-  EXPECT_GE(ResponsesForASpacedBurst(absl::ZeroDuration()), 10);
+  EXPECT_GE(ResponsesForASpacedBurst(absl::ZeroDuration()), 6);
 }
 
 TEST(RuntimeStartTest, RefusesADataPlaneOfTheWrongSize) {
