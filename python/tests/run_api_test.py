@@ -316,9 +316,14 @@ def test_caller_interrupted_or_killed_ends_the_job(sig, tmp_path):
             print("caller: KeyboardInterrupt")
             sys.exit(42)
         """ % (PYTHON_DIR, str(started), mark)))
+    # The job's directory goes here, not in /tmp: a killed caller cannot
+    # remove it.
+    job_dirs = tmp_path / "job_dirs"
+    job_dirs.mkdir()
     proc = subprocess.Popen([sys.executable, str(script)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True,
+                            env=dict(os.environ, HVD_RUN_TMPDIR=str(job_dirs)))
     try:
         deadline = time.monotonic() + 60
         while not all(os.path.exists(str(started) + r) for r in "01"):
@@ -333,6 +338,7 @@ def test_caller_interrupted_or_killed_ends_the_job(sig, tmp_path):
     if sig == signal.SIGINT:
         assert proc.returncode == 42, out
         assert "caller: KeyboardInterrupt" in out
+        assert list(job_dirs.iterdir()) == []  # the caller removed its own
     else:
         assert proc.returncode == -signal.SIGKILL
     assert_nothing_left(mark)
