@@ -18,8 +18,7 @@ void NameThisThread(const char* name) {
 }
 
 void StandByWithoutPreempting() {
-  sched_param param{};
-  param.sched_priority = 0;
+  const sched_param param{};  // priority 0, the only one SCHED_BATCH has
   const int error = pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
   if (error != 0) {
     HVD_LOG(DEBUG) << "cannot put a standby thread under SCHED_BATCH ("

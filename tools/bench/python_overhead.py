@@ -105,6 +105,21 @@ def _gradients(shapes, shared):
     return grads, memory[:total]
 
 
+def _optimizer_step(grads):
+    """One step's allreduces as DistributedOptimizer submits them:
+    allreduce_async_ per gradient, last layer first, then synchronize each
+    (Average)."""
+    names = ["grad.%d" % i for i in range(len(grads))]
+    order = list(range(len(grads)))[::-1]
+
+    def step():
+        handles = [ht.allreduce_async_(grads[i], name=names[i],
+                                       op=ht.Average) for i in order]
+        for h in handles:
+            ht.synchronize(h)
+    return step
+
+
 def _alternate(fns, iters, warmup):
     """Runs each of fns in turn iters times; per-name lists of seconds.
     Names ending in _py run with the C module off (the pure-Python path),
@@ -179,14 +194,7 @@ def main():
     if "resnet" in parts:
         grads, flat = _gradients(shapes_file.read(args.shapes),
                                  args.memory == "shared")
-        names = ["grad.%d" % i for i in range(len(grads))]
-        order = list(range(len(grads)))[::-1]
-
-        def step():
-            handles = [ht.allreduce_async_(grads[i], name=names[i],
-                                           op=ht.Average) for i in order]
-            for h in handles:
-                ht.synchronize(h)
+        step = _optimizer_step(grads)
 
         def flat_call():
             ht.synchronize(ht.allreduce_async_(flat, name="flat",

@@ -22,7 +22,6 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 
 import numpy as np
@@ -31,7 +30,7 @@ import torch
 import hvd.torch as ht
 
 import shapes_file  # beside this script
-from python_overhead import _Ctypes, _gradients
+from python_overhead import _Ctypes, _gradients, _optimizer_step
 
 HELPER = "hvd-shm-helper"
 
@@ -70,19 +69,10 @@ def main():
     c_abi = _Ctypes(big, name=b"big_c")
     big_t = torch.zeros((64 << 20) // 4)
     grads, flat = _gradients(shapes_file.read(shapes_file.RESNET50), True)
-    names = ["grad.%d" % i for i in range(len(grads))]
-    order = list(range(len(grads)))[::-1]
-
-    def resnet_step():
-        handles = [ht.allreduce_async_(grads[i], name=names[i],
-                                       op=ht.Average) for i in order]
-        for h in handles:
-            ht.synchronize(h)
-
     figures = {
         "64M_c_abi": c_abi,
         "64M_torch": lambda: ht.allreduce_(big_t, op=ht.Sum, name="big_t"),
-        "resnet_step": resnet_step,
+        "resnet_step": _optimizer_step(grads),
         "resnet_flat": lambda: ht.allreduce_(flat, op=ht.Average,
                                              name="flat"),
     }
