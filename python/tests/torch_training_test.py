@@ -127,9 +127,9 @@ def test_allreduces_are_enqueued_while_backward_is_still_running():
     inp = my_slice(x).clone().requires_grad_()
     # The input's gradient is the last thing backward computes: by then the
     # later layers' gradients must already be on their way.
-    in_flight = []
+    in_flight = []  # the parameters whose reduction is on its way
     inp.register_hook(lambda g: in_flight.append(
-        [n for n in opt._handles if isinstance(n, torch.Tensor)]))
+        [k.param for k in opt._handles if hasattr(k, "param")]))
     F.mse_loss(model(inp), my_slice(y)).backward()
     last_layer = list(model[4].parameters())
     assert in_flight, "input gradient hook did not run"
@@ -278,6 +278,19 @@ def test_named_parameters_must_be_unique_and_complete():
     with pytest.raises(ValueError, match="not named"):
         hvd.DistributedOptimizer(sgd(model.parameters()),
                                  named_parameters=named[1:])
+
+
+def test_bad_groups_and_ops_are_refused_when_wrapping():
+    model = make_model()
+    first = list(model[0].parameters())
+    with pytest.raises(ValueError, match="only one of groups"):
+        hvd.DistributedOptimizer(sgd(model.parameters()),
+                                 named_parameters=model.named_parameters(),
+                                 groups=[first, first[:1]])
+    with pytest.raises(ValueError, match="unknown reduction op"):
+        hvd.DistributedOptimizer(sgd(model.parameters()),
+                                 named_parameters=model.named_parameters(),
+                                 op="mean")
 
 
 def test_sum_op_adds_gradients():

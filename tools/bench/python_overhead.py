@@ -13,9 +13,11 @@ Measures, in one process, what the Python layer adds to an allreduce:
   ..._py     the same three with the optional C module (hvd._speedups) off
 at 4 KiB and 64 MiB (float32, Sum), the modes alternating call by call; and
 ResNet-50's 161 gradients submitted as DistributedOptimizer does
-(allreduce_async_ per gradient, reverse order, then synchronize each) against
-one flat tensor of the same size, alternating step by step (Average), the
-gradients views of the flat tensor's memory unless --memory separate.
+(allreduce_async_ per gradient, reverse order, then synchronize each), and
+through hvd.torch.DistributedOptimizer itself (resnet_optimizer: the hooks
+backward would run, in its order, then synchronize()), against one flat
+tensor of the same size, alternating step by step (Average), the gradients
+views of the flat tensor's memory unless --memory separate.
 Rank 0 prints one line per figure: `name median_us min_us` (and --json);
 `resnet_pairs` is the median and minimum of each step's time over the flat
 call's after it.
@@ -120,6 +122,27 @@ def _optimizer_step(grads):
     return step
 
 
+def _optimizer_hooks_step(grads):
+    """One step through hvd.torch.DistributedOptimizer: each parameter's
+    gradient is `grads[i]`; the hooks backward would run once each gradient
+    is accumulated are called in backward's order (last layer first), then
+    synchronize() waits for every reduction, as step() does before its
+    update."""
+    params = [torch.nn.Parameter(torch.empty_like(g)) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = g
+    opt = ht.DistributedOptimizer(
+        torch.optim.SGD(params, lr=0.0),
+        named_parameters=[("p%d" % i, p) for i, p in enumerate(params)])
+    hooks = [opt._make_hook(p) for p in params][::-1]
+
+    def step():
+        for hook in hooks:
+            hook()
+        opt.synchronize()
+    return step
+
+
 def _alternate(fns, iters, warmup):
     """Runs each of fns in turn iters times; per-name lists of seconds.
     Names ending in _py run with the C module off (the pure-Python path),
@@ -199,7 +222,8 @@ def main():
         def flat_call():
             ht.synchronize(ht.allreduce_async_(flat, name="flat",
                                                op=ht.Average))
-        fns = {"resnet_step": step, "resnet_flat": flat_call}
+        fns = {"resnet_step": step, "resnet_flat": flat_call,
+               "resnet_optimizer": _optimizer_hooks_step(grads)}
         if _fastpath is not None and _fastpath.available():
             fns["resnet_step_py"] = step
         times = _alternate(fns, args.steps, 3)
@@ -207,9 +231,11 @@ def main():
             results[name] = (statistics.median(ts) * 1e6, min(ts) * 1e6)
         # Each step beside the flat call after it: a drift of the machine's
         # pace within the run moves both.
-        pairs = [s / f for s, f in zip(times["resnet_step"],
-                                       times["resnet_flat"])]
-        results["resnet_pairs"] = (statistics.median(pairs), min(pairs))
+        for name, label in (("resnet_step", "resnet_pairs"),
+                            ("resnet_optimizer", "resnet_optimizer_pairs")):
+            pairs = [s / f for s, f in zip(times[name],
+                                           times["resnet_flat"])]
+            results[label] = (statistics.median(pairs), min(pairs))
 
     if rank == 0:
         for name, (med, mn) in results.items():

@@ -127,7 +127,9 @@ for who, step, label in (
         ("C_ABI_resnet", "_step", "C ABI (fusion_bench)"),
         ("resnet", "_step", "hvd.torch"),
         ("resnet", "_step_py", "hvd.torch, C module off"),
-        ("before:resnet", "_step", "before: hvd.torch")):
+        ("resnet", "_optimizer", "DistributedOptimizer"),
+        ("before:resnet", "_step", "before: hvd.torch"),
+        ("before:resnet", "_optimizer", "before: DistributedOpt.")):
     if who + step not in med:
         continue
     s, f = med[who + step], med[who + "_flat"]
@@ -135,10 +137,12 @@ for who, step, label in (
         label, fmt(s), fmt(f), s / f, " ".join(
             "%.3f" % (a / b) for a, b in zip(runs[who + step],
                                               runs[who + "_flat"]))))
-    if step == "_step" and who + "_pairs" in runs:
+    pairs = who + {"_step": "_pairs", "_optimizer": "_optimizer_pairs"}.get(
+        step, "")
+    if pairs != who and pairs in runs:
         print("%-22s each step over the flat call after it: median %.3f "
-              "(per round: %s)" % ("", med[who + "_pairs"], " ".join(
-                  "%.3f" % x for x in runs[who + "_pairs"])))
+              "(per round: %s)" % ("", med[pairs], " ".join(
+                  "%.3f" % x for x in runs[pairs])))
 print("\nraw per-round medians (us; the pairs' ratios as they are):")
 for k in sorted(runs):
     form = "%.3f" if k.endswith("_pairs") else "%.1f"

@@ -12,13 +12,35 @@ import warnings
 
 import torch
 
-from hvd import _lib
-from hvd.basics import Adasum, Average, Sum  # noqa: F401
+from hvd import _engine, _fastpath, _lib
+from hvd.basics import Adasum, Average, Sum, resolve_op  # noqa: F401
 from hvd.process_sets import global_process_set
 from hvd.torch.compression import Compression
 from hvd.torch.mpi_ops import (allreduce_async_, grouped_allreduce_async_,
-                               sparse_allreduce_async, synchronize as
-                               _synchronize)
+                               sparse_allreduce_async)
+
+
+class _Gradient:
+    """A parameter's reduction as its hook sees it on every step: plain
+    attributes, where dicts keyed by the parameter would cost a hash each
+    (torch hashes a tensor in Python), several times per gradient."""
+    __slots__ = ("param", "name", "delay", "group")
+
+    def __init__(self, param, name, delay):
+        self.param = param
+        self.name = name  # the operation's name
+        self.delay = delay  # backward passes left before the reduction
+        self.group = None  # the _Group it is reduced with, if any
+
+
+class _Group:
+    """Parameters reduced as one grouped operation once all are ready."""
+    __slots__ = ("members", "name", "ready")
+
+    def __init__(self, members, name):
+        self.members = members  # _Gradients
+        self.name = name
+        self.ready = 0  # members whose hook has fired this step
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -40,17 +62,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
         all_params = [p for g in self.param_groups for p in g["params"]]
         self._parameter_names = self._names(named_parameters, all_params)
-        # Each gradient's operation name, made once (a step uses them all).
-        self._grad_names = {p: "grad.%s" % name
-                            for p, name in self._parameter_names.items()}
         self._requires_update = [p for p in all_params if p.requires_grad]
-        self._group_of = self._make_groups(groups)
-        self._allreduce_delay = {p: backward_passes_per_step
-                                 for p in self._requires_update}
-        # key (a parameter, or a tuple of them for a group) ->
-        #   (handle or None while not started, per-parameter contexts)
+        # One _Gradient per parameter to update, found by the parameter's
+        # id only while setting up (a dict keyed by the tensor itself would
+        # hash it in Python).
+        self._gradients = [_Gradient(p, "grad.%s" % self._parameter_names[p],
+                                     backward_passes_per_step)
+                           for p in self._requires_update]
+        self._gradient_of = {id(g.param): g for g in self._gradients}
+        self._groups = self._make_groups(groups)
+        self._prescale, self._postscale = self._scale_factors()
+        # A _Gradient or _Group -> (handle, per-parameter contexts: () when
+        # the result is the gradient itself, None for a sparse reduction,
+        # whose handle is a callable giving the result).
         self._handles = {}
-        self._group_ready = {}
         self._grad_accs = []
         self._synchronized = False
         self._should_synchronize = True
@@ -83,9 +108,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return {p: by_param[p] for p in all_params}
 
     def _make_groups(self, groups):
-        """parameter -> tuple of the parameters reduced with it."""
+        """The _Groups; each member _Gradient's `group` is set."""
         if not groups:
-            return {}
+            return []
         params = self._requires_update
         if isinstance(groups, int):
             if groups <= 0:
@@ -95,20 +120,31 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             lists = [params[i:i + per] for i in range(0, len(params), per)]
         elif isinstance(groups, list):
             lists = [list(g) for g in groups]
+            seen = set()
             for g in lists:
                 for p in g:
                     if not isinstance(p, torch.Tensor):
                         raise ValueError("groups must be a list of lists of "
                                          "torch.Tensor parameters")
+                    if id(p) in seen:
+                        raise ValueError("a parameter can appear in only one "
+                                         "of groups")
+                    seen.add(id(p))
         else:
             raise ValueError("groups must be an int or a list of parameter "
                              "lists, not %s" % type(groups).__name__)
-        group_of = {}
+        made = []
         for g in lists:
-            members = tuple(p for p in g if p.requires_grad)
-            for p in members:
-                group_of[p] = members
-        return group_of
+            members = [self._gradient_of[id(p)] for p in g
+                       if id(p) in self._gradient_of]
+            if not members:
+                continue
+            group = _Group(members, "grad_group.%s" % self._parameter_names[
+                members[0].param])
+            for member in members:
+                member.group = group
+            made.append(group)
+        return made
 
     def _register_hooks(self):
         for p in self._requires_update:
@@ -121,27 +157,30 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     # ----------------------------------------------------- communication --
 
     def _make_hook(self, p):
+        gradient = self._gradient_of[id(p)]
+
         def hook(*_):
-            if self._allreduce_delay[p] <= 0:
+            if gradient.delay <= 0:
                 raise AssertionError(
                     "Gradients were computed more than "
                     "backward_passes_per_step times before call to step(). "
                     "Increase backward_passes_per_step to accumulate "
                     "gradients locally.")
-            if p.grad is not None and p.grad.requires_grad:
+            grad = p.grad
+            if grad is not None and grad.requires_grad:
                 raise AssertionError("hvd.DistributedOptimizer does not "
                                      "support gradients that require grad "
                                      "(create_graph=True)")
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] > 0:
+            gradient.delay -= 1
+            if gradient.delay > 0:
                 return
-            group = self._group_of.get(p)
+            group = gradient.group
             if group is None:
-                self._handles[p] = self._allreduce_grad_async(p)
+                self._handles[gradient] = self._allreduce_grad_async(
+                    gradient)
                 return
-            ready = self._group_ready.setdefault(group, set())
-            ready.add(p)
-            if len(ready) == len(group):
+            group.ready += 1
+            if group.ready == len(group.members):
                 self._handles[group] = self._grouped_allreduce_async(group)
         return hook
 
@@ -165,31 +204,44 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._made_dense.add(p)
         return p.grad
 
-    def _allreduce_grad_async(self, p):
-        name = self._grad_names[p]
-        if p.grad is not None and p.grad.is_sparse \
-                and not self._sparse_as_dense:
-            return sparse_allreduce_async(p.grad, name, self._op,
+    def _allreduce_grad_async(self, gradient):
+        p, name = gradient.param, gradient.name
+        grad = p.grad
+        if grad is not None and grad.is_sparse and not self._sparse_as_dense:
+            return sparse_allreduce_async(grad, name, self._op,
                                           self._process_set), None
-        grad = self._dense_grad(p)
+        if grad is None or grad.is_sparse:
+            grad = self._dense_grad(p)
+        if self._compression is Compression.none:
+            # The gradient reduced in place: nothing to undo at synchronize.
+            # The per-gradient path of every step, in as few frames as the
+            # fast path allows.
+            handle = _fastpath.submit_in_place(
+                grad, name, self._op, self._prescale, self._postscale,
+                self._process_set)
+            if handle is NotImplemented:
+                handle = allreduce_async_(
+                    grad, name=name, op=self._op,
+                    prescale_factor=self._prescale,
+                    postscale_factor=self._postscale,
+                    process_set=self._process_set)
+            return handle, ()
         compressed, cctx = self._compression.compress(grad)
-        pre, post = self._scale_factors()
         handle = allreduce_async_(compressed, name=name, op=self._op,
-                                  prescale_factor=pre,
-                                  postscale_factor=post,
+                                  prescale_factor=self._prescale,
+                                  postscale_factor=self._postscale,
                                   process_set=self._process_set)
         return handle, [(p, compressed, cctx)]
 
     def _grouped_allreduce_async(self, group):
-        grads = [self._dense_grad(p) for p in group]
+        params = [g.param for g in group.members]
+        grads = [self._dense_grad(p) for p in params]
         compressed = [self._compression.compress(g) for g in grads]
-        pre, post = self._scale_factors()
-        name = "grad_group.%s" % self._parameter_names[group[0]]
         handle = grouped_allreduce_async_(
-            [c for c, _ in compressed], name=name, op=self._op,
-            prescale_factor=pre, postscale_factor=post,
+            [c for c, _ in compressed], name=group.name, op=self._op,
+            prescale_factor=self._prescale, postscale_factor=self._postscale,
             process_set=self._process_set)
-        return handle, [(p, c, cctx) for p, (c, cctx) in zip(group,
+        return handle, [(p, c, cctx) for p, (c, cctx) in zip(params,
                                                              compressed)]
 
     def _start_missing(self):
@@ -197,12 +249,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         in this step's forward, or counted fewer than
         backward_passes_per_step times."""
         groups = []
-        for p in self._requires_update:
-            group = self._group_of.get(p)
+        for gradient in self._gradients:
+            group = gradient.group
             if group is None:
-                entry = self._handles.get(p)
-                if entry is None or entry[0] is None:
-                    self._handles[p] = self._allreduce_grad_async(p)
+                if gradient not in self._handles:
+                    self._handles[gradient] = self._allreduce_grad_async(
+                        gradient)
             elif group not in self._handles and group not in groups:
                 groups.append(group)
         for group in groups:
@@ -220,7 +272,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for handle, contexts in self._handles.values():
                 if contexts is None:  # sparse: handle is a waiting callable
                     continue
-                _synchronize(handle)
+                _engine.synchronize(handle)
                 for p, compressed, cctx in contexts:
                     result = self._compression.decompress(compressed, cctx)
                     if result is not p.grad:
@@ -228,14 +280,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                             p.grad.copy_(result)
             for key, (handle, contexts) in self._handles.items():
                 if contexts is None:
-                    key.grad = handle()
+                    key.param.grad = handle()
             for p in self._made_dense:
                 p.grad = p.grad.to_sparse()
         finally:
-            for p in self._requires_update:
-                self._allreduce_delay[p] = self.backward_passes_per_step
+            for gradient in self._gradients:
+                gradient.delay = self.backward_passes_per_step
+            for group in self._groups:
+                group.ready = 0
             self._handles.clear()
-            self._group_ready.clear()
             self._made_dense.clear()
         self._synchronized = True
 
@@ -273,8 +326,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def set_backward_passes_per_step(self, passes):
         self.backward_passes_per_step = passes
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = passes
+        for gradient in self._gradients:
+            gradient.delay = passes
 
 
 _metrics_step_fn = None  # the library's hvd_metrics_step, looked up once
@@ -314,6 +367,7 @@ def DistributedOptimizer(optimizer, named_parameters=None,
         sparse_as_dense: reduce sparse gradients as dense tensors.
         process_set: the ranks that share gradients.
     """
+    op = resolve_op(op, None)  # an unknown op is refused here, at once
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with "
                          "op != Average")
