@@ -260,6 +260,9 @@ class Runtime {
   // Drive: one cycle at a time, and everything marked "cycles only" is
   // touched by the holder alone.
   absl::Mutex cycle_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Whether the background thread holds cycle_mu_ (LoopCycleLock), whose
+  // release nudges the callers that wait for it.
+  std::atomic<bool> loop_holds_cycle_{false};
   ResponseCache cache_;  // cycles only (the coordinator keeps a pointer)
   Timeline timeline_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only

@@ -32,10 +32,17 @@ constexpr absl::Duration kDriverGrace = absl::Microseconds(500);
 // queued right after a short drive and then waited for by nobody may wait.
 constexpr absl::Duration kDriverSleepCap = absl::Milliseconds(4);
 
-// A caller that finds another thread in a cycle waits for its handle at
-// most this long before it tries to run the next cycle itself; the
-// background thread's cycles end that wait sooner (LoopCycleLock).
+// A caller that finds another caller in a cycle waits for its handle at
+// most this long before it tries to run the next cycle itself.
 constexpr absl::Duration kDriverRetry = absl::Microseconds(200);
+
+// The same when the background thread holds the cycle: its release nudges
+// the caller (LoopCycleLock), so this is only a bound. Retrying on the short
+// timer instead would wake the caller every 200 us through the background
+// thread's collectives -- a training step's, which the framework thread
+// waits for once backward is done -- and on a rank bound to one core each
+// wakeup takes that core from the collective.
+constexpr absl::Duration kLoopCycleRetry = absl::Milliseconds(5);
 
 // How long, in one drive, a caller whose op runs on a GPU stream polls the
 // device backend (yielding the CPU between polls) before it sleeps until
@@ -48,14 +55,17 @@ constexpr absl::Duration kDevicePoll = absl::Microseconds(200);
 // them (a cycle that only voted, or waited for work, completes nothing), and
 // they should not sleep out kDriverRetry -- 250 us with the timer's slack,
 // on every call that follows a training step.
+// `holds` is set while the lock is held.
 class ABSL_SCOPED_LOCKABLE LoopCycleLock {
  public:
-  LoopCycleLock(absl::Mutex* mu, HandleTable* handles)
+  LoopCycleLock(absl::Mutex* mu, HandleTable* handles, std::atomic<bool>* holds)
       ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
-      : mu_(mu), handles_(handles) {
+      : mu_(mu), handles_(handles), holds_(holds) {
     mu_->Lock();
+    holds_->store(true, std::memory_order_release);
   }
   ~LoopCycleLock() ABSL_UNLOCK_FUNCTION() {
+    holds_->store(false, std::memory_order_release);
     mu_->Unlock();
     handles_->Nudge();
   }
@@ -65,6 +75,7 @@ class ABSL_SCOPED_LOCKABLE LoopCycleLock {
  private:
   absl::Mutex* const mu_;
   HandleTable* const handles_;
+  std::atomic<bool>* const holds_;
 };
 
 }  // namespace
@@ -74,7 +85,7 @@ void Runtime::Loop() {
     bool wait_for_work;
     absl::Time cycle_end, last_busy;
     {
-      LoopCycleLock cycle(&cycle_mu_, handles_);
+      LoopCycleLock cycle(&cycle_mu_, handles_, &loop_holds_cycle_);
       if (loop_ended_) return;
       wait_for_work = WaitsForWork();
       cycle_end = CycleEnd();
@@ -86,7 +97,7 @@ void Runtime::Loop() {
     // with it while the caller takes its results one by one, and a rank
     // descheduled in a ring stalls every rank.
     if (!SettleSubmissions()) continue;
-    LoopCycleLock cycle(&cycle_mu_, handles_);
+    LoopCycleLock cycle(&cycle_mu_, handles_, &loop_holds_cycle_);
     // A caller's cycle meanwhile may have taken the work this thread woke
     // for, or made this one a cycle that waits for work: look again.
     if (WaitsForWork() && !CycleDue()) continue;
@@ -189,8 +200,12 @@ void Runtime::Drive(int64_t handle, absl::Time deadline) {
   while (running() && before_deadline()) {
     const uint64_t nudges = handles_->Nudges();
     if (!cycle_mu_.TryLock()) {
+      // Read after the nudge count: a release since then has nudged.
+      const absl::Duration retry =
+          loop_holds_cycle_.load(std::memory_order_acquire) ? kLoopCycleRetry
+                                                            : kDriverRetry;
       handles_->WaitUnlessNudged(
-          handle, std::min(absl::Now() + kDriverRetry, deadline), nudges);
+          handle, std::min(absl::Now() + retry, deadline), nudges);
       continue;
     }
     if (!loop_ended_ && !CycleHasWork()) {
