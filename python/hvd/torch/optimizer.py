@@ -24,13 +24,16 @@ class _Gradient:
     """A parameter's reduction as its hook sees it on every step: plain
     attributes, where dicts keyed by the parameter would cost a hash each
     (torch hashes a tensor in Python), several times per gradient."""
-    __slots__ = ("param", "name", "delay", "group")
+    __slots__ = ("param", "name", "delay", "group", "options")
 
     def __init__(self, param, name, delay):
         self.param = param
         self.name = name  # the operation's name
         self.delay = delay  # backward passes left before the reduction
         self.group = None  # the _Group it is reduced with, if any
+        # Its in-place allreduce's options (_fastpath.in_place_options),
+        # made at its first reduction: the same every step.
+        self.options = None
 
 
 class _Group:
@@ -216,9 +219,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # The gradient reduced in place: nothing to undo at synchronize.
             # The per-gradient path of every step, in as few frames as the
             # fast path allows.
-            handle = _fastpath.submit_in_place(
-                grad, name, self._op, self._prescale, self._postscale,
-                self._process_set)
+            options = gradient.options
+            if options is None:
+                options = gradient.options = _fastpath.in_place_options(
+                    name, self._op, self._prescale, self._postscale,
+                    self._process_set)
+            handle = _fastpath.submit_kept(grad, options)
             if handle is NotImplemented:
                 handle = allreduce_async_(
                     grad, name=name, op=self._op,
