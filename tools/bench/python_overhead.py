@@ -107,7 +107,7 @@ def _gradients(shapes, shared):
     return grads, memory[:total]
 
 
-def _optimizer_step(grads):
+def _emulated_optimizer_step(grads):
     """One step's allreduces as DistributedOptimizer submits them:
     allreduce_async_ per gradient, last layer first, then synchronize each
     (Average)."""
@@ -217,7 +217,7 @@ def main():
     if "resnet" in parts:
         grads, flat = _gradients(shapes_file.read(args.shapes),
                                  args.memory == "shared")
-        step = _optimizer_step(grads)
+        step = _emulated_optimizer_step(grads)
 
         def flat_call():
             ht.synchronize(ht.allreduce_async_(flat, name="flat",

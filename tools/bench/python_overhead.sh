@@ -123,13 +123,15 @@ if "before:torch_inplace_64M" in med:
         "before: torch out/in", "", "",
         med["before:torch_outofplace_64M"] / med["before:torch_inplace_64M"]))
 print("\n== ResNet-50's 161 gradients vs one flat tensor ==")
-for who, step, label in (
-        ("C_ABI_resnet", "_step", "C ABI (fusion_bench)"),
-        ("resnet", "_step", "hvd.torch"),
-        ("resnet", "_step_py", "hvd.torch, C module off"),
-        ("resnet", "_optimizer", "DistributedOptimizer"),
-        ("before:resnet", "_step", "before: hvd.torch"),
-        ("before:resnet", "_optimizer", "before: DistributedOpt.")):
+# (prefix, step, label, its step-by-step pairs or None)
+for who, step, label, pairs in (
+        ("C_ABI_resnet", "_step", "C ABI (fusion_bench)", "_pairs"),
+        ("resnet", "_step", "hvd.torch", "_pairs"),
+        ("resnet", "_step_py", "hvd.torch, C module off", None),
+        ("resnet", "_optimizer", "DistributedOptimizer", "_optimizer_pairs"),
+        ("before:resnet", "_step", "before: hvd.torch", "_pairs"),
+        ("before:resnet", "_optimizer", "before: DistributedOpt.",
+         "_optimizer_pairs")):
     if who + step not in med:
         continue
     s, f = med[who + step], med[who + "_flat"]
@@ -137,9 +139,8 @@ for who, step, label in (
         label, fmt(s), fmt(f), s / f, " ".join(
             "%.3f" % (a / b) for a, b in zip(runs[who + step],
                                               runs[who + "_flat"]))))
-    pairs = who + {"_step": "_pairs", "_optimizer": "_optimizer_pairs"}.get(
-        step, "")
-    if pairs != who and pairs in runs:
+    pairs = who + pairs if pairs else None
+    if pairs in runs:
         print("%-22s each step over the flat call after it: median %.3f "
               "(per round: %s)" % ("", med[pairs], " ".join(
                   "%.3f" % x for x in runs[pairs])))

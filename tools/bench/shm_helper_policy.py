@@ -30,7 +30,8 @@ import torch
 import hvd.torch as ht
 
 import shapes_file  # beside this script
-from python_overhead import _Ctypes, _gradients, _optimizer_step
+from python_overhead import (_Ctypes, _emulated_optimizer_step,
+                             _gradients)
 
 HELPER = "hvd-shm-helper"
 
@@ -72,7 +73,7 @@ def main():
     figures = {
         "64M_c_abi": c_abi,
         "64M_torch": lambda: ht.allreduce_(big_t, op=ht.Sum, name="big_t"),
-        "resnet_step": _optimizer_step(grads),
+        "resnet_step": _emulated_optimizer_step(grads),
         "resnet_flat": lambda: ht.allreduce_(flat, op=ht.Average,
                                              name="flat"),
     }

@@ -216,7 +216,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if grad is None or grad.is_sparse:
             grad = self._dense_grad(p)
         if self._compression is Compression.none:
-            # The gradient reduced in place: nothing to undo at synchronize.
             # The per-gradient path of every step, in as few frames as the
             # fast path allows.
             options = gradient.options
@@ -225,13 +224,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     name, self._op, self._prescale, self._postscale,
                     self._process_set)
             handle = _fastpath.submit_kept(grad, options)
-            if handle is NotImplemented:
-                handle = allreduce_async_(
-                    grad, name=name, op=self._op,
-                    prescale_factor=self._prescale,
-                    postscale_factor=self._postscale,
-                    process_set=self._process_set)
-            return handle, ()
+            if handle is not NotImplemented:
+                # Reduced in place: nothing to undo at synchronize.
+                return handle, ()
         compressed, cctx = self._compression.compress(grad)
         handle = allreduce_async_(compressed, name=name, op=self._op,
                                   prescale_factor=self._prescale,
