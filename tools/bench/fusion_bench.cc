@@ -4,6 +4,7 @@
 //   hvdrun -np 2 bazel-bin/tools/bench/fusion_bench
 //       [--shapes tools/bench/resnet50_shapes.txt] [--steps 15] [--warmup 3]
 //       [--op avg|sum] [--submit-gap-us 0] [--memory shared|separate]
+//       [--layout parameter|backward]
 //
 // A step submits one allreduce per tensor (ResNet-50's 161 parameter shapes,
 // 25.6 M float32) in reverse parameter order, as backpropagation produces
@@ -18,7 +19,10 @@
 // so that the cost of gradients arriving over time shows apart from it.
 // --memory: whether the step and the flat tensor move the same pages
 // (shared, the default) or each gradient has an allocation of its own
-// (separate); see Memory.
+// (separate); see Memory. --layout (shared memory): the gradients laid out
+// in parameter order (the default), which the step, submitting in backward
+// order, walks from the top down, or in backward order, which it walks
+// upward as the flat reference does.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -67,10 +71,12 @@ struct Tensor {
 // bytes, so the step and its reference move the same pages. "separate": an
 // allocation per gradient and one for the flat tensor, as torch allocates
 // them; on a VM two allocations of the same size can differ in speed by
-// several percent, which then shows in the ratio.
+// several percent, which then shows in the ratio. Shared, the gradients lie
+// in the order of `layout` (indices into `grads`).
 class Memory {
  public:
-  Memory(bool shared, std::vector<Tensor>& grads, Tensor& flat) {
+  Memory(bool shared, std::vector<Tensor>& grads,
+         const std::vector<size_t>& layout, Tensor& flat) {
     if (!shared) {
       for (Tensor& g : grads) g.Bind(Own(g.count));
       flat.Bind(Own(flat.count));
@@ -86,9 +92,9 @@ class Memory {
     for (const Tensor& g : grads) padded += room(g);
     float* base = Own(padded);
     size_t at = 0;
-    for (Tensor& g : grads) {
-      g.Bind(base + at);
-      at += room(g);
+    for (size_t i : layout) {
+      grads[i].Bind(base + at);
+      at += room(grads[i]);
     }
     flat.Bind(base);
   }
@@ -140,6 +146,7 @@ struct BenchFlags {
   std::string op_name = "avg";
   int submit_gap_us = 0;
   bool shared_memory = true;
+  bool backward_layout = false;
 };
 
 bool ParseFlags(int argc, char** argv, BenchFlags* f) {
@@ -165,6 +172,16 @@ bool ParseFlags(int argc, char** argv, BenchFlags* f) {
         return false;
       }
       f->shared_memory = v == "shared";
+    } else if (a == "--layout") {
+      const std::string v = argv[i + 1];
+      if (v != "parameter" && v != "backward") {
+        std::fprintf(stderr,
+                     "fusion_bench: --layout is parameter or backward, "
+                     "not %s\n",
+                     v.c_str());
+        return false;
+      }
+      f->backward_layout = v == "backward";
     } else {
       std::fprintf(stderr, "fusion_bench: unknown flag %s\n", a.c_str());
       return false;
@@ -241,19 +258,26 @@ int main(int argc, char** argv) {
   const int rank = hvd_rank(), size = hvd_size();
   std::vector<Tensor> flat;
   flat.emplace_back(std::vector<int64_t>{static_cast<int64_t>(total)}, "flat");
-  Memory memory(flags.shared_memory, grads, flat[0]);
-  std::vector<size_t> backward(grads.size());
-  for (size_t i = 0; i < grads.size(); ++i) backward[i] = grads.size() - 1 - i;
+  std::vector<size_t> backward(grads.size()), forward(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    backward[i] = grads.size() - 1 - i;
+    forward[i] = i;
+  }
+  Memory memory(flags.shared_memory, grads,
+                flags.backward_layout ? backward : forward, flat[0]);
   const std::vector<size_t> one = {0};
   const char* fusion = std::getenv("HVD_FUSION_THRESHOLD");
   if (rank == 0) {
     std::printf(
         "# fusion_bench: %d ranks, %zu tensors, %zu float32 (%.1f MB), "
         "op %s, HVD_FUSION_THRESHOLD=%s, %d steps, %d us between "
-        "submissions, memory %s\n",
+        "submissions, memory %s%s\n",
         size, grads.size(), total, total * 4 / 1e6, flags.op_name.c_str(),
         fusion ? fusion : "(default)", flags.steps, flags.submit_gap_us,
-        flags.shared_memory ? "shared" : "separate");
+        flags.shared_memory ? "shared" : "separate",
+        !flags.shared_memory    ? ""
+        : flags.backward_layout ? " in backward order"
+                                : " in parameter order");
   }
   std::vector<double> step_ms, flat_ms;
   bool ok = true;
