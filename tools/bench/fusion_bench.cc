@@ -149,6 +149,19 @@ struct BenchFlags {
   bool backward_layout = false;
 };
 
+// Whether `value` of `flag` is `first` (*second_chosen false) or `second`
+// (true); false, with a one-line error, if neither.
+bool Either(const std::string& flag, const std::string& value,
+            const char* first, const char* second, bool* second_chosen) {
+  if (value != first && value != second) {
+    std::fprintf(stderr, "fusion_bench: %s is %s or %s, not %s\n", flag.c_str(),
+                 first, second, value.c_str());
+    return false;
+  }
+  *second_chosen = value == second;
+  return true;
+}
+
 bool ParseFlags(int argc, char** argv, BenchFlags* f) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -163,29 +176,26 @@ bool ParseFlags(int argc, char** argv, BenchFlags* f) {
     } else if (a == "--submit-gap-us") {
       f->submit_gap_us = std::atoi(argv[i + 1]);
     } else if (a == "--memory") {
-      const std::string v = argv[i + 1];
-      if (v != "shared" && v != "separate") {
-        std::fprintf(stderr,
-                     "fusion_bench: --memory is shared or separate, "
-                     "not %s\n",
-                     v.c_str());
+      bool separate;
+      if (!Either(a, argv[i + 1], "shared", "separate", &separate)) {
         return false;
       }
-      f->shared_memory = v == "shared";
+      f->shared_memory = !separate;
     } else if (a == "--layout") {
-      const std::string v = argv[i + 1];
-      if (v != "parameter" && v != "backward") {
-        std::fprintf(stderr,
-                     "fusion_bench: --layout is parameter or backward, "
-                     "not %s\n",
-                     v.c_str());
+      if (!Either(a, argv[i + 1], "parameter", "backward",
+                  &f->backward_layout)) {
         return false;
       }
-      f->backward_layout = v == "backward";
     } else {
       std::fprintf(stderr, "fusion_bench: unknown flag %s\n", a.c_str());
       return false;
     }
+  }
+  if (f->backward_layout && !f->shared_memory) {
+    std::fprintf(stderr,
+                 "fusion_bench: --layout orders the shared memory; drop it "
+                 "or --memory separate\n");
+    return false;
   }
   return true;
 }
