@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import hvd.torch as hvd
+from hvd import _engine, _fastpath
 
 hvd.init()
 RANK = hvd.rank()
@@ -181,6 +182,41 @@ def test_too_many_backward_passes_raise_and_synchronize_recovers():
         backward_on_my_slice(model)
     opt.synchronize()
     assert not opt._handles
+
+
+@pytest.mark.parametrize("c_module", [True, False])
+def test_a_failed_gradient_raises_from_step_and_leaves_no_reduction_behind(
+        c_module):
+    """A gradient whose shape differs between ranks fails its reduction on
+    every rank: step() raises naming it, after every other gradient of the
+    step was reduced and released, so the same names can be reduced again
+    at once. The same with the C module off."""
+    was = _fastpath.set_enabled(c_module)
+    try:
+        failed_step_leaves_nothing_behind()
+    finally:
+        _fastpath.set_enabled(was)
+
+
+def failed_step_leaves_nothing_behind():
+    good = torch.nn.Parameter(torch.ones(3))
+    bad = torch.nn.Parameter(torch.ones(4 if RANK == 0 else 5))
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD([good, bad], lr=1.0),
+        named_parameters=[("good", good), ("bad", bad)])
+    (good.sum() * (RANK + 1) + bad.sum()).backward()
+    with pytest.raises(hvd.HvdError, match="grad.bad"):
+        opt.step()
+    assert not opt._handles
+    # Nothing of the step is left waiting to be synchronized.
+    assert not [k for k, _ in _engine._pending.values()
+                if k is good.grad or k is bad.grad]
+    mean = sum(range(1, SIZE + 1)) / SIZE
+    assert good.grad.tolist() == [mean] * 3  # reduced before the failure
+    # Both names are free: an op still in flight under one would be refused.
+    for name in ("grad.good", "grad.bad"):
+        assert hvd.allreduce_(torch.ones(2), op=hvd.Sum,
+                              name=name).tolist() == [SIZE] * 2
 
 
 def test_zero_grad_between_backward_and_step_is_refused():

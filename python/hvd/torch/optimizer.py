@@ -14,6 +14,7 @@ import torch
 
 from hvd import _engine, _fastpath, _lib
 from hvd.basics import Adasum, Average, Sum, resolve_op  # noqa: F401
+from hvd.exceptions import HvdError
 from hvd.process_sets import global_process_set
 from hvd.torch.compression import Compression
 from hvd.torch.mpi_ops import (allreduce_async_, grouped_allreduce_async_,
@@ -263,25 +264,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Waits for every gradient's allreduce and writes the averaged
-        gradients into p.grad. step() calls it unless inside
-        skip_synchronize()."""
+        gradients into p.grad; if any failed, raises the first failure once
+        all are over. step() calls it unless inside skip_synchronize()."""
         if not self._process_set.included():
             self._synchronized = True
             return
         self._start_missing()
         try:
-            for handle, contexts in self._handles.values():
-                if contexts is None:  # sparse: handle is a waiting callable
-                    continue
-                _engine.synchronize(handle)
-                for p, compressed, cctx in contexts:
-                    result = self._compression.decompress(compressed, cctx)
-                    if result is not p.grad:
-                        with torch.no_grad():
-                            p.grad.copy_(result)
-            for key, (handle, contexts) in self._handles.items():
-                if contexts is None:
-                    key.param.grad = handle()
+            failure = self._wait_for_every_reduction()
+            if failure is not None:
+                raise failure
             for p in self._made_dense:
                 p.grad = p.grad.to_sparse()
         finally:
@@ -292,6 +284,28 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._handles.clear()
             self._made_dense.clear()
         self._synchronized = True
+
+    def _wait_for_every_reduction(self):
+        """Waits for every reduction of the step, writing each result where
+        it belongs; returns the first failure (an HvdError), or None. All
+        are over when it returns: no gradient is written to after
+        synchronize() has raised."""
+        failure = None
+        for key, (handle, contexts) in self._handles.items():
+            try:
+                if contexts is None:  # sparse: a callable giving the result
+                    key.param.grad = handle()
+                    continue
+                _engine.synchronize(handle)
+            except HvdError as e:
+                failure = failure or e
+                continue
+            for p, compressed, cctx in contexts:
+                result = self._compression.decompress(compressed, cctx)
+                if result is not p.grad:
+                    with torch.no_grad():
+                        p.grad.copy_(result)
+        return failure
 
     @contextlib.contextmanager
     def skip_synchronize(self):
