@@ -25,6 +25,7 @@ import hvd.torch as ht
 from hvd import _fastpath
 
 import shapes_file  # beside this script
+from python_overhead import _distributed_optimizer, _gradients
 
 
 def _timed(fn, steps, flush):
@@ -43,17 +44,12 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     args = ap.parse_args()
     ht.init()
-    params = [torch.nn.Parameter(torch.zeros(s)) for s in shapes_file.read()]
-    for p in params:
-        p.grad = torch.ones_like(p)
-    opt = ht.DistributedOptimizer(
-        torch.optim.SGD(params, lr=0.0),
-        named_parameters=[("p%d" % i, p) for i, p in enumerate(params)])
-    backward = params[::-1]
-    hooks = [opt._make_hook(p) for p in backward]
+    grads, _ = _gradients(shapes_file.read(), shared=False)
+    opt, hooks = _distributed_optimizer(grads)
+    backward = grads[::-1]
     kept = [_fastpath.in_place_options("c%d" % i, ht.Average, 1.0, 1.0,
                                        ht.global_process_set)
-            for i in range(len(params))]
+            for i in range(len(grads))]
     copy_from, copy_to = torch.ones(26_000_000), torch.empty(26_000_000)
     cold = {"warm": lambda: None, "cold": lambda: copy_to.copy_(copy_from)}
 
@@ -62,18 +58,20 @@ def main():
             hook()
 
     def c_calls():
-        handles = [_fastpath.submit_kept(p.grad, k)
-                   for p, k in zip(backward, kept)]
+        handles = [_fastpath.submit_kept(g, k)
+                   for g, k in zip(backward, kept)]
         for handle in handles:
             ht.synchronize(handle)
 
+    params = [p for group in opt.param_groups for p in group["params"]]
+
     def read_grads():
-        for p in backward:
+        for p in params:
             g = p.grad
             g.requires_grad
             g.is_sparse
 
-    n = len(params)
+    n = len(grads)
     for caches, flush in cold.items():
         split = []
         for _ in range(args.steps):

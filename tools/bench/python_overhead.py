@@ -122,19 +122,24 @@ def _emulated_optimizer_step(grads):
     return step
 
 
-def _optimizer_hooks_step(grads):
-    """One step through hvd.torch.DistributedOptimizer: each parameter's
-    gradient is `grads[i]`; the hooks backward would run once each gradient
-    is accumulated are called in backward's order (last layer first), then
-    synchronize() waits for every reduction, as step() does before its
-    update."""
+def _distributed_optimizer(grads):
+    """An hvd.torch.DistributedOptimizer over parameters whose gradients
+    are `grads`, and the hooks backward would run once each gradient is
+    accumulated, in backward's order (last layer first)."""
     params = [torch.nn.Parameter(torch.empty_like(g)) for g in grads]
     for p, g in zip(params, grads):
         p.grad = g
     opt = ht.DistributedOptimizer(
         torch.optim.SGD(params, lr=0.0),
         named_parameters=[("p%d" % i, p) for i, p in enumerate(params)])
-    hooks = [opt._make_hook(p) for p in params][::-1]
+    return opt, [opt._make_hook(p) for p in params][::-1]
+
+
+def _optimizer_hooks_step(grads):
+    """One step through hvd.torch.DistributedOptimizer
+    (_distributed_optimizer): its hooks, then synchronize(), which waits
+    for every reduction, as step() does before its update."""
+    opt, hooks = _distributed_optimizer(grads)
 
     def step():
         for hook in hooks:
