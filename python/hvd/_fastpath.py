@@ -54,6 +54,8 @@ def set_enabled(enabled):
     global speedups
     was = speedups is not None
     speedups = _module if enabled else None
+    if _module is not None:
+        _module.set_hooks_enabled(enabled)
     _engine.result_waiter = _module.wait if enabled and _bound else None
     return was
 
@@ -160,6 +162,18 @@ def submit_kept(tensor, kept):
     if handle is NotImplemented:
         return handle
     return _engine.submit_handle(handle, tensor, None)
+
+
+def gradient_hook(gradient, slow, handles):
+    """DistributedOptimizer's hook for `gradient` (reduced alone, without
+    compression): the module's hook in C, which submits each step's
+    in-place allreduce itself and records it in `handles` and _engine's
+    pending table as the Python path does, and calls `slow`, the Python
+    hook, for every other case (_speedups_hook.c); `slow` itself without
+    the module."""
+    if _module is None:
+        return slow
+    return _module.hook(gradient, slow, handles, _engine._pending)
 
 
 def submit_in_place(tensor, name, op, prescale, postscale, process_set):

@@ -18,57 +18,16 @@
  * Anything else (another type, a non-contiguous tensor, a dtype the
  * fast path leaves alone, an empty tensor) is answered NotImplemented
  * before anything is submitted, and the caller takes the Python path, which
- * knows every case and its error message. */
-#define Py_LIMITED_API 0x030B0000
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+ * knows every case and its error message. DistributedOptimizer's gradient
+ * hook, which submits through the same path, is in _speedups_hook.c. */
+#include "python/hvd/_speedups.h"
+
 #include <string.h>
 
-#include "core/c_api.h"
-#include "dlpack/dlpack.h"
+struct Globals g;
+struct Names names;
 
-enum { kOk = 0, kTimeout = 1, kError = -1 };
-enum { kMaxDims = 16 };
-
-static struct {
-  hvd_handle (*allreduce_async)(DLTensor*, DLTensor*, const void*);
-  int (*wait)(hvd_handle, double);
-  void (*release)(hvd_handle);
-  const char* (*handle_error)(hvd_handle);
-  int (*handle_error_code)(hvd_handle);
-  double wait_slice;
-  int64_t pooled_bytes;      /* outputs this large: the Python path's pool */
-  PyObject* array_type;      /* numpy.ndarray, or NULL */
-  PyObject* array_empty_like;
-  PyObject* tensor_type;     /* torch.Tensor, or NULL */
-  PyObject* tensor_empty_like;
-  PyObject* tensor_dtypes;   /* torch dtype -> (DLPack code, bits) */
-  PyObject* tensor_stream_of; /* device index -> current stream, or NULL */
-} g;
-
-/* The tensor attributes read on every call, as interned names: looked up
- * without making a string of each name each time. */
-static struct {
-  PyObject* is_cuda;
-  PyObject* is_sparse;
-  PyObject* dtype;
-  PyObject* is_contiguous;
-  PyObject* shape;
-  PyObject* data_ptr;
-  PyObject* get_device;
-} names;
-
-/* One tensor as the C ABI takes it, with what keeps its description. */
-typedef struct {
-  DLTensor dl;
-  int64_t shape[kMaxDims];
-  Py_buffer view;
-  int has_view;
-  void* stream;  /* a GPU tensor's producer stream (cudaStream_t) */
-} Described;
-
-static void Forget(Described* d) {
+void Forget(Described* d) {
   if (d->has_view) PyBuffer_Release(&d->view);
   d->has_view = 0;
 }
@@ -118,9 +77,7 @@ static int DescribeArray(PyObject* obj, int writable, Described* d) {
   return 1;
 }
 
-/* `obj.name` (or `obj.name()` when `call`) as a C long; -1 with an error
- * set when it fails. */
-static int LongOf(PyObject* obj, PyObject* name, int call, long long* out) {
+int LongOf(PyObject* obj, PyObject* name, int call, long long* out) {
   PyObject* value = call ? PyObject_CallMethodObjArgs(obj, name, NULL)
                          : PyObject_GetAttr(obj, name);
   if (value == NULL) return -1;
@@ -187,10 +144,7 @@ static int DescribeTensor(PyObject* obj, Described* d) {
   return 1;
 }
 
-/* `floating_only`: an Average, which the Python path turns into a Sum for
- * integer tensors. */
-static int Describe(PyObject* obj, int writable, int floating_only,
-                    Described* d) {
+int Describe(PyObject* obj, int writable, int floating_only, Described* d) {
   memset(d, 0, sizeof(*d));
   PyObject* type = (PyObject*)Py_TYPE(obj);
   int taken;
@@ -211,8 +165,7 @@ static int Describe(PyObject* obj, int writable, int floating_only,
   return 1;
 }
 
-/* `out` as the same tensor as `in`: in place, the view held once. */
-static void SameAsInput(const Described* in, Described* out) {
+void SameAsInput(const Described* in, Described* out) {
   *out = *in;
   out->has_view = 0;
   out->dl.shape = out->shape;
@@ -328,7 +281,7 @@ static const hvd_options* WithStream(const void* options, const Described* in,
   return copy;
 }
 
-static hvd_handle Submit(Described* in, Described* out, void* options) {
+hvd_handle Submit(Described* in, Described* out, void* options) {
   hvd_options copy;
   const hvd_options* o = WithStream(options, in, &copy);
   hvd_handle handle;
@@ -485,15 +438,25 @@ static PyObject* Allreduce(PyObject* self, PyObject* const* args,
   return output;
 }
 
+/* set_hooks_enabled(flag): whether gradient hooks take their C path (the
+ * bindings switch it with the rest of the module). */
+static PyObject* SetHooksEnabled(PyObject* self, PyObject* arg) {
+  const int enabled = PyObject_IsTrue(arg);
+  if (enabled < 0) return NULL;
+  g.hooks_enabled = enabled;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef kMethods[] = {
     {"init", Init, METH_VARARGS, NULL},
     {"register_array_type", RegisterArrayType, METH_VARARGS, NULL},
     {"register_tensor_type", RegisterTensorType, METH_VARARGS, NULL},
     {"submit", (PyCFunction)(void (*)(void))SubmitAllreduce, METH_FASTCALL,
      NULL},
-    {"allreduce", (PyCFunction)(void (*)(void))Allreduce, METH_FASTCALL,
-     NULL},
+    {"allreduce", (PyCFunction)(void (*)(void))Allreduce, METH_FASTCALL, NULL},
     {"wait", Wait, METH_O, NULL},
+    {"hook", (PyCFunction)(void (*)(void))NewHook, METH_FASTCALL, NULL},
+    {"set_hooks_enabled", SetHooksEnabled, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -510,10 +473,18 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject** slot;
     const char* text;
   } wanted[] = {
-      {&names.is_cuda, "is_cuda"},     {&names.is_sparse, "is_sparse"},
-      {&names.dtype, "dtype"},         {&names.is_contiguous, "is_contiguous"},
-      {&names.shape, "shape"},         {&names.data_ptr, "data_ptr"},
+      {&names.is_cuda, "is_cuda"},
+      {&names.is_sparse, "is_sparse"},
+      {&names.dtype, "dtype"},
+      {&names.is_contiguous, "is_contiguous"},
+      {&names.shape, "shape"},
+      {&names.data_ptr, "data_ptr"},
       {&names.get_device, "get_device"},
+      {&names.grad, "grad"},
+      {&names.requires_grad, "requires_grad"},
+      {&names.param, "param"},
+      {&names.delay, "delay"},
+      {&names.options, "options"},
   };
   for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); ++i) {
     if (*wanted[i].slot == NULL) {
@@ -521,5 +492,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
       if (*wanted[i].slot == NULL) return NULL;
     }
   }
-  return PyModule_Create(&kModule);
+  g.hooks_enabled = 1;
+  PyObject* module = PyModule_Create(&kModule);
+  if (module != NULL && MakeHookType(module) < 0) Py_CLEAR(module);
+  return module;
 }

@@ -336,3 +336,128 @@ def test_an_interrupted_wait_in_c_keeps_the_handle_waitable():
         time.sleep(3 * _engine.WAIT_SLICE_SECONDS)
         ht.allreduce_(t, op=ht.Sum, name="interrupted_in_c")
     assert t.tolist() == [float(sum(range(1, SIZE + 1)))] * 3
+
+
+# ---------------------------------------------- the optimizer's C hook --
+
+def hooked_optimizer(params, **kwargs):
+    """A DistributedOptimizer over `params` (named w0, w1, ...), and the
+    list of gradient names its Python path submits (the C hook submits
+    without it)."""
+    opt = ht.DistributedOptimizer(
+        torch.optim.SGD(params, lr=0.5),
+        named_parameters=[("w%d" % i, p) for i, p in enumerate(params)],
+        **kwargs)
+    python_submits = []
+    submit = opt._allreduce_grad_async
+
+    def counted(gradient):
+        python_submits.append(gradient.name)
+        return submit(gradient)
+    opt._allreduce_grad_async = counted
+    return opt, python_submits
+
+
+def test_the_optimizer_hooks_submit_in_c_from_the_second_step():
+    """The first step's hooks take the Python path, which makes each
+    gradient's options; from the second step on the C hook submits, and
+    training gives the Python path's parameters bit for bit."""
+    def train(c_module):
+        was = _fastpath.set_enabled(c_module)
+        try:
+            w = torch.nn.Parameter(torch.arange(6.0).reshape(2, 3))
+            b = torch.nn.Parameter(torch.ones(5))
+            opt, python_submits = hooked_optimizer([w, b])
+            counts = []
+            for step in range(3):
+                opt.zero_grad()
+                ((w * (RANK + 1 + step)).sum() + (b ** 2).sum() / 3
+                 ).backward()
+                opt.step()
+                counts.append(len(python_submits))
+                python_submits.clear()
+            return [w.detach().clone(), b.detach().clone()], counts
+        finally:
+            _fastpath.set_enabled(was)
+    fast, fast_counts = train(True)
+    pure, pure_counts = train(False)
+    assert fast_counts == [2, 0, 0]
+    assert pure_counts == [2, 2, 2]
+    for f, p in zip(fast, pure):
+        assert torch.equal(f, p)
+
+
+def test_the_c_hook_leaves_earlier_passes_and_odd_gradients_to_python():
+    """With backward_passes_per_step 2 the first pass of each step is the
+    Python hook's (it counts), the second the C hook's; a non-contiguous
+    gradient goes to the Python path, which reduces it as well; a gradient
+    that requires grad raises the Python hook's error."""
+    w = torch.nn.Parameter(torch.ones(2, 3))
+    opt, python_submits = hooked_optimizer([w], backward_passes_per_step=2)
+    mean = sum(range(1, SIZE + 1)) / SIZE
+    for step in range(2):
+        opt.zero_grad()
+        for _ in range(2):
+            (w * (RANK + 1)).sum().backward()
+        opt.synchronize()
+        assert w.grad.tolist() == [[2 * mean] * 3] * 2
+        assert python_submits == ["grad.w0"]  # the first step's only
+    opt.backward_passes_per_step = 1
+    opt._gradients[0].delay = 1
+    w.grad = torch.zeros(3, 2).t()  # accumulated into in place: strided
+    (w * (RANK + 1)).sum().backward()
+    assert not w.grad.is_contiguous()
+    opt.synchronize()
+    assert w.grad.tolist() == [[mean] * 3] * 2
+    assert len(python_submits) == 2
+    opt.zero_grad()
+    w.grad = None
+    with pytest.raises(AssertionError, match="create_graph"):
+        (w ** 2 * (RANK + 1)).sum().backward(create_graph=True)
+    w.grad = None
+    opt.synchronize()
+
+
+def test_a_submission_the_library_refuses_raises_from_backward():
+    """A gradient's name still in flight: the C hook's submission is
+    refused, and backward raises the Python path's error for it; once
+    synchronize() has reduced what that step did not, the next step goes
+    on."""
+    w = torch.nn.Parameter(torch.ones(3))
+    opt, _ = hooked_optimizer([w])
+    (w * (RANK + 1)).sum().backward()
+    opt.step()  # the Python path: the options are made
+    held = torch.ones(2)
+    if RANK == 0:
+        pending = ht.allreduce_async_(held, op=ht.Sum, name="grad.w0")
+        opt.zero_grad()
+        with pytest.raises(ValueError, match="still in flight"):
+            (w * (RANK + 1)).sum().backward()
+        hnp.allreduce(np.ones(1), name="after_refused_hook")
+        ht.synchronize(pending)
+    else:
+        hnp.allreduce(np.ones(1), name="after_refused_hook")
+        ht.allreduce_(held, op=ht.Sum, name="grad.w0")
+    assert held.tolist() == [float(SIZE)] * 2
+    assert not opt._handles
+    opt.synchronize()  # reduces what the refused step did not
+    opt.zero_grad()
+    (w * (RANK + 1)).sum().backward()
+    opt.synchronize()
+    assert w.grad.tolist() == [sum(range(1, SIZE + 1)) / SIZE] * 3
+
+
+def test_a_backward_pass_too_many_after_the_c_hooks_raises():
+    """The C hook counts its pass as the Python hook does: one more
+    backward before step() raises the Python hook's error."""
+    w = torch.nn.Parameter(torch.ones(2))
+    opt, python_submits = hooked_optimizer([w])
+    for _ in range(2):
+        opt.zero_grad()
+        w.sum().backward()
+        opt.step()
+    w.sum().backward()
+    with pytest.raises(AssertionError, match="backward_passes_per_step"):
+        w.sum().backward()
+    opt.synchronize()
+    assert not opt._handles and python_submits == ["grad.w0"]

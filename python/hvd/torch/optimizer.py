@@ -186,6 +186,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             group.ready += 1
             if group.ready == len(group.members):
                 self._handles[group] = self._grouped_allreduce_async(group)
+        if gradient.group is None and self._compression is Compression.none:
+            # Each step's submission in one C call where the C module is
+            # there; this hook for the rest.
+            return _fastpath.gradient_hook(gradient, hook, self._handles)
         return hook
 
     def _scale_factors(self):
