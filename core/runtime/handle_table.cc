@@ -119,6 +119,13 @@ HandleTable::WaitResult HandleTable::WaitFor(int64_t handle,
   return s->pending == 0 ? kDone : kTimeout;
 }
 
+std::optional<bool> HandleTable::DoneOk(int64_t handle) {
+  absl::MutexLock lock(&mu_);
+  auto it = states_.find(handle);
+  if (it == states_.end() || it->second->pending != 0) return std::nullopt;
+  return it->second->status.ok();
+}
+
 absl::Status HandleTable::GetStatus(int64_t handle) {
   absl::MutexLock lock(&mu_);
   auto state = Find(handle);

@@ -60,6 +60,10 @@ class HandleTable {
   void Nudge();
   // How many times Nudge() was called. Any thread, without a lock.
   uint64_t Nudges() const { return nudges_.load(std::memory_order_acquire); }
+  // Whether a done handle succeeded; nullopt while it runs or when it is
+  // unknown. One lookup: for a wait that finds its op over (the rest of a
+  // step once its first wait has run).
+  std::optional<bool> DoneOk(int64_t handle);
   // Status of a done handle (OK while running or unknown).
   absl::Status GetStatus(int64_t handle);
   // Stable pointer to the error text until Release; nullptr if unknown.

@@ -26,6 +26,21 @@ TEST(HandleTable, FirstErrorWins) {
   EXPECT_STREQ(table.ErrorText(h), "first");
 }
 
+TEST(HandleTable, DoneOkSaysWhetherAnOverHandleSucceeded) {
+  HandleTable table;
+  const int64_t ok = table.Create(1);
+  const int64_t failed = table.Create(2);
+  EXPECT_EQ(table.DoneOk(ok), std::nullopt);  // running
+  table.Complete(ok, 0, absl::OkStatus(), {});
+  table.Complete(failed, 0, absl::InternalError("lost"), {});
+  EXPECT_EQ(table.DoneOk(failed), std::nullopt);  // one part still running
+  table.Complete(failed, 1, absl::OkStatus(), {});
+  EXPECT_EQ(table.DoneOk(ok), true);
+  EXPECT_EQ(table.DoneOk(failed), false);
+  table.Release(ok);
+  EXPECT_EQ(table.DoneOk(ok), std::nullopt);  // unknown
+}
+
 TEST(HandleTable, WaitTimesOutThenCompletes) {
   HandleTable table;
   const int64_t h = table.Create(1);
