@@ -11,6 +11,7 @@
 #include "core/api_state.h"
 #include "core/c_api.h"
 #include "core/dlpack_tensor.h"
+#include "core/runtime/process_sets.h"
 #include "core/runtime/validation.h"
 
 namespace hvd::api {
@@ -55,8 +56,7 @@ absl::StatusOr<runtime::ProcessSetTable::Members> Members(runtime::Runtime& rt,
     return absl::InvalidArgumentError(
         absl::StrCat("process set ", set, " does not exist"));
   }
-  if (std::find(ranks->begin(), ranks->end(), rt.config().rank) ==
-      ranks->end()) {
+  if (runtime::PositionIn(*ranks, rt.config().rank) < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", rt.config().rank, " is not a member of process set ", set,
         " (ranks [", absl::StrJoin(*ranks, ", "), "])"));

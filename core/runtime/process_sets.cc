@@ -18,8 +18,12 @@ ProcessSetTable::Members ProcessSetTable::Ranks(int id) const {
 }
 
 int PositionIn(const std::vector<int>& ranks, int rank) {
-  auto pos = std::find(ranks.begin(), ranks.end(), rank);
-  return pos == ranks.end() ? -1 : static_cast<int>(pos - ranks.begin());
+  // Sets are kept ascending: a binary search, where every submission of a
+  // job of thousands of ranks would otherwise scan its set.
+  auto pos = std::lower_bound(ranks.begin(), ranks.end(), rank);
+  return pos == ranks.end() || *pos != rank
+             ? -1
+             : static_cast<int>(pos - ranks.begin());
 }
 
 int ProcessSetTable::IndexOf(int id, int rank) const {
@@ -50,6 +54,7 @@ bool ProcessSetTable::EverySetHasEveryRank() const {
 }
 
 void ProcessSetTable::Add(int id, std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());  // as every rank orders them
   absl::MutexLock lock(&mu_);
   sets_[id] = std::make_shared<const std::vector<int>>(std::move(ranks));
 }

@@ -12,7 +12,8 @@
 namespace hvd::runtime {
 
 // Thread-safe: changed by the background thread, read by framework threads.
-// Position of `rank` in `ranks`, -1 if it is not there.
+// Position of `rank` in `ranks` (ascending, as sets are kept), -1 if it is
+// not there.
 int PositionIn(const std::vector<int>& ranks, int rank);
 
 class ProcessSetTable {
