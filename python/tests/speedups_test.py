@@ -262,17 +262,27 @@ def test_without_a_stream_function_a_gpu_tensor_is_left_to_python():
     assert taken is NotImplemented
 
 
-def test_a_name_still_in_flight_is_refused_at_once():
-    t = torch.ones(4)
+def refused_while_rank_0_holds(name, held, refused):
+    """Rank 0 submits `held` under `name` and, while that is in flight (the
+    other ranks have not submitted it yet), calls refused(), which must
+    raise "still in flight" at once; then every rank completes the held
+    allreduce (a Sum into `held`)."""
     if RANK == 0:
-        pending = ht.allreduce_async_(t, op=ht.Sum, name="twice")
+        pending = ht.allreduce_async_(held, op=ht.Sum, name=name)
         with pytest.raises(ValueError, match="still in flight"):
-            ht.allreduce_(torch.ones(4), op=ht.Sum, name="twice")
+            refused()
         hnp.allreduce(np.ones(1), name="after_refusal")
         ht.synchronize(pending)
     else:
         hnp.allreduce(np.ones(1), name="after_refusal")
-        ht.allreduce_(t, op=ht.Sum, name="twice")
+        ht.allreduce_(held, op=ht.Sum, name=name)
+
+
+def test_a_name_still_in_flight_is_refused_at_once():
+    t = torch.ones(4)
+    refused_while_rank_0_holds(
+        "twice", t, lambda: ht.allreduce_(torch.ones(4), op=ht.Sum,
+                                          name="twice"))
     assert t.tolist() == [float(SIZE)] * 4
 
 
@@ -428,16 +438,9 @@ def test_a_submission_the_library_refuses_raises_from_backward():
     (w * (RANK + 1)).sum().backward()
     opt.step()  # the Python path: the options are made
     held = torch.ones(2)
-    if RANK == 0:
-        pending = ht.allreduce_async_(held, op=ht.Sum, name="grad.w0")
-        opt.zero_grad()
-        with pytest.raises(ValueError, match="still in flight"):
-            (w * (RANK + 1)).sum().backward()
-        hnp.allreduce(np.ones(1), name="after_refused_hook")
-        ht.synchronize(pending)
-    else:
-        hnp.allreduce(np.ones(1), name="after_refused_hook")
-        ht.allreduce_(held, op=ht.Sum, name="grad.w0")
+    opt.zero_grad()
+    refused_while_rank_0_holds("grad.w0", held,
+                               lambda: (w * (RANK + 1)).sum().backward())
     assert held.tolist() == [float(SIZE)] * 2
     assert not opt._handles
     opt.synchronize()  # reduces what the refused step did not
