@@ -12,14 +12,14 @@
  * it where the Python path does (the optimizer's handles, _engine's pending
  * table) and sets `delay` to 0. Every other call (the first step, a missing,
  * sparse or non-contiguous gradient, a pass that is not the last, a
- * submission the library refused, the C path switched off) runs the Python
- * hook, which knows every case and its error. The optimizer makes this hook
- * only for a gradient reduced alone without compression. */
+ * submission the library refused at once, the C path switched off) runs the
+ * Python hook, which knows every case and its error. The optimizer makes this
+ * hook only for a gradient reduced alone without compression. */
 #include "python/hvd/_speedups.h"
 
 typedef struct {
-  PyObject_HEAD PyObject*
-      gradient; /* the optimizer's _Gradient: .param, .delay, .options */
+  PyObject ob_base;   /* PyObject_HEAD */
+  PyObject* gradient; /* the optimizer's _Gradient: .param, .delay, .options */
   PyObject* param;
   PyObject* slow;    /* the Python hook: every case this one leaves */
   PyObject* handles; /* the optimizer's {gradient: (handle, ())} */
@@ -113,8 +113,8 @@ static int SubmitGradient(Hook* h) {
     SameAsInput(&in, &out);
     const hvd_handle handle = Submit(&in, &out, h->options);
     Forget(&in);
-    /* Refused (a name in flight, hvd shut down): nothing was queued, and
-     * the Python hook's submission raises the library's error. */
+    /* Refused (a name still in flight): nothing was queued, and the
+     * Python hook's submission raises the library's error. */
     taken = handle <= 0 ? 0 : Record(h, handle, grad) < 0 ? -1 : 1;
   }
   Py_DECREF(grad);
