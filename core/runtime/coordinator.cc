@@ -205,7 +205,7 @@ bool Coordinator::WaitingFor(int rank) const {
   if (joined_.count(rank) > 0) return false;
   auto member = [&](int set) {
     auto members = sets_->Ranks(set);
-    return members && std::count(members->begin(), members->end(), rank) > 0;
+    return members && PositionIn(*members, rank) >= 0;
   };
   for (const auto& [key, pending] : table_) {
     if (pending.by_rank.count(rank) == 0 && member(key.first)) return true;
