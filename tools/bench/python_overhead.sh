@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../.."
 ROUNDS=3
 BEFORE=
 SUMMARIZE_ONLY=0
-OUT=$(mktemp -d /tmp/python_overhead.XXXXXX)
+OUT=
 while (($#)); do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
@@ -27,6 +27,8 @@ while (($#)); do
     *) echo "python_overhead.sh: unknown flag $1" >&2; exit 2 ;;
   esac
 done
+# Without --out, a directory of its own, kept: the logs it names at the end.
+[[ -n $OUT ]] || OUT=$(mktemp -d /tmp/python_overhead.XXXXXX)
 PY="${HVD_PYTHON:-/usr/bin/python3}"
 HVDRUN=bazel-bin/launcher/hvdrun
 export HVD_AGENT_PATH="$PWD/bazel-bin/agent/hvd-agent"
