@@ -24,10 +24,22 @@
 
 #include <string.h>
 
+enum { kMaxDims = 16 };
+
+/* One tensor as the C ABI takes it, with what keeps its description. */
+typedef struct {
+  DLTensor dl;
+  int64_t shape[kMaxDims];
+  Py_buffer view;
+  int has_view;
+  void* stream; /* a GPU tensor's producer stream (cudaStream_t) */
+} Described;
+
 struct Globals g;
 struct Names names;
 
-void Forget(Described* d) {
+/* Releases what a description holds. */
+static void Forget(Described* d) {
   if (d->has_view) PyBuffer_Release(&d->view);
   d->has_view = 0;
 }
@@ -144,7 +156,12 @@ static int DescribeTensor(PyObject* obj, Described* d) {
   return 1;
 }
 
-int Describe(PyObject* obj, int writable, int floating_only, Described* d) {
+/* Describes `obj` (of a registered type) as the C ABI takes it; writable:
+ * as an output; floating_only: an Average, which the Python path turns
+ * into a Sum for integer tensors. 1 described, 0 not taken (no error set),
+ * -1 error. */
+static int Describe(PyObject* obj, int writable, int floating_only,
+                    Described* d) {
   memset(d, 0, sizeof(*d));
   PyObject* type = (PyObject*)Py_TYPE(obj);
   int taken;
@@ -165,7 +182,8 @@ int Describe(PyObject* obj, int writable, int floating_only, Described* d) {
   return 1;
 }
 
-void SameAsInput(const Described* in, Described* out) {
+/* `out` as the same tensor as `in`: in place, the view held once. */
+static void SameAsInput(const Described* in, Described* out) {
   *out = *in;
   out->has_view = 0;
   out->dl.shape = out->shape;
@@ -281,7 +299,7 @@ static const hvd_options* WithStream(const void* options, const Described* in,
   return copy;
 }
 
-hvd_handle Submit(Described* in, Described* out, void* options) {
+static hvd_handle Submit(Described* in, Described* out, void* options) {
   hvd_options copy;
   const hvd_options* o = WithStream(options, in, &copy);
   hvd_handle handle;
@@ -291,24 +309,42 @@ hvd_handle Submit(Described* in, Described* out, void* options) {
   return handle;
 }
 
-/* The common arguments of submit and allreduce: (input, output,
- * options_address, floating_only, ...), `want` of them. The output is the
- * input itself (in place) or, where `new_output`, None: a new one is made
- * here (NewOutput); any other output is not taken. 1 with both tensors
- * described and *output a new reference, 0 when not taken, -1 error. */
-static int Begin(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
-                 int new_output, void** options, Described* in,
-                 Described* out, PyObject** output) {
+/* The arguments submit and allreduce share: (input, output,
+ * options_address, floating_only, ...), `want` of them. 0, or -1 with an
+ * error set. */
+static int Arguments(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
+                     void** options, int* floating_only) {
   if (!Ready()) return -1;
   if (n != want) {
     PyErr_SetString(PyExc_TypeError, "hvd._speedups: wrong argument count");
     return -1;
   }
   *options = PyLong_AsVoidPtr(args[2]);
-  const int floating_only = PyObject_IsTrue(args[3]);
-  if (PyErr_Occurred() || floating_only < 0) return -1;
+  *floating_only = PyObject_IsTrue(args[3]);
+  return PyErr_Occurred() || *floating_only < 0 ? -1 : 0;
+}
+
+int SubmitInPlace(PyObject* tensor, void* options, int floating_only,
+                  hvd_handle* handle) {
+  Described in, out;
+  const int taken = Describe(tensor, 1, floating_only, &in);
+  if (taken != 1) return taken;
+  SameAsInput(&in, &out);
+  *handle = Submit(&in, &out, options);
+  Forget(&in);
+  return 1;
+}
+
+/* allreduce's tensors: the output is the input itself (in place) or None,
+ * a new one made here (NewOutput); any other output is not taken. 1 with
+ * both tensors described and *output a new reference, 0 when not taken, -1
+ * error. */
+static int Begin(PyObject* const* args, Py_ssize_t n, void** options,
+                 Described* in, Described* out, PyObject** output) {
+  int floating_only;
+  if (Arguments(args, n, 5, options, &floating_only) < 0) return -1;
   const int in_place = args[1] == args[0];
-  if (!in_place && !(new_output && args[1] == Py_None)) return 0;
+  if (!in_place && args[1] != Py_None) return 0;
   int taken = Describe(args[0], in_place, floating_only, in);
   if (taken != 1) return taken;
   if (in_place) {
@@ -329,15 +365,13 @@ static int Begin(PyObject* const* args, Py_ssize_t n, Py_ssize_t want,
 static PyObject* SubmitAllreduce(PyObject* self, PyObject* const* args,
                                  Py_ssize_t n) {
   void* options;
-  Described in, out;
-  PyObject* output;
-  const int taken = Begin(args, n, 4, 0, &options, &in, &out, &output);
+  int floating_only;
+  if (Arguments(args, n, 4, &options, &floating_only) < 0) return NULL;
+  if (args[1] != args[0]) Py_RETURN_NOTIMPLEMENTED;
+  hvd_handle handle;
+  const int taken = SubmitInPlace(args[0], options, floating_only, &handle);
   if (taken < 0) return NULL;
   if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
-  hvd_handle handle = Submit(&in, &out, options);
-  Forget(&in);
-  Forget(&out);
-  Py_DECREF(output);
   return PyLong_FromLongLong(handle);
 }
 
@@ -402,8 +436,8 @@ static PyObject* Allreduce(PyObject* self, PyObject* const* args,
                            Py_ssize_t n) {
   void* options;
   Described in, out;
-  PyObject* output;
-  const int taken = Begin(args, n, 5, 1, &options, &in, &out, &output);
+  PyObject* output = NULL;
+  const int taken = Begin(args, n, &options, &in, &out, &output);
   if (taken < 0) return NULL;
   if (taken == 0) Py_RETURN_NOTIMPLEMENTED;
   hvd_options copy;

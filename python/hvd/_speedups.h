@@ -14,7 +14,6 @@
 #include "dlpack/dlpack.h"
 
 enum { kOk = 0, kTimeout = 1, kError = -1 };
-enum { kMaxDims = 16 };
 
 /* The C ABI's functions (init) and the registered types. */
 struct Globals {
@@ -53,34 +52,18 @@ struct Names {
 };
 extern struct Names names;
 
-/* One tensor as the C ABI takes it, with what keeps its description. */
-typedef struct {
-  DLTensor dl;
-  int64_t shape[kMaxDims];
-  Py_buffer view;
-  int has_view;
-  void* stream; /* a GPU tensor's producer stream (cudaStream_t) */
-} Described;
-
-/* Releases what a description holds. */
-void Forget(Described* d);
-
-/* Describes `obj` (of a registered type) as the C ABI takes it; writable:
- * as an output; floating_only: an Average, which the Python path turns
- * into a Sum for integer tensors. 1 described, 0 not taken (no error set),
- * -1 error. */
-int Describe(PyObject* obj, int writable, int floating_only, Described* d);
-
-/* `out` as the same tensor as `in`: in place, the view held once. */
-void SameAsInput(const Described* in, Described* out);
-
 /* `obj.name` (or `obj.name()` when `call`) as a C long long; -1 with an
  * error set when it fails. */
 int LongOf(PyObject* obj, PyObject* name, int call, long long* out);
 
-/* hvd_allreduce_async of in into out under the options at `options` (the
- * bindings' cached hvd_options), the GIL released. */
-hvd_handle Submit(Described* in, Described* out, void* options);
+/* Submits the in-place allreduce of `tensor` (of a registered type) under
+ * the options at `options` (the bindings' cached hvd_options), the GIL
+ * released; floating_only: an Average, which the Python path turns into a
+ * Sum for integer tensors. 1 submitted, *handle set (<= 0: the library
+ * refused it, its hvd_last_error says why); 0 not taken (no error set);
+ * -1 error. */
+int SubmitInPlace(PyObject* tensor, void* options, int floating_only,
+                  hvd_handle* handle);
 
 /* The gradient hook's type, made by MakeHookType at the module's import;
  * hook(...) makes one (_speedups_hook.c). */

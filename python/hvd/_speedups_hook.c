@@ -99,20 +99,17 @@ static int Record(Hook* h, hvd_handle handle, PyObject* grad) {
 static int SubmitGradient(Hook* h) {
   PyObject* grad = PyObject_GetAttr(h->param, names.grad);
   if (grad == NULL) return -1;
-  Described in, out;
+  hvd_handle handle = 0;
   int taken = 0;
   if (grad != Py_None) {
     long long requires_grad;
     if (LongOf(grad, names.requires_grad, 0, &requires_grad) < 0) {
       taken = -1;
     } else if (!requires_grad) {
-      taken = Describe(grad, 1, h->floating_only, &in);
+      taken = SubmitInPlace(grad, h->options, h->floating_only, &handle);
     }
   }
   if (taken == 1) {
-    SameAsInput(&in, &out);
-    const hvd_handle handle = Submit(&in, &out, h->options);
-    Forget(&in);
     /* Refused (a name still in flight): nothing was queued, and the
      * Python hook's submission raises the library's error. */
     taken = handle <= 0 ? 0 : Record(h, handle, grad) < 0 ? -1 : 1;

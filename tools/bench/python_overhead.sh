@@ -27,8 +27,15 @@ while (($#)); do
     *) echo "python_overhead.sh: unknown flag $1" >&2; exit 2 ;;
   esac
 done
-# Without --out, a directory of its own, kept: the logs it names at the end.
-[[ -n $OUT ]] || OUT=$(mktemp -d /tmp/python_overhead.XXXXXX)
+if [[ -z $OUT ]]; then
+  if ((SUMMARIZE_ONLY)); then
+    echo "python_overhead.sh: --summarize-only needs --out DIR (an earlier" \
+         "run's logs)" >&2
+    exit 2
+  fi
+  # The run's logs, kept: the last line names the directory.
+  OUT=$(mktemp -d /tmp/python_overhead.XXXXXX)
+fi
 PY="${HVD_PYTHON:-/usr/bin/python3}"
 HVDRUN=bazel-bin/launcher/hvdrun
 export HVD_AGENT_PATH="$PWD/bazel-bin/agent/hvd-agent"
